@@ -1,0 +1,1 @@
+"""Stream framing: incremental SSE parsing/encoding and usage observation."""
