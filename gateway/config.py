@@ -1,0 +1,227 @@
+"""The gateway's configuration: read from the environment once, at start-up, into a frozen model.
+
+Nothing else in the gateway reads ``os.environ``: ``Settings.from_environ`` takes the mapping
+explicitly (the CLI passes ``os.environ`` once), validates every value and fails with a
+``ConfigError`` whose message names the offending variable. Secrets are ``SecretStr`` so a repr or
+log line of the settings never shows them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from gateway.keys import InboundKey, parse_key_file, parse_key_list
+
+TRUTHY = frozenset({"1", "true", "yes", "on"})
+FALSY = frozenset({"", "0", "false", "no", "off"})
+
+
+class ConfigError(Exception):
+    """A configuration value is missing or invalid; the message names the variable."""
+
+
+def _flag(value: object) -> object:
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in TRUTHY:
+            return True
+        if lowered in FALSY:
+            return False
+    return value
+
+
+def _existing_file(value: object) -> object:
+    if value in (None, ""):
+        return None
+    path = Path(str(value)).expanduser()
+    if not path.is_file():
+        raise ValueError(f"file not found: {path}")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"file not readable: {path}")
+    return path
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {value!r}")
+    return value.rstrip("/")
+
+
+class Settings(BaseModel):
+    """Immutable snapshot of every setting the gateway uses. Field aliases are the env var names."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    # listener
+    host: str = Field("127.0.0.1", alias="GATEWAY_HOST")
+    port: int = Field(8080, alias="GATEWAY_PORT", ge=0, le=65535)
+    max_body_bytes: int = Field(32 * 1024 * 1024, alias="GATEWAY_MAX_BODY_BYTES", gt=0)
+
+    # inbound authentication
+    api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")
+    api_keys_file: Path | None = Field(None, alias="GATEWAY_API_KEYS_FILE")
+    allow_unauthenticated: bool = Field(False, alias="GATEWAY_ALLOW_UNAUTHENTICATED")
+    _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
+
+    # first-party upstream
+    anthropic_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
+    anthropic_auth_token: SecretStr | None = Field(None, alias="ANTHROPIC_AUTH_TOKEN")
+    anthropic_base_url: str = Field("https://api.anthropic.com", alias="ANTHROPIC_BASE_URL")
+
+    # egress
+    https_proxy: str | None = Field(None, validation_alias=AliasChoices("HTTPS_PROXY", "https_proxy"))
+    http_proxy: str | None = Field(None, validation_alias=AliasChoices("HTTP_PROXY", "http_proxy"))
+    no_proxy: str = Field("", validation_alias=AliasChoices("NO_PROXY", "no_proxy"))
+    ca_bundle: Path | None = Field(
+        None, validation_alias=AliasChoices("GATEWAY_CA_BUNDLE", "SSL_CERT_FILE")
+    )
+    client_cert: Path | None = Field(None, alias="GATEWAY_CLIENT_CERT")
+    client_key: Path | None = Field(None, alias="GATEWAY_CLIENT_KEY")
+    upstream_pool_size: int = Field(512, alias="GATEWAY_UPSTREAM_POOL_SIZE", gt=0)
+    upstream_connect_timeout_s: float = Field(10.0, alias="GATEWAY_UPSTREAM_CONNECT_TIMEOUT_S", gt=0)
+    first_byte_timeout_s: float = Field(600.0, alias="GATEWAY_FIRST_BYTE_TIMEOUT_S", gt=0)
+
+    # operations
+    log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
+
+    @field_validator("allow_unauthenticated", mode="before")
+    @classmethod
+    def _parse_flag(cls, value: object) -> object:
+        return _flag(value)
+
+    @field_validator("api_keys_file", "ca_bundle", "client_cert", "client_key", mode="before")
+    @classmethod
+    def _check_file(cls, value: object) -> object:
+        return _existing_file(value)
+
+    @field_validator("anthropic_base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        return _http_url(value)
+
+    @field_validator("https_proxy", "http_proxy", mode="before")
+    @classmethod
+    def _check_proxy(cls, value: object) -> object:
+        if value in (None, ""):
+            return None
+        text = str(value)
+        if "://" not in text:  # curl convention: a bare host:port means http://
+            text = "http://" + text
+        return _http_url(text)
+
+    @field_validator("anthropic_api_key", "anthropic_auth_token", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"unknown log level {value!r}")
+        return level
+
+    @model_validator(mode="after")
+    def _load_keys(self) -> Settings:
+        keys = list(parse_key_list(self.api_keys.get_secret_value()))
+        if self.api_keys_file is not None:
+            keys.extend(parse_key_file(self.api_keys_file))
+        self._inbound_keys = tuple(keys)
+        if self.client_key is not None and self.client_cert is None:
+            raise ValueError("GATEWAY_CLIENT_KEY is set but GATEWAY_CLIENT_CERT is not")
+        return self
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        """Validate the given environment; raise ``ConfigError`` naming the first bad variable."""
+        try:
+            return cls.model_validate(dict(environ))
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
+
+    def require_startable(self) -> None:
+        """Checks that only matter for serving (not for tools that read the settings)."""
+        if not self.inbound_keys and not self.allow_unauthenticated:
+            raise ConfigError(
+                "GATEWAY_API_KEYS / GATEWAY_API_KEYS_FILE: no inbound API key configured; refusing to "
+                "start an open gateway (set GATEWAY_ALLOW_UNAUTHENTICATED=1 to allow it deliberately)"
+            )
+
+    @property
+    def inbound_keys(self) -> tuple[InboundKey, ...]:
+        return self._inbound_keys
+
+    @property
+    def upstream_credential(self) -> SecretStr | None:
+        return self.anthropic_api_key or self.anthropic_auth_token
+
+    def public_summary(self) -> dict[str, Any]:
+        """What start-up logs: every setting, secrets replaced by whether they are set."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "inbound_keys": len(self.inbound_keys),
+            "allow_unauthenticated": self.allow_unauthenticated,
+            "anthropic_base_url": self.anthropic_base_url,
+            "upstream_credential": (
+                "ANTHROPIC_API_KEY" if self.anthropic_api_key
+                else "ANTHROPIC_AUTH_TOKEN" if self.anthropic_auth_token else "none"
+            ),
+            "https_proxy": _strip_userinfo(self.https_proxy),
+            "http_proxy": _strip_userinfo(self.http_proxy),
+            "no_proxy": self.no_proxy,
+            "ca_bundle": str(self.ca_bundle) if self.ca_bundle else None,
+            "client_cert": str(self.client_cert) if self.client_cert else None,
+            "max_body_bytes": self.max_body_bytes,
+        }
+
+
+def _strip_userinfo(url: str | None) -> str | None:
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _alias_for(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return "configuration"
+    name = str(loc[0])
+    field = Settings.model_fields.get(name)
+    if field is not None:
+        if field.alias:
+            return field.alias
+        if isinstance(field.validation_alias, AliasChoices):
+            return " / ".join(str(choice) for choice in field.validation_alias.choices)
+    return name
+
+
+def _describe(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False, include_input=False)[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    loc = tuple(error["loc"])
+    if not loc:  # model-level validator: the message names the variable itself
+        return message
+    return f"{_alias_for(loc)}: {message}"

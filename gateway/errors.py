@@ -1,0 +1,92 @@
+"""Anthropic-shaped errors made by the gateway itself.
+
+Every error a client receives from the gateway (as opposed to one relayed from the upstream) has
+the Anthropic envelope ``{"type":"error","error":{"type":...,"message":...}}`` and the status the
+Anthropic API would use for that error type, so SDK clients map it to the right exception class
+and retry policy. ``x-should-retry`` is set explicitly where the client must not retry (auth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import orjson
+
+# status -> error.type, as the first-party API uses them
+ERROR_TYPE_BY_STATUS: Final[Mapping[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    408: "timeout_error",
+    409: "conflict_error",
+    411: "invalid_request_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    501: "not_supported",
+    502: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def error_type_for_status(status: int) -> str:
+    if status in ERROR_TYPE_BY_STATUS:
+        return ERROR_TYPE_BY_STATUS[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def error_body(error_type: str, message: str, request_id: str | None = None) -> bytes:
+    body: dict[str, object] = {"type": "error", "error": {"type": error_type, "message": message}}
+    if request_id is not None:
+        body["request_id"] = request_id
+    return orjson.dumps(body)
+
+
+class GatewayError(Exception):
+    """An error the gateway answers itself, with an explicit status and Anthropic error type."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        error_type: str | None = None,
+        should_retry: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error_type = error_type or error_type_for_status(status)
+        self.should_retry = should_retry
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def body(self, request_id: str | None = None) -> bytes:
+        return error_body(self.error_type, self.message, request_id)
+
+    def response_headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json", **self.headers}
+        if self.should_retry is not None:
+            headers["x-should-retry"] = "true" if self.should_retry else "false"
+        return headers
+
+
+class UpstreamUnavailable(GatewayError):
+    """The upstream could not be reached (DNS, refused, TLS, proxy): 502."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(502, message, error_type="api_error")
+
+
+class UpstreamTimeout(GatewayError):
+    """The upstream did not answer in time: 504."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(504, message, error_type="timeout_error")

@@ -1,0 +1,88 @@
+"""First-party upstream: the Anthropic API (``ANTHROPIC_BASE_URL``, default api.anthropic.com).
+
+The body goes upstream byte-for-byte as the client sent it; the client's credential is replaced by
+the gateway's (``x-api-key`` for ``ANTHROPIC_API_KEY``, ``Authorization: Bearer`` for
+``ANTHROPIC_AUTH_TOKEN``); a fresh ``x-client-request-id`` is added (first party only: third-party
+hosts may reject unknown headers). Responses, errors included, are relayed verbatim: clients'
+recovery logic matches the upstream wording.
+"""
+
+from __future__ import annotations
+
+from gateway.config import Settings
+from gateway.errors import GatewayError
+from gateway.providers.base import ClientRequest, Provider, UpstreamResponse
+from gateway.transport import HttpUpstreamResponse, Upstream, open_upstream
+
+
+class AnthropicProvider(Provider):
+    name = "anthropic"
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._upstream: Upstream | None = None
+        if settings.anthropic_api_key is not None:
+            self._auth: tuple[str, str] | None = ("x-api-key", settings.anthropic_api_key.get_secret_value())
+            self._credential_source = "ANTHROPIC_API_KEY"
+        elif settings.anthropic_auth_token is not None:
+            token = settings.anthropic_auth_token.get_secret_value()
+            self._auth = ("Authorization", f"Bearer {token}")
+            self._credential_source = "ANTHROPIC_AUTH_TOKEN"
+        else:
+            self._auth = None
+            self._credential_source = "none"
+
+    async def start(self) -> None:
+        if self._upstream is None:
+            self._upstream = open_upstream(self._settings.anthropic_base_url, self._settings)
+
+    async def close(self) -> None:
+        if self._upstream is not None:
+            await self._upstream.close()
+            self._upstream = None
+
+    def not_ready_reason(self) -> str | None:
+        if self._auth is None:
+            return "no upstream credential: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"
+        return None
+
+    def describe(self) -> dict[str, str]:
+        upstream = self._upstream
+        return {
+            "provider": self.name,
+            "base_url": self._settings.anthropic_base_url,
+            "credential_source": self._credential_source,
+            "proxy": "yes" if upstream is not None and upstream.proxy else "no",
+        }
+
+    async def messages(self, request: ClientRequest) -> UpstreamResponse:
+        return await self._post("/v1/messages", request)
+
+    async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
+        return await self._post("/v1/messages/count_tokens", request)
+
+    async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
+        path = "/v1/models" + (f"?{query}" if query else "")
+        response = await self._connection().request("GET", path, headers=self._with_auth(headers))
+        return HttpUpstreamResponse(response)
+
+    async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:
+        headers = self._with_auth(request.headers)
+        headers.append(("x-client-request-id", request.request_id))
+        response = await self._connection().request("POST", path, headers=headers, body=request.body)
+        return HttpUpstreamResponse(response)
+
+    def _with_auth(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        if self._auth is None:
+            raise GatewayError(
+                503,
+                "the gateway has no upstream credential configured",
+                error_type="api_error",
+                should_retry=False,
+            )
+        return [*headers, self._auth]
+
+    def _connection(self) -> Upstream:
+        if self._upstream is None:
+            raise RuntimeError("provider used before start()")
+        return self._upstream

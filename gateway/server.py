@@ -1,0 +1,231 @@
+"""The HTTP server: routes, inbound auth, limits, health/readiness, metrics exposition.
+
+The request path only orchestrates: ``inbound`` builds the ``ClientRequest``, the configured
+``Provider`` talks to the upstream, ``relay`` streams the answer back, ``metrics`` and the access
+log record the outcome. Every error the gateway makes has the Anthropic error shape.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from gateway.access_log import log_request
+from gateway.config import Settings
+from gateway.errors import GatewayError, error_body
+from gateway.headers import forwardable_request_headers, header_value
+from gateway.inbound import Authenticator, client_request
+from gateway.keys import KeyRing
+from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics
+from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
+from gateway.providers.models import metric_label
+from gateway.relay import Outcome, relay_buffered, relay_stream
+
+log = logging.getLogger("switchyard.server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SETTINGS_KEY = web.AppKey("settings", Settings)
+PROVIDER_KEY = web.AppKey("provider", Provider)
+METRICS_KEY = web.AppKey("metrics", GatewayMetrics)
+
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def _json_error(status: int, error_type: str, message: str, **headers: str) -> web.Response:
+    return web.Response(
+        status=status,
+        body=error_body(error_type, message),
+        headers={"content-type": "application/json", **headers},
+    )
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except GatewayError as exc:
+        return web.Response(status=exc.status, body=exc.body(), headers=exc.response_headers())
+    except web.HTTPNotFound:
+        return _json_error(404, "not_found_error", f"no such endpoint: {request.method} {request.path}")
+    except web.HTTPMethodNotAllowed as exc:
+        return _json_error(
+            405,
+            "invalid_request_error",
+            f"method {request.method} not allowed on {request.path}",
+            allow=", ".join(sorted(exc.allowed_methods)),
+        )
+    except web.HTTPRequestEntityTooLarge:
+        return _json_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+    except web.HTTPException as exc:
+        return _json_error(exc.status, "invalid_request_error", exc.reason)
+
+
+class Gateway:
+    """The route handlers, bound to one settings snapshot, provider and metrics registry."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        provider: Provider,
+        metrics: GatewayMetrics,
+        *,
+        request_id_factory: Callable[[], str] = lambda: str(uuid.uuid4()),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.metrics = metrics
+        self.auth = Authenticator(KeyRing(settings.inbound_keys), settings.allow_unauthenticated)
+        self.new_request_id = request_id_factory
+        self.clock = clock
+        self.draining = False
+
+    # -- health and operations -------------------------------------------------------------
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        reason = "draining" if self.draining else self.provider.not_ready_reason()
+        if reason is not None:
+            return web.json_response({"status": "not ready", "reason": reason}, status=503)
+        return web.json_response({"status": "ready", "provider": self.provider.name})
+
+    async def metrics_endpoint(self, request: web.Request) -> web.Response:
+        self.auth.team_for(request)
+        response = web.Response(body=self.metrics.exposition())
+        response.headers["content-type"] = EXPOSITION_CONTENT_TYPE
+        return response
+
+    # -- API --------------------------------------------------------------------------------
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._forward(request, Operation.MESSAGES, self.provider.messages)
+
+    async def count_tokens(self, request: web.Request) -> web.StreamResponse:
+        return await self._forward(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
+
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        self.auth.team_for(request)
+        headers = forwardable_request_headers(request.headers.items())
+        upstream = await self.provider.list_models(headers, request.query_string)
+        try:
+            return await relay_buffered(upstream, {}, Outcome(), observe_usage=False)
+        finally:
+            upstream.close()
+
+    async def _forward(
+        self,
+        request: web.Request,
+        operation: Operation,
+        send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
+    ) -> web.StreamResponse:
+        started = self.clock()
+        team = self.auth.team_for(request)
+        request_id = self.new_request_id()
+        client = await client_request(request, operation, self.settings.max_body_bytes, request_id)
+        outcome = Outcome()
+        metrics = self.metrics
+        metrics.inflight_requests.inc()
+        try:
+            metrics.overhead.labels(self.provider.name).observe(self.clock() - started)
+            try:
+                upstream = await send(client)
+            except GatewayError as exc:
+                outcome.status = exc.status
+                outcome.error_type = exc.error_type
+                metrics.upstream_errors.labels(self.provider.name, exc.error_type).inc()
+                exc.headers.setdefault("x-client-request-id", request_id)
+                raise
+            extra = {"x-client-request-id": request_id}
+            outcome.upstream_request_id = header_value(upstream.headers, "request-id")
+            try:
+                if client.stream and upstream.status == 200 and upstream.is_event_stream:
+                    metrics.inflight_streams.inc()
+                    try:
+                        return await relay_stream(request, client, upstream, extra, outcome)
+                    finally:
+                        metrics.inflight_streams.dec()
+                return await relay_buffered(
+                    upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES
+                )
+            finally:
+                upstream.close()
+        finally:
+            metrics.inflight_requests.dec()
+            self._record(client, team, outcome, started)
+
+    def _record(self, client: ClientRequest, team: str, outcome: Outcome, started: float) -> None:
+        duration = self.clock() - started
+        provider = self.provider.name
+        self.metrics.observe_request(provider, client.model, client.stream, outcome.status, duration)
+        if outcome.first_content_at is not None:
+            self.metrics.ttft.labels(provider, metric_label(client.model)).observe(
+                outcome.first_content_at - started
+            )
+        if client.operation is Operation.MESSAGES:
+            self.metrics.observe_usage(provider, client.model, team, outcome.usage)
+        if outcome.error_type is not None and outcome.status == 200:
+            self.metrics.upstream_errors.labels(provider, outcome.error_type).inc()
+        log_request(
+            request_id=client.request_id,
+            upstream_request_id=outcome.upstream_request_id,
+            provider=provider,
+            operation=client.operation.value,
+            model=client.model,
+            stream=client.stream,
+            status=outcome.status,
+            team=team,
+            duration_ms=round(duration * 1000, 3),
+            usage=outcome.usage.as_dict() if client.operation is Operation.MESSAGES else None,
+            stop_reason=outcome.stop_reason,
+            error_type=outcome.error_type,
+            client_disconnected=outcome.client_disconnected,
+        )
+
+
+def create_app(
+    settings: Settings,
+    provider: Provider | None = None,
+    *,
+    metrics: GatewayMetrics | None = None,
+    request_id_factory: Callable[[], str] | None = None,
+) -> web.Application:
+    """Build the aiohttp application. The provider is started and closed with the app."""
+    if provider is None:
+        from gateway.providers.factory import build_provider
+
+        provider = build_provider(settings)
+    metrics = metrics or GatewayMetrics()
+    gateway = Gateway(
+        settings,
+        provider,
+        metrics,
+        request_id_factory=request_id_factory or (lambda: str(uuid.uuid4())),
+    )
+
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[error_middleware])
+    app[SETTINGS_KEY] = settings
+    app[PROVIDER_KEY] = provider
+    app[METRICS_KEY] = metrics
+    app.router.add_post("/v1/messages", gateway.messages)
+    app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
+    app.router.add_get("/v1/models", gateway.models)
+    app.router.add_get("/healthz", gateway.healthz)
+    app.router.add_get("/readyz", gateway.readyz)
+    app.router.add_get("/metrics", gateway.metrics_endpoint)
+
+    async def start_provider(_: web.Application) -> None:
+        await provider.start()
+        log.info("provider ready: %s", orjson.dumps(provider.describe()).decode())
+
+    async def close_provider(_: web.Application) -> None:
+        await provider.close()
+
+    app.on_startup.append(start_provider)
+    app.on_cleanup.append(close_provider)
+    return app

@@ -1,0 +1,139 @@
+"""Token usage as the upstream reports it, observed without rebuilding the response.
+
+Streams: ``message_start`` carries the initial usage and every ``message_delta`` carries the
+*cumulative* usage so far (fields present overwrite, as the SDK's accumulator does). Only those
+events, plus ``error``, are JSON-decoded; content deltas are recognised by their event name alone,
+so tool-input JSON is never re-parsed per delta.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.streaming.sse import SSEParser
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+
+    @property
+    def cache_creation_input_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+    def update(self, reported: Mapping[str, Any]) -> None:
+        """Overwrite with the fields ``reported`` carries (Anthropic usage semantics)."""
+        self.input_tokens = _int(reported.get("input_tokens"), self.input_tokens)
+        self.output_tokens = _int(reported.get("output_tokens"), self.output_tokens)
+        self.cache_read_input_tokens = _int(
+            reported.get("cache_read_input_tokens"), self.cache_read_input_tokens
+        )
+        breakdown = reported.get("cache_creation")
+        if isinstance(breakdown, Mapping):
+            self.cache_write_5m_tokens = _int(
+                breakdown.get("ephemeral_5m_input_tokens"), self.cache_write_5m_tokens
+            )
+            self.cache_write_1h_tokens = _int(
+                breakdown.get("ephemeral_1h_input_tokens"), self.cache_write_1h_tokens
+            )
+        else:
+            total = reported.get("cache_creation_input_tokens")
+            if isinstance(total, int):  # no TTL breakdown: whatever is not known as 1h is 5m
+                self.cache_write_5m_tokens = max(total - self.cache_write_1h_tokens, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_write_5m_tokens": self.cache_write_5m_tokens,
+            "cache_write_1h_tokens": self.cache_write_1h_tokens,
+        }
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def usage_from_message(body: bytes) -> tuple[Usage, str | None]:
+    """Usage and stop_reason of a complete (non-streaming) Message body."""
+    usage = Usage()
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return usage, None
+    if not isinstance(message, dict):
+        return usage, None
+    reported = message.get("usage")
+    if isinstance(reported, Mapping):
+        usage.update(reported)
+    stop = message.get("stop_reason")
+    return usage, stop if isinstance(stop, str) else None
+
+
+_CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delta"})
+
+
+@dataclass(slots=True)
+class StreamObserver:
+    """Watches an Anthropic SSE byte stream go by and keeps what metrics and logs need."""
+
+    clock: Callable[[], float] = time.monotonic
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+    error_type: str | None = None
+    first_content_at: float | None = None
+    message_started: bool = False
+    message_stopped: bool = False
+    content_events: int = 0
+    _parser: SSEParser = field(default_factory=SSEParser)
+
+    @property
+    def finished(self) -> bool:
+        """The stream reached a terminal event (``message_stop`` or ``error``)."""
+        return self.message_stopped or self.error_type is not None
+
+    def feed(self, chunk: bytes) -> None:
+        for event in self._parser.feed(chunk):
+            name = event.event
+            if name in _CONTENT_EVENTS:
+                if self.first_content_at is None:
+                    self.first_content_at = self.clock()
+                self.content_events += 1
+            elif name == "message_delta":
+                data = _decode(event.data)
+                reported = data.get("usage")
+                if isinstance(reported, Mapping):
+                    self.usage.update(reported)
+                delta = data.get("delta")
+                if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
+                    self.stop_reason = delta["stop_reason"]
+            elif name == "message_start":
+                self.message_started = True
+                message = _decode(event.data).get("message")
+                if isinstance(message, Mapping) and isinstance(message.get("usage"), Mapping):
+                    self.usage.update(message["usage"])
+            elif name == "message_stop":
+                self.message_stopped = True
+            elif name == "error":
+                error = _decode(event.data).get("error")
+                kind = error.get("type") if isinstance(error, Mapping) else None
+                self.error_type = kind if isinstance(kind, str) and kind else "api_error"
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

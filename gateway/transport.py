@@ -1,0 +1,189 @@
+"""Outbound HTTP: one pooled aiohttp ``ClientSession`` per upstream, set up for corporate networks.
+
+* Proxy: ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY`` as snapshotted in the settings (aiohttp's
+  own ``trust_env`` would re-read the environment on every request; we decide once per upstream).
+* TLS: a custom CA bundle (``GATEWAY_CA_BUNDLE`` or ``SSL_CERT_FILE``) and client mTLS
+  (``GATEWAY_CLIENT_CERT`` / ``GATEWAY_CLIENT_KEY``), in one ``SSLContext`` shared by the pool.
+* Keep-alive pooling with a bounded number of connections; responses are decompressed by aiohttp
+  (we ask only for encodings it can decode) so the bytes we relay are plain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from gateway.config import Settings
+from gateway.errors import UpstreamTimeout, UpstreamUnavailable
+from gateway.headers import relayable_response_headers
+from gateway.providers.base import UpstreamResponse
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """A pooled connection to one upstream base URL, with the proxy chosen for it."""
+
+    base_url: str
+    session: aiohttp.ClientSession
+    proxy: str | None
+
+    first_byte_timeout_s: float
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: list[tuple[str, str]],
+        body: bytes | None = None,
+    ) -> aiohttp.ClientResponse:
+        """Send one request and wait for the response headers (bounded by the first-byte timeout).
+
+        Connection failures become 502 and a timeout 504, as Anthropic-shaped gateway errors.
+        """
+        url = self.base_url + path
+        try:
+            async with asyncio.timeout(self.first_byte_timeout_s):
+                return await self.session.request(
+                    method, url, data=body, headers=headers, proxy=self.proxy, allow_redirects=False
+                )
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"upstream did not answer within {self.first_byte_timeout_s:g}s"
+            ) from None
+        except aiohttp.ClientProxyConnectionError as exc:
+            raise UpstreamUnavailable(f"upstream proxy unreachable: {_reason(exc)}") from None
+        except aiohttp.ClientSSLError as exc:
+            raise UpstreamUnavailable(f"TLS handshake with upstream failed: {_reason(exc)}") from None
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            raise UpstreamUnavailable(f"upstream unreachable: {_reason(exc)}") from None
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+def _reason(exc: BaseException) -> str:
+    """A short, credential-free description of a connection failure."""
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+class HttpUpstreamResponse(UpstreamResponse):
+    """An aiohttp response relayed as it is (first-party wire format)."""
+
+    __slots__ = ("_response", "headers", "is_event_stream", "status")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status = response.status
+        self.headers = relayable_response_headers(response.headers.items())
+        self.is_event_stream = response.content_type == "text/event-stream"
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        async for chunk in self._response.content.iter_any():
+            yield chunk
+
+    async def read(self) -> bytes:
+        return await self._response.read()
+
+    def close(self) -> None:
+        self._response.release()
+
+
+def build_ssl_context(settings: Settings) -> ssl.SSLContext:
+    context = ssl.create_default_context(
+        cafile=str(settings.ca_bundle) if settings.ca_bundle is not None else None
+    )
+    if settings.client_cert is not None:
+        context.load_cert_chain(
+            str(settings.client_cert),
+            str(settings.client_key) if settings.client_key is not None else None,
+        )
+    return context
+
+
+def bypasses_proxy(host: str, port: int, no_proxy: str) -> bool:
+    """Whether ``NO_PROXY`` exempts ``host:port``, with curl's rules.
+
+    Entries are comma-separated; ``*`` matches everything; ``example.com`` and ``.example.com``
+    match the domain and its subdomains; ``host:port`` matches one port only; an IP address or a
+    CIDR range (``10.0.0.0/8``) matches literal IP hosts in it.
+    """
+    host = host.lower().strip("[]")
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for raw in no_proxy.split(","):
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        entry_port: int | None = None
+        if entry.count(":") == 1 and not entry.startswith("["):
+            entry, _, port_text = entry.partition(":")
+            if not port_text.isdigit():
+                continue
+            entry_port = int(port_text)
+        entry = entry.strip("[]")
+        if entry_port is not None and entry_port != port:
+            continue
+        if address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        domain = entry.lstrip(".")
+        if host == domain or host.endswith("." + domain):
+            return True
+    return False
+
+
+def proxy_for(url: str, settings: Settings) -> str | None:
+    """The proxy URL to use for ``url`` (HTTPS_PROXY or HTTP_PROXY by scheme), unless NO_PROXY."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if settings.no_proxy and bypasses_proxy(parts.hostname or "", port, settings.no_proxy):
+        return None
+    return settings.https_proxy if parts.scheme == "https" else settings.http_proxy
+
+
+def open_upstream(base_url: str, settings: Settings) -> Upstream:
+    """Create the pooled session for ``base_url``. Must be called with a running event loop."""
+    connector = aiohttp.TCPConnector(
+        limit=settings.upstream_pool_size,
+        limit_per_host=settings.upstream_pool_size,
+        ssl=build_ssl_context(settings) if base_url.startswith("https") else False,
+        keepalive_timeout=60.0,
+        enable_cleanup_closed=False,
+        ttl_dns_cache=60,
+    )
+    timeout = aiohttp.ClientTimeout(
+        total=None,
+        connect=None,
+        sock_connect=settings.upstream_connect_timeout_s,
+        sock_read=None,
+    )
+    session = aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        auto_decompress=True,
+        trust_env=False,
+        skip_auto_headers=("User-Agent",),
+        read_bufsize=2**16,
+    )
+    return Upstream(
+        base_url=base_url.rstrip("/"),
+        session=session,
+        proxy=proxy_for(base_url, settings),
+        first_byte_timeout_s=settings.first_byte_timeout_s,
+    )
