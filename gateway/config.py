@@ -86,12 +86,14 @@ class Settings(BaseModel):
     anthropic_base_url: str = Field("https://api.anthropic.com", alias="ANTHROPIC_BASE_URL")
 
     # egress
-    https_proxy: str | None = Field(None, validation_alias=AliasChoices("HTTPS_PROXY", "https_proxy"))
-    http_proxy: str | None = Field(None, validation_alias=AliasChoices("HTTP_PROXY", "http_proxy"))
-    no_proxy: str = Field("", validation_alias=AliasChoices("NO_PROXY", "no_proxy"))
-    ca_bundle: Path | None = Field(
-        None, validation_alias=AliasChoices("GATEWAY_CA_BUNDLE", "SSL_CERT_FILE")
+    https_proxy: str | None = Field(
+        None, validation_alias=AliasChoices("HTTPS_PROXY", "https_proxy"), repr=False
     )
+    http_proxy: str | None = Field(
+        None, validation_alias=AliasChoices("HTTP_PROXY", "http_proxy"), repr=False
+    )
+    no_proxy: str = Field("", validation_alias=AliasChoices("NO_PROXY", "no_proxy"))
+    ca_bundle: Path | None = Field(None, validation_alias=AliasChoices("GATEWAY_CA_BUNDLE", "SSL_CERT_FILE"))
     client_cert: Path | None = Field(None, alias="GATEWAY_CLIENT_CERT")
     client_key: Path | None = Field(None, alias="GATEWAY_CLIENT_KEY")
     upstream_pool_size: int = Field(512, alias="GATEWAY_UPSTREAM_POOL_SIZE", gt=0)
@@ -143,7 +145,10 @@ class Settings(BaseModel):
     def _load_keys(self) -> Settings:
         keys = list(parse_key_list(self.api_keys.get_secret_value()))
         if self.api_keys_file is not None:
-            keys.extend(parse_key_file(self.api_keys_file))
+            try:
+                keys.extend(parse_key_file(self.api_keys_file))
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                raise ValueError(f"GATEWAY_API_KEYS_FILE: {exc}") from None
         self._inbound_keys = tuple(keys)
         if self.client_key is not None and self.client_cert is None:
             raise ValueError("GATEWAY_CLIENT_KEY is set but GATEWAY_CLIENT_CERT is not")
@@ -182,8 +187,11 @@ class Settings(BaseModel):
             "allow_unauthenticated": self.allow_unauthenticated,
             "anthropic_base_url": self.anthropic_base_url,
             "upstream_credential": (
-                "ANTHROPIC_API_KEY" if self.anthropic_api_key
-                else "ANTHROPIC_AUTH_TOKEN" if self.anthropic_auth_token else "none"
+                "ANTHROPIC_API_KEY"
+                if self.anthropic_api_key
+                else "ANTHROPIC_AUTH_TOKEN"
+                if self.anthropic_auth_token
+                else "none"
             ),
             "https_proxy": _strip_userinfo(self.https_proxy),
             "http_proxy": _strip_userinfo(self.http_proxy),

@@ -69,9 +69,7 @@ async def relay_stream(
         _finish(outcome, observer)
         return response
     if not observer.finished:
-        await _end_with_error(
-            response, "api_error", "upstream stream ended before message_stop", outcome
-        )
+        await _end_with_error(response, "api_error", "upstream stream ended before message_stop", outcome)
     _finish(outcome, observer)
     try:
         await response.write_eof()

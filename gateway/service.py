@@ -38,10 +38,7 @@ async def running(app: web.Application, host: str, port: int) -> AsyncIterator[R
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
     await site.start()
-    bound = port
-    server = site._server  # the asyncio server: the only place the bound port is known
-    if server is not None and server.sockets:
-        bound = server.sockets[0].getsockname()[1]
+    bound: int = runner.addresses[0][1] if runner.addresses else port
     try:
         yield RunningServer(runner, host, bound)
     finally:

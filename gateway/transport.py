@@ -54,9 +54,7 @@ class Upstream:
                     method, url, data=body, headers=headers, proxy=self.proxy, allow_redirects=False
                 )
         except TimeoutError:
-            raise UpstreamTimeout(
-                f"upstream did not answer within {self.first_byte_timeout_s:g}s"
-            ) from None
+            raise UpstreamTimeout(f"upstream did not answer within {self.first_byte_timeout_s:g}s") from None
         except aiohttp.ClientProxyConnectionError as exc:
             raise UpstreamUnavailable(f"upstream proxy unreachable: {_reason(exc)}") from None
         except aiohttp.ClientSSLError as exc:

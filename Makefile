@@ -1,0 +1,38 @@
+# switchyard — the two quick-start commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test lint bench clean constraints
+
+# Create the venv and install the project with the pinned dependency set (constraints.txt).
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/switchyard demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check gateway loop tests
+	$(BIN)/mypy --strict gateway loop
+
+bench: $(STAMP)
+	$(BIN)/python -m gateway.bench
+
+# Re-pin after changing dependencies: installs the newest allowed versions into a scratch venv.
+constraints:
+	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin
+	.venv-pin/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	.venv-pin/bin/python -m pip freeze --exclude-editable | grep -v '^switchyard' > constraints.txt
+	rm -rf .venv-pin
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

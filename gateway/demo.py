@@ -1,0 +1,229 @@
+"""``switchyard demo``: the gateway in front of the built-in emulator, driven by the official SDK.
+
+Starts the first-party emulator and the gateway on free loopback ports, then runs a tool-using,
+multi-turn conversation shaped like Claude Code's (a large static system prompt and a dynamic one,
+each a cache breakpoint, plus a breakpoint that moves to the newest user block every turn). Prints
+one row per model turn (input, cache read, cache write, output tokens and latency), the gateway's
+own token counters, and exits non-zero if the conversation did not behave (no tool round trip, or
+a turn after the first that read nothing from the cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anthropic
+
+from gateway.config import Settings
+from gateway.emulator import EmulatorConfig, run_emulator
+from gateway.metrics import GatewayMetrics
+from gateway.server import create_app
+from gateway.service import new_event_loop, running
+
+CLIENT_KEY = "sk-demo-client"
+UPSTREAM_KEY = "sk-demo-upstream"
+MODEL = "claude-sonnet-4-6"
+
+# A small in-memory project the demo's tools read from.
+PROJECT = {
+    "README.md": "# inventory\nA tiny inventory service. Run `make test`.\n",
+    "inventory/stock.py": (
+        "def reserve(stock: dict[str, int], sku: str, n: int) -> bool:\n"
+        "    if stock.get(sku, 0) < n:\n        return False\n    stock[sku] -= n\n    return True\n"
+    ),
+    "tests/test_stock.py": "from inventory.stock import reserve\n\ndef test_reserve():\n    ...\n",
+}
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "list_directory",
+        "description": "List the files of the project under a directory.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "directory, '.' for the root"}},
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "read_file",
+        "description": "Read a file of the project.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "file path"}},
+            "required": ["path"],
+        },
+    },
+]
+
+_GUIDELINES = (
+    "Prefer small, reviewable changes. Read the code before changing it. Keep functions short and "
+    "named for what they do. Run the tests after every change and report what they printed. "
+)
+STATIC_SYSTEM = "You are a careful software engineering agent.\n" + _GUIDELINES * 60
+DYNAMIC_SYSTEM = "Environment: working directory /srv/inventory; platform linux; date 2026-11-30."
+
+EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+
+
+def run_tool(name: str, tool_input: dict[str, Any]) -> str:
+    path = str(tool_input.get("path", "."))
+    if name == "list_directory":
+        prefix = "" if path in (".", "", "/") else path.rstrip("/") + "/"
+        return "\n".join(sorted(p for p in PROJECT if p.startswith(prefix))) or "(empty)"
+    if name == "read_file":
+        return PROJECT.get(path, f"error: no such file: {path}")
+    return f"error: unknown tool {name}"
+
+
+@dataclass
+class TurnRow:
+    turn: int
+    stop_reason: str
+    input_tokens: int
+    cache_read: int
+    cache_write: int
+    output_tokens: int
+    latency_ms: float
+
+
+def _with_breakpoint_on_last_block(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Claude Code's scheme: only the newest user block carries the message breakpoint."""
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        content = message["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        blocks = [{k: v for k, v in block.items() if k != "cache_control"} for block in content]
+        if index == len(messages) - 1 and message["role"] == "user":
+            blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
+        out.append({"role": message["role"], "content": blocks})
+    return out
+
+
+async def _converse(
+    client: anthropic.AsyncAnthropic, prompts: list[str], max_turns: int, clock: Callable[[], float]
+) -> list[TurnRow]:
+    system = [
+        {"type": "text", "text": STATIC_SYSTEM, "cache_control": EPHEMERAL},
+        {"type": "text", "text": DYNAMIC_SYSTEM, "cache_control": EPHEMERAL},
+    ]
+    messages: list[dict[str, Any]] = []
+    rows: list[TurnRow] = []
+    pending = list(prompts)
+    while len(rows) < max_turns:
+        if not messages or messages[-1]["role"] == "assistant":
+            if not pending:
+                break
+            messages.append({"role": "user", "content": pending.pop(0)})
+        started = clock()
+        async with client.messages.stream(
+            model=MODEL,
+            max_tokens=1024,
+            system=system,  # type: ignore[arg-type]
+            tools=TOOLS,  # type: ignore[arg-type]
+            messages=_with_breakpoint_on_last_block(messages),  # type: ignore[arg-type]
+        ) as stream:
+            final = await stream.get_final_message()
+        usage = final.usage
+        rows.append(
+            TurnRow(
+                turn=len(rows) + 1,
+                stop_reason=str(final.stop_reason),
+                input_tokens=usage.input_tokens,
+                cache_read=usage.cache_read_input_tokens or 0,
+                cache_write=usage.cache_creation_input_tokens or 0,
+                output_tokens=usage.output_tokens,
+                latency_ms=(clock() - started) * 1000,
+            )
+        )
+        messages.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in final.content]}
+        )
+        if final.stop_reason == "tool_use":
+            results = [
+                {"type": "tool_result", "tool_use_id": block.id, "content": run_tool(block.name, block.input)}
+                for block in final.content
+                if block.type == "tool_use"
+            ]
+            messages.append({"role": "user", "content": results})
+    return rows
+
+
+def _print_table(rows: list[TurnRow], out: TextIO) -> None:
+    header = f"{'turn':>4}  {'stop_reason':<11}  {'input':>6}  {'cache_read':>10}  {'cache_write':>11}  {'output':>6}  {'latency_ms':>10}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for r in rows:
+        print(
+            f"{r.turn:>4}  {r.stop_reason:<11}  {r.input_tokens:>6}  {r.cache_read:>10}  {r.cache_write:>11}  "
+            f"{r.output_tokens:>6}  {r.latency_ms:>10.1f}",
+            file=out,
+        )
+    total_in = sum(r.input_tokens + r.cache_read + r.cache_write for r in rows)
+    cached = sum(r.cache_read for r in rows)
+    share = cached / total_in if total_in else 0.0
+    print(f"\ninput tokens served from cache: {cached} of {total_in} ({share:.0%})", file=out)
+
+
+async def _demo(turns: int, out: TextIO) -> int:
+    metrics = GatewayMetrics()
+    async with run_emulator(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY})), port=0) as emulator:
+        settings = Settings.from_environ(
+            {
+                "GATEWAY_API_KEYS": CLIENT_KEY,
+                "ANTHROPIC_API_KEY": UPSTREAM_KEY,
+                "ANTHROPIC_BASE_URL": emulator.base_url,
+            }
+        )
+        async with running(create_app(settings, metrics=metrics), "127.0.0.1", 0) as gateway:
+            print(f"emulator (first-party API) on {emulator.base_url}", file=out)
+            print(f"gateway on {gateway.base_url}  ->  upstream {emulator.base_url}\n", file=out)
+            client = anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=2)
+            prompts = [
+                "Find where stock is reserved and explain the check. "
+                "[[scenario:agent]] [[tools:list_directory,read_file]]",
+                "Thanks. Summarise the project in one sentence.",
+            ]
+            rows = await _converse(client, prompts, turns, time.perf_counter)
+            await client.close()
+            _print_table(rows, out)
+            token_lines = [
+                line
+                for line in metrics.exposition().decode().splitlines()
+                if line.startswith(("gateway_tokens_total", "gateway_requests_total"))
+            ]
+            print("\ngateway metrics (GET /metrics with an inbound key):", file=out)
+            for line in token_lines:
+                print("  " + line, file=out)
+            print(
+                "\nRun it yourself: `switchyard serve` with GATEWAY_API_KEYS and ANTHROPIC_API_KEY set, then\n"
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:8080 ANTHROPIC_API_KEY=<gateway key> <your client>;\n"
+                "metrics at http://127.0.0.1:8080/metrics (send the gateway key).",
+                file=out,
+            )
+    return _verdict(rows, out)
+
+
+def _verdict(rows: list[TurnRow], out: TextIO) -> int:
+    problems = []
+    if not any(r.stop_reason == "tool_use" for r in rows):
+        problems.append("the model never called a tool")
+    if rows and rows[-1].stop_reason != "end_turn":
+        problems.append(f"the last turn stopped with {rows[-1].stop_reason}")
+    if any(r.cache_read == 0 for r in rows[1:]):
+        problems.append("a turn after the first read nothing from the prompt cache")
+    for problem in problems:
+        print(f"demo: FAILED: {problem}", file=out)
+    if not problems:
+        print("\ndemo: OK", file=out)
+    return 1 if problems else 0
+
+
+def run_demo(turns: int = 4, out: TextIO = sys.stdout) -> int:
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(_demo(turns, out))

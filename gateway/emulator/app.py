@@ -1,0 +1,252 @@
+"""The first-party Anthropic API emulator as an aiohttp application.
+
+Routes (any query string, e.g. ``?beta=true``, is ignored):
+
+* ``POST /v1/messages``: JSON Message, or SSE when the body has ``"stream": true``;
+* ``POST /v1/messages/count_tokens``: ``{"input_tokens": N}``;
+* ``GET /v1/models`` and ``GET /v1/models/{model_id}``.
+
+Every request is recorded (see :mod:`.recorder`) before anything else happens. Every response
+carries ``request-id`` and the rate-limit headers; errors use the Anthropic envelope. This module
+is only the wire layer: validation, the scripted model, the cache model and token counting are
+independent of it and shared with future Bedrock / Vertex / Foundry apps.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from gateway.streaming.sse import PING_EVENT, encode_event
+
+from .cache_model import PromptCache
+from .config import EmulatorConfig
+from .conversation import prompt_text
+from .errors import ApiError
+from .events import Turn, new_message_id, render_message, render_stream
+from .json_types import JSONObject
+from .limits import apply_limits
+from .recorder import RecordedRequest, RequestLog
+from .response_headers import base_headers, error_headers, new_request_id
+from .scenarios import SCENARIO_HEADER, TOOL_HEADER, TOOLS_HEADER, Scenario, select_scenario
+from .scripted_model import respond
+from .validation import (
+    Endpoint,
+    ValidatedRequest,
+    check_auth,
+    check_betas,
+    check_version,
+    parse_json_body,
+    validate_body,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+_REQUEST_ID: web.RequestKey[str] = web.RequestKey("emulator_request_id", str)
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorState:
+    """The shared, per-app state: configuration, prompt cache and request log."""
+
+    config: EmulatorConfig
+    cache: PromptCache
+    log: RequestLog
+
+
+STATE_KEY: web.AppKey[EmulatorState] = web.AppKey("emulator_state", EmulatorState)
+
+
+def get_state(app: web.Application) -> EmulatorState:
+    """The :class:`EmulatorState` of an app made by :func:`create_app`."""
+    return app[STATE_KEY]
+
+
+def _json_response(
+    state: EmulatorState,
+    request: web.Request,
+    status: int,
+    payload: JSONObject,
+    extra: dict[str, str] | None = None,
+    *,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+) -> web.Response:
+    headers = base_headers(
+        state.config, request[_REQUEST_ID], input_tokens=input_tokens, output_tokens=output_tokens
+    )
+    headers.update(extra or {})
+    return web.Response(
+        status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers
+    )
+
+
+def _error_response(state: EmulatorState, request: web.Request, error: ApiError) -> web.Response:
+    return _json_response(
+        state, request, error.status, error.body(request[_REQUEST_ID]), error_headers(state.config, error)
+    )
+
+
+@web.middleware
+async def _record_and_render_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    state = get_state(request.app)
+    request[_REQUEST_ID] = new_request_id()
+    too_large = False
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        body, too_large = b"", True
+    state.log.append(
+        RecordedRequest(
+            method=request.method,
+            path=request.raw_path,
+            headers=tuple(
+                (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
+                for k, v in request.raw_headers
+            ),
+            body=body,
+            timestamp=state.config.clock.time(),
+        )
+    )
+    try:
+        if too_large:
+            raise ApiError(413)
+        return await handler(request)
+    except ApiError as error:
+        return _error_response(state, request, error)
+    except web.HTTPException as exc:
+        if exc.status == 404:
+            return _error_response(state, request, ApiError(404, "Not Found"))
+        if exc.status == 405:
+            return _error_response(
+                state, request, ApiError(405, "Method Not Allowed", error_type="invalid_request_error")
+            )
+        raise
+
+
+def _check_headers(request: web.Request, config: EmulatorConfig) -> tuple[str, ...]:
+    headers = request.headers
+    check_auth(headers.get("x-api-key"), headers.get("authorization"), config)
+    check_version(headers.get("anthropic-version"), config)
+    return check_betas(headers.getall("anthropic-beta", []), config)
+
+
+async def _validated(request: web.Request, endpoint: Endpoint) -> ValidatedRequest:
+    state = get_state(request.app)
+    betas = _check_headers(request, state.config)
+    body = parse_json_body(await request.read())
+    return validate_body(body, endpoint, state.config, betas)
+
+
+def _scenario(request: web.Request, validated: ValidatedRequest, default: str) -> Scenario:
+    headers = request.headers
+    return select_scenario(
+        prompt_text(validated.body["messages"]),
+        default=default,
+        header_scenario=headers.get(SCENARIO_HEADER),
+        header_tool=headers.get(TOOL_HEADER),
+        header_tools=headers.get(TOOLS_HEADER),
+    )
+
+
+async def handle_messages(request: web.Request) -> web.StreamResponse:
+    state = get_state(request.app)
+    validated = await _validated(request, "messages")
+    body = validated.body
+    scenario = _scenario(request, validated, state.config.default_scenario)
+    output = apply_limits(
+        respond(validated, scenario),
+        max_tokens=body["max_tokens"],
+        stop_sequences=body.get("stop_sequences") or (),
+    )
+    cache = state.cache.apply(validated.model, validated.prompt)
+    turn = Turn(new_message_id(), body["model"], output, cache)
+    if not validated.stream:
+        return _json_response(
+            state,
+            request,
+            200,
+            render_message(turn),
+            input_tokens=cache.total_input_tokens,
+            output_tokens=turn.output_tokens,
+        )
+    return await _stream(state, request, turn)
+
+
+async def _stream(state: EmulatorState, request: web.Request, turn: Turn) -> web.StreamResponse:
+    headers = base_headers(
+        state.config,
+        request[_REQUEST_ID],
+        input_tokens=turn.cache.total_input_tokens,
+        output_tokens=turn.output_tokens,
+    )
+    headers.update({"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"})
+    response = web.StreamResponse(status=200, headers=headers)
+    await response.prepare(request)
+    delay = state.config.chunk_delay_s
+    try:
+        for index, event in enumerate(render_stream(turn)):
+            if delay > 0 and event["type"] == "content_block_delta":
+                await state.config.clock.sleep(delay)
+            await response.write(encode_event(event["type"], event))
+            if index == 0:
+                await response.write(PING_EVENT)
+        await response.write_eof()
+    except ConnectionResetError:
+        log.debug("client went away mid-stream (request %s)", request[_REQUEST_ID])
+    return response
+
+
+async def handle_count_tokens(request: web.Request) -> web.StreamResponse:
+    state = get_state(request.app)
+    validated = await _validated(request, "count_tokens")
+    scenario = _scenario(request, validated, "text")
+    if scenario.name == "error" and scenario.error_status is not None:
+        raise ApiError(scenario.error_status)
+    total = validated.prompt.total_tokens
+    return _json_response(state, request, 200, {"input_tokens": total}, input_tokens=total)
+
+
+async def handle_list_models(request: web.Request) -> web.StreamResponse:
+    state = get_state(request.app)
+    _check_headers(request, state.config)
+    data = [spec.to_model_info() for spec in state.config.catalog]
+    payload: JSONObject = {
+        "data": data,
+        "has_more": False,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+    }
+    return _json_response(state, request, 200, payload)
+
+
+async def handle_get_model(request: web.Request) -> web.StreamResponse:
+    state = get_state(request.app)
+    _check_headers(request, state.config)
+    model_id = request.match_info["model_id"]
+    spec = state.config.catalog.resolve(model_id)
+    if spec is None:
+        raise ApiError(404, f"model: {model_id}")
+    return _json_response(state, request, 200, spec.to_model_info())
+
+
+def create_app(config: EmulatorConfig | None = None) -> web.Application:
+    """A fresh first-party emulator app with its own prompt cache and request log."""
+    config = config or EmulatorConfig()
+    app = web.Application(middlewares=[_record_and_render_errors], client_max_size=MAX_BODY_BYTES)
+    app[STATE_KEY] = EmulatorState(
+        config=config,
+        cache=PromptCache(config.clock, lookback_blocks=config.cache_lookback_blocks),
+        log=RequestLog(config.max_recorded_requests),
+    )
+    app.router.add_post("/v1/messages", handle_messages)
+    app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
+    app.router.add_get("/v1/models", handle_list_models)
+    app.router.add_get("/v1/models/{model_id}", handle_get_model)
+    return app

@@ -1,0 +1,61 @@
+"""Emulator configuration: one frozen object, fixed when the app is created."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import anthropic._constants
+
+from .betas import DEFAULT_ALLOWED_BETAS
+from .cache_model import DEFAULT_LOOKBACK_BLOCKS
+from .catalog import DEFAULT_CATALOG, ModelCatalog
+from .clock import Clock, SystemClock
+
+DOCUMENTED_API_VERSION = "2023-06-01"
+DEFAULT_API_KEY = "sk-emu-test"
+
+
+def default_api_versions() -> frozenset[str]:
+    """``2023-06-01`` and whatever version the installed SDK sends (read at runtime)."""
+    return frozenset({DOCUMENTED_API_VERSION, anthropic._constants.ANTHROPIC_API_VERSION})
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Everything that shapes an emulator's behaviour.
+
+    ``clock`` is shared by the prompt cache (TTLs), the rate-limit headers and the per-chunk
+    streaming delay; pass a :class:`~gateway.emulator.clock.ManualClock` in tests.
+    """
+
+    api_keys: frozenset[str] = frozenset({DEFAULT_API_KEY})
+    """Keys accepted in ``x-api-key`` or ``Authorization: Bearer``."""
+    api_versions: frozenset[str] = field(default_factory=default_api_versions)
+    """Accepted ``anthropic-version`` values."""
+    check_betas: bool = True
+    """Reject ``anthropic-beta`` values outside ``allowed_betas`` (400 ``Unsupported beta header``)."""
+    allowed_betas: frozenset[str] = DEFAULT_ALLOWED_BETAS
+    clock: Clock = field(default_factory=SystemClock)
+    catalog: ModelCatalog = DEFAULT_CATALOG
+    chunk_delay_s: float = 0.0
+    """Clock time slept before each ``content_block_delta`` of a stream (0: no sleeping)."""
+    default_scenario: str = "text"
+    """Scenario used when a request names none (see :mod:`.scenarios`)."""
+    cache_lookback_blocks: int = DEFAULT_LOOKBACK_BLOCKS
+    enforce_ttl_order: bool = True
+    """Reject a ``ttl:"1h"`` breakpoint that follows a 5m one, as the real API does."""
+    retry_after_s: int = 1
+    """``retry-after`` (seconds) sent with 429 responses."""
+    retry_after_ms: float | None = None
+    """If set, ``retry-after-ms`` sent with every retryable error (408/409/429/5xx/529)."""
+    max_recorded_requests: int = 10_000
+    """The request log keeps at most this many most recent requests."""
+    organization_id: str = "00000000-0000-4000-8000-00000000e4e1"
+
+    def __post_init__(self) -> None:
+        if self.chunk_delay_s < 0:
+            raise ValueError("chunk_delay_s must be >= 0")
+        if self.cache_lookback_blocks < 0:
+            raise ValueError("cache_lookback_blocks must be >= 0")
+        if self.max_recorded_requests < 1:
+            raise ValueError("max_recorded_requests must be >= 1")

@@ -1,0 +1,40 @@
+"""Shared fixtures: a clean environment, and helpers to run gateways against upstreams."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.threaded import LoopThread
+
+_AMBIENT_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "CLOUD_ML_", "GATEWAY_", "CLAUDE_CODE_")
+_AMBIENT_NAMES = (
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "ALL_PROXY",
+    "all_proxy",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's or CI's provider credentials, proxies or gateway settings."""
+    for name in list(os.environ):
+        if name.startswith(_AMBIENT_PREFIXES) or name in _AMBIENT_NAMES:
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[LoopThread]:
+    thread = LoopThread()
+    try:
+        yield thread
+    finally:
+        thread.close()

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.streaming.sse import SSEEvent, SSEParser, encode_event
+
+STREAM = (
+    encode_event("message_start", {"type": "message_start"})
+    + b": keep-alive comment\n\n"
+    + b'event: content_block_delta\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'
+    + b"data: unnamed\n\n"
+    + b"event: ping\nid: 7\nretry: 10\ndata: {}\n\n"
+)
+EXPECTED = [
+    SSEEvent("message_start", b'{"type":"message_start"}'),
+    SSEEvent("content_block_delta", b'{"a":\n1}'),
+    SSEEvent("message", b"unnamed"),
+    SSEEvent("ping", b"{}"),
+]
+
+
+def test_whole_stream() -> None:
+    assert SSEParser().feed(STREAM) == EXPECTED
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=40))
+def test_any_chunking_yields_the_same_events(cuts: list[int]) -> None:
+    points = sorted(set(cuts))
+    chunks = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)], strict=True)]
+    parser = SSEParser()
+    events: list[SSEEvent] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+    assert events == EXPECTED
+    assert parser.pending_bytes == 0
+
+
+def test_unterminated_event_is_not_dispatched() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"event: a\ndata: 1\n") == []
+    assert parser.flush() == []
+    assert parser.feed(b"\n") == []  # state was reset by flush
+
+
+def test_field_without_space_and_without_colon() -> None:
+    assert SSEParser().feed(b"event:x\ndata:1\ndata\n\n") == [SSEEvent("x", b"1\n")]
+
+
+def test_large_line_in_tiny_chunks_is_linear() -> None:
+    parser = SSEParser()
+    payload = b"x" * 200_000
+    frame = b"event: big\ndata: " + payload + b"\n\n"
+    events: list[SSEEvent] = []
+    for i in range(0, len(frame), 7):
+        events.extend(parser.feed(frame[i : i + 7]))
+    assert events == [SSEEvent("big", payload)]
+
+
+def test_encode_event_shapes() -> None:
+    assert encode_event("ping", {"type": "ping"}) == b'event: ping\ndata: {"type":"ping"}\n\n'
+    assert encode_event("e", "x") == b"event: e\ndata: x\n\n"
