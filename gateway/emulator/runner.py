@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
@@ -40,12 +41,13 @@ class RunningEmulator:
     app: web.Application
     host: str
     port: int
+    scheme: str = "http"
 
     @property
     def base_url(self) -> str:
-        """``http://host:port`` (no trailing slash), the SDK's ``base_url``."""
+        """``http(s)://host:port`` (no trailing slash), the SDK's ``base_url``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     @property
     def config(self) -> EmulatorConfig:
@@ -72,17 +74,24 @@ class RunningEmulator:
 
 @contextlib.asynccontextmanager
 async def run_emulator(
-    config: EmulatorConfig | None = None, host: str = "127.0.0.1", port: int = 0
+    config: EmulatorConfig | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[RunningEmulator]:
-    """Serve a fresh emulator on ``host:port`` for the duration of the ``async with`` block."""
+    """Serve a fresh emulator on ``host:port`` for the duration of the ``async with`` block.
+
+    With ``ssl_context`` it serves HTTPS (tests of CA bundles and client mTLS use this).
+    """
     app = create_app(config)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
         await site.start()
         bound_port = int(runner.addresses[0][1])
-        yield RunningEmulator(app, host, bound_port)
+        yield RunningEmulator(app, host, bound_port, "https" if ssl_context else "http")
     finally:
         await runner.cleanup()
 
