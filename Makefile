@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/mypy --strict gateway loop
 
 bench: $(STAMP)
-	$(BIN)/python -m gateway.bench
+	$(BIN)/python -m gateway.bench --json bench-results.json
 
 # Re-pin after changing dependencies: installs the newest allowed versions into a scratch venv.
 constraints:

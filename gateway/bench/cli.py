@@ -1,0 +1,233 @@
+"""Command line of the benchmark harness.
+
+``python -m gateway.bench [options]``
+    Full benchmark (what ``make bench`` runs): fake upstream + gateway subprocesses, direct vs
+    gateway for every mode and concurrency, table and targets on stdout.
+``python -m gateway.bench upstream --port N``
+    Only the fake upstream, in the foreground (to point another gateway at it).
+``python -m gateway.bench loadgen --url URL [...]``
+    Only the load generator, against any URL; prints a summary (or raw samples with ``--json``).
+
+Benchmarking another gateway (e.g. a LiteLLM proxy) the same way::
+
+    python -m gateway.bench upstream --port 9100 &      # the fake Anthropic API
+    # configure the other gateway's Anthropic base URL as http://127.0.0.1:9100, start it on :4000
+    python -m gateway.bench --target http://127.0.0.1:4000 --upstream-url http://127.0.0.1:9100 \\
+        --api-key <its client key> [--auth-header authorization] [--target-pid <its pid>]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+
+from gateway.bench import evloop, fake_upstream, payloads
+from gateway.bench.loadgen import MODES, LoadConfig, run_load
+from gateway.bench.processes import BenchError
+from gateway.bench.report import summarize
+from gateway.bench.runner import BenchOptions, run_bench
+
+
+def _csv_ints(raw: str) -> list[int]:
+    try:
+        values = [int(v) for v in raw.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {raw!r}") from exc
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("concurrency values must be >= 1")
+    return values
+
+
+def _csv_modes(raw: str) -> list[str]:
+    modes = [m.strip() for m in raw.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise argparse.ArgumentTypeError(f"modes must be from {','.join(MODES)}, got {raw!r}")
+    return modes
+
+
+def _env_pair(raw: str) -> tuple[str, str]:
+    key, sep, value = raw.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {raw!r}")
+    return key, value
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--api-key", default="bench-key", help="client key sent to the target (default bench-key)")
+    p.add_argument(
+        "--auth-header",
+        default="x-api-key",
+        help="header carrying the key: x-api-key (default) or authorization (sent as 'Bearer <key>')",
+    )
+    p.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring (default 1)")
+
+
+_OTHER_GATEWAYS = """\
+benchmarking another Anthropic-compatible gateway (e.g. a LiteLLM proxy):
+  1. python -m gateway.bench upstream --port 9100        # the fake Anthropic API, in the foreground
+  2. point the other gateway's Anthropic upstream at http://127.0.0.1:9100 (for LiteLLM: a
+     model_list entry for claude-sonnet-4-5 with model anthropic/claude-sonnet-4-5,
+     api_base http://127.0.0.1:9100 and any api_key) and start it, say on port 4000
+  3. python -m gateway.bench --target http://127.0.0.1:4000 --upstream-url http://127.0.0.1:9100 \\
+         --api-key <its client key> [--auth-header authorization] [--target-pid <its pid>]
+  The direct baseline then uses the same fake upstream, so both columns are comparable with ours.
+  Start-up time is measured only for the gateway we spawn; RSS and CPU only with --target-pid.
+"""
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m gateway.bench",
+        description="Benchmark the gateway against a fast fake Anthropic upstream. "
+        "Sub-commands: 'upstream' (fake upstream only), 'loadgen' (load generator only); "
+        "see 'python -m gateway.bench upstream --help'.",
+        epilog=_OTHER_GATEWAYS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--target", help="benchmark this already-running gateway URL instead of spawning ours")
+    p.add_argument("--target-pid", type=int, help="pid of the --target gateway, to report its RSS and CPU")
+    p.add_argument("--upstream-url", help="use this running fake upstream (python -m gateway.bench upstream)")
+    p.add_argument(
+        "--upstream-port", type=int, default=0, help="port for the fake upstream we start (default: free)"
+    )
+    p.add_argument("--duration", type=float, default=15.0, help="measured seconds per run (default 15)")
+    p.add_argument("--concurrency", type=_csv_ints, default=[1, 10, 50], help="e.g. 1,10,50 (default)")
+    p.add_argument("--modes", type=_csv_modes, default=list(MODES), help="nonstream,stream (default both)")
+    p.add_argument(
+        "--gateway-cmd",
+        type=shlex.split,
+        default=[sys.executable, "-m", "gateway", "serve"],
+        help="command that starts the gateway (default: '<python> -m gateway serve')",
+    )
+    p.add_argument(
+        "--gateway-env", type=_env_pair, action="append", default=[], help="extra KEY=VALUE for the gateway"
+    )
+    p.add_argument(
+        "--deltas", type=int, default=payloads.DEFAULT_DELTAS, help="text deltas per stream (default 50)"
+    )
+    p.add_argument(
+        "--event-delay", type=float, default=0.0, help="fake upstream pause between SSE events (s)"
+    )
+    p.add_argument("--loadgen-procs", type=int, default=1, help="load generator processes (default 1)")
+    p.add_argument(
+        "--pin", action="store_true", help="pin the gateway to CPU 0 and everything else to the rest"
+    )
+    p.add_argument("--startup-timeout", type=float, default=30.0)
+    p.add_argument("--json", dest="json_out", help="also write the results as JSON to this file")
+    p.add_argument("--keep-gateway-log", action="store_true", help="keep the gateway's output file")
+    _client_args(p)
+    return p
+
+
+def _upstream_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gateway.bench upstream", description="Run the fake upstream.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=9100, help="0 picks a free port (printed as 'READY <port>')")
+    p.add_argument("--deltas", type=int, default=payloads.DEFAULT_DELTAS)
+    p.add_argument("--event-delay", type=float, default=0.0, help="seconds between SSE events (default 0)")
+    return p
+
+
+def _loadgen_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gateway.bench loadgen", description="Run the load generator.")
+    p.add_argument("--url", required=True, help="base URL; /v1/messages is appended")
+    p.add_argument("--mode", choices=MODES, default="nonstream")
+    p.add_argument("--concurrency", type=int, default=10)
+    p.add_argument("--duration", type=float, default=15.0)
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--json", action="store_true", help="print raw samples as JSON instead of a summary")
+    p.add_argument("--samples-out", type=Path, help="write raw samples as JSON to this file")
+    p.add_argument("--wait-start", action="store_true", help=argparse.SUPPRESS)  # runner handshake
+    _client_args(p)
+    return p
+
+
+def _main_upstream(argv: Sequence[str]) -> int:
+    a = _upstream_parser().parse_args(argv)
+    evloop.run(fake_upstream.serve_forever(a.host, a.port, a.deltas, a.event_delay))
+    return 0
+
+
+def _main_loadgen(argv: Sequence[str]) -> int:
+    a = _loadgen_parser().parse_args(argv)
+    start_at = 0.0
+    if a.wait_start:  # runner handshake: say READY, read the common start time from stdin
+        print("READY", flush=True)
+        start_at = float(sys.stdin.readline())
+    cfg = LoadConfig(
+        url=a.url,
+        mode=a.mode,
+        concurrency=a.concurrency,
+        duration=a.duration,
+        warmup=a.warmup,
+        api_key=a.api_key,
+        auth_header=a.auth_header,
+        timeout=a.timeout,
+        start_at=start_at,
+    )
+    samples = evloop.run(run_load(cfg))
+    if a.samples_out:
+        tmp = a.samples_out.with_name(a.samples_out.name + ".partial")
+        tmp.write_bytes(samples.to_json())
+        tmp.replace(a.samples_out)  # the runner never sees a half-written file
+    if a.json:
+        sys.stdout.buffer.write(samples.to_json())
+        sys.stdout.flush()
+    elif not a.samples_out:
+        s = summarize(samples)
+        print(
+            f"{s.mode} c={s.concurrency}: {s.ok} ok, {s.errors} errors {s.error_kinds or ''}, "
+            f"{s.rps:.0f} req/s, "
+            f"p50 {s.p50_ms:.2f} ms, p99 {s.p99_ms:.2f} ms, first body byte p50 {s.ttfb_p50_ms:.2f} ms"
+            + (f", first content_block_delta p50 {s.ttft_p50_ms:.2f} ms" if s.mode == "stream" else "")
+        )
+    return 0
+
+
+def _main_run(argv: Sequence[str]) -> int:
+    a = _run_parser().parse_args(argv)
+    opts = BenchOptions(
+        target=a.target,
+        target_pid=a.target_pid,
+        upstream_url=a.upstream_url,
+        upstream_port=a.upstream_port,
+        duration=a.duration,
+        warmup=a.warmup,
+        concurrency=a.concurrency,
+        modes=a.modes,
+        gateway_cmd=a.gateway_cmd,
+        gateway_env=dict(a.gateway_env),
+        api_key=a.api_key,
+        auth_header=a.auth_header,
+        deltas=a.deltas,
+        event_delay=a.event_delay,
+        loadgen_procs=a.loadgen_procs,
+        pin=a.pin,
+        startup_timeout=a.startup_timeout,
+        json_out=a.json_out,
+        keep_gateway_log=a.keep_gateway_log,
+    )
+    try:
+        result = run_bench(opts)
+    except BenchError as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    if opts.json_out:
+        Path(opts.json_out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+        print(f"results written to {opts.json_out}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "upstream":
+        return _main_upstream(args[1:])
+    if args and args[0] == "loadgen":
+        return _main_loadgen(args[1:])
+    return _main_run(args)
