@@ -1,8 +1,15 @@
-"""Process-wide logging: one JSON object per line on stderr, ready for a log shipper."""
+"""Process-wide logging: one JSON object per line on stderr, ready for a log shipper.
+
+Records are handed to a queue on the event loop's thread and written by a listener thread, so a
+slow or blocked stderr pipe never stalls request handling.
+"""
 
 from __future__ import annotations
 
+import atexit
 import logging
+import logging.handlers
+import queue
 import sys
 import time
 
@@ -33,10 +40,20 @@ def _iso(created: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created % 1 * 1000):03d}Z"
 
 
+_listener: logging.handlers.QueueListener | None = None
+
+
 def configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    global _listener
+    if _listener is not None:
+        _listener.stop()
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    writer = logging.StreamHandler(sys.stderr)
+    writer.setFormatter(JsonFormatter())
+    _listener = logging.handlers.QueueListener(records, writer, respect_handler_level=False)
+    _listener.start()
+    atexit.register(_listener.stop)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [logging.handlers.QueueHandler(records)]
     root.setLevel(level)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

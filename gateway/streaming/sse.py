@@ -25,13 +25,20 @@ class SSEEvent(NamedTuple):
 
 
 class SSEParser:
-    """Stateful, incremental SSE decoder."""
+    """Stateful, incremental SSE decoder.
 
-    __slots__ = ("_buf", "_data", "_event", "_has_data", "_scan")
+    Streams with ``\\n`` line endings (every Anthropic-compatible server) are cut at blank lines
+    (``\\n\\n``) and an event framed the way the API frames it (one ``event:`` line, one
+    ``data:`` line) is decoded with two slices; anything else goes through the general per-line
+    rules. A ``\\r`` anywhere switches the parser to line mode for the rest of the stream.
+    """
+
+    __slots__ = ("_buf", "_data", "_event", "_has_data", "_line_mode", "_scan")
 
     def __init__(self) -> None:
         self._buf = bytearray()
-        self._scan = 0  # bytes of _buf already searched for a newline
+        self._scan = 0  # bytes of _buf already searched for a terminator
+        self._line_mode = False
         self._event = ""
         self._data: list[bytes] = []
         self._has_data = False
@@ -40,17 +47,20 @@ class SSEParser:
         """Consume ``chunk`` and return the events it completes, in order."""
         buf = self._buf
         buf += chunk
+        if not self._line_mode and b"\r" in chunk:
+            self._line_mode = True
+            self._scan = 0
         events: list[SSEEvent] = []
-        start = 0
-        nl = buf.find(b"\n", self._scan)
-        while nl >= 0:
-            end = nl - 1 if nl > start and buf[nl - 1] == 13 else nl  # strip \r of \r\n
-            if end == start:
-                self._dispatch(events)
-            else:
-                self._line(bytes(buf[start:end]))
-            start = nl + 1
-            nl = buf.find(b"\n", start)
+        if self._line_mode:
+            start = self._feed_lines(events)
+        else:
+            start = 0
+            end = buf.find(b"\n\n", max(self._scan - 1, 0))
+            while end >= 0:
+                if end > start:
+                    self._block(bytes(buf[start:end]), events)
+                start = end + 2
+                end = buf.find(b"\n\n", start)
         if start:
             del buf[:start]
         self._scan = len(buf)
@@ -67,8 +77,40 @@ class SSEParser:
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes received but not yet part of a complete line."""
+        """Bytes received but not yet part of a complete event (block mode) or line (line mode)."""
         return len(self._buf)
+
+    def _block(self, block: bytes, events: list[SSEEvent]) -> None:
+        """One blank-line-terminated block (without the terminator)."""
+        if block.startswith(b"event: "):
+            newline = block.find(b"\n")
+            if (
+                newline > 0
+                and block.startswith(b"data: ", newline + 1)
+                and block.find(b"\n", newline + 1) < 0
+            ):
+                events.append(SSEEvent(block[7:newline].decode("utf-8", "replace"), block[newline + 7 :]))
+                return
+        for line in block.split(b"\n"):
+            if line:
+                self._line(line)
+            else:
+                self._dispatch(events)
+        self._dispatch(events)
+
+    def _feed_lines(self, events: list[SSEEvent]) -> int:
+        buf = self._buf
+        start = 0
+        nl = buf.find(b"\n", self._scan)
+        while nl >= 0:
+            end = nl - 1 if nl > start and buf[nl - 1] == 13 else nl  # strip \r of \r\n
+            if end == start:
+                self._dispatch(events)
+            else:
+                self._line(bytes(buf[start:end]))
+            start = nl + 1
+            nl = buf.find(b"\n", start)
+        return start
 
     def _line(self, line: bytes) -> None:
         if line[0] == 58:  # ':' comment / keep-alive

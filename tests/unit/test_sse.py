@@ -60,3 +60,65 @@ def test_large_line_in_tiny_chunks_is_linear() -> None:
 def test_encode_event_shapes() -> None:
     assert encode_event("ping", {"type": "ping"}) == b'event: ping\ndata: {"type":"ping"}\n\n'
     assert encode_event("e", "x") == b"event: e\ndata: x\n\n"
+
+
+def reference_parse(stream: bytes) -> list[SSEEvent]:
+    """The SSE spec's algorithm applied to the whole input at once (\\n and \\r\\n endings)."""
+    events: list[SSEEvent] = []
+    name, data = "", []
+    lines = stream.split(b"\n")
+    for raw in lines[:-1]:  # the last piece is an unterminated line
+        line = raw[:-1] if raw.endswith(b"\r") else raw
+        if not line:
+            if data:
+                events.append(SSEEvent(name or "message", b"\n".join(data)))
+            name, data = "", []
+            continue
+        if line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if field == b"data":
+            data.append(value)
+        elif field == b"event":
+            name = value.decode("utf-8", "replace")
+    return events
+
+
+LINES = st.sampled_from(
+    [
+        b"event: message_start",
+        b"event: content_block_delta",
+        b"event:x",
+        b'data: {"type":"ping"}',
+        b"data: a",
+        b"data:b",
+        b"data",
+        b": comment",
+        b"id: 1",
+        b"",
+        b"",
+    ]
+)
+
+
+@given(
+    st.lists(LINES, max_size=30),
+    st.sampled_from([b"\n", b"\r\n"]),
+    st.lists(st.integers(min_value=0, max_value=2000), max_size=20),
+)
+def test_matches_the_reference_algorithm(lines: list[bytes], ending: bytes, cuts: list[int]) -> None:
+    stream = b"".join(line + ending for line in lines)
+    points = sorted({c for c in cuts if c <= len(stream)})
+    parser = SSEParser()
+    events: list[SSEEvent] = []
+    for a, b in zip([0, *points], [*points, len(stream)], strict=True):
+        events.extend(parser.feed(stream[a:b]))
+    assert events == reference_parse(stream)
+
+
+def test_switches_to_line_mode_mid_stream() -> None:
+    parser = SSEParser()
+    first = parser.feed(b"event: a\ndata: 1\n\nevent: b\nda")
+    second = parser.feed(b"ta: 2\r\n\r\n")
+    assert first + second == [SSEEvent("a", b"1"), SSEEvent("b", b"2")]
