@@ -40,12 +40,9 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     from gateway.emulator import EmulatorConfig, serve
 
     configure_logging("INFO")
-    if args.provider != "anthropic":
-        print(f"switchyard: emulator for {args.provider!r} is not available yet", file=sys.stderr)
-        return 2
     keys = frozenset(k for k in (args.api_key or []) if k)
     config = EmulatorConfig(api_keys=keys) if keys else EmulatorConfig()
-    serve(config, args.host, args.port)
+    serve(config, args.host, args.port, provider=args.provider)
     return 0
 
 

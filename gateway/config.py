@@ -8,6 +8,8 @@ log line of the settings never shows them.
 
 from __future__ import annotations
 
+import enum
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +32,13 @@ from gateway.keys import InboundKey, parse_key_file, parse_key_list
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"", "0", "false", "no", "off"})
+
+
+class ProviderName(enum.StrEnum):
+    ANTHROPIC = "anthropic"
+    BEDROCK = "bedrock"
+    VERTEX = "vertex"
+    FOUNDRY = "foundry"
 
 
 class ConfigError(Exception):
@@ -85,6 +94,34 @@ class Settings(BaseModel):
     anthropic_auth_token: SecretStr | None = Field(None, alias="ANTHROPIC_AUTH_TOKEN")
     anthropic_base_url: str = Field("https://api.anthropic.com", alias="ANTHROPIC_BASE_URL")
 
+    # provider selection: GATEWAY_PROVIDER, else the Claude Code switches in this order
+    provider_choice: ProviderName | None = Field(None, alias="GATEWAY_PROVIDER")
+    use_bedrock: bool = Field(False, alias="CLAUDE_CODE_USE_BEDROCK")
+    use_vertex: bool = Field(False, alias="CLAUDE_CODE_USE_VERTEX")
+    use_foundry: bool = Field(False, alias="CLAUDE_CODE_USE_FOUNDRY")
+
+    # AWS Bedrock (the credential chain itself is botocore's: env keys, profile, web identity...)
+    aws_region: str | None = Field(None, validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"))
+    aws_profile: str | None = Field(None, alias="AWS_PROFILE")
+    aws_bearer_token_bedrock: SecretStr | None = Field(None, alias="AWS_BEARER_TOKEN_BEDROCK")
+    bedrock_base_url: str | None = Field(None, alias="ANTHROPIC_BEDROCK_BASE_URL")
+    bedrock_profile_prefix: str | None = Field(None, alias="GATEWAY_BEDROCK_PROFILE_PREFIX")
+
+    # Google Vertex AI
+    vertex_project_id: str | None = Field(None, alias="ANTHROPIC_VERTEX_PROJECT_ID")
+    vertex_region: str | None = Field(None, alias="CLOUD_ML_REGION")
+    google_application_credentials: Path | None = Field(None, alias="GOOGLE_APPLICATION_CREDENTIALS")
+    vertex_base_url: str | None = Field(None, alias="ANTHROPIC_VERTEX_BASE_URL")
+
+    # Microsoft Foundry
+    foundry_resource: str | None = Field(None, alias="ANTHROPIC_FOUNDRY_RESOURCE")
+    foundry_base_url: str | None = Field(None, alias="ANTHROPIC_FOUNDRY_BASE_URL")
+    foundry_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_FOUNDRY_API_KEY")
+
+    # model names and beta policy (JSON text or a path to a JSON file)
+    model_map: dict[str, str] = Field(default_factory=dict, alias="GATEWAY_MODEL_MAP")
+    beta_policy: dict[str, list[str]] = Field(default_factory=dict, alias="GATEWAY_BETA_POLICY")
+
     # egress
     https_proxy: str | None = Field(
         None, validation_alias=AliasChoices("HTTPS_PROXY", "https_proxy"), repr=False
@@ -103,12 +140,19 @@ class Settings(BaseModel):
     # operations
     log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
 
-    @field_validator("allow_unauthenticated", mode="before")
+    @field_validator("allow_unauthenticated", "use_bedrock", "use_vertex", "use_foundry", mode="before")
     @classmethod
     def _parse_flag(cls, value: object) -> object:
         return _flag(value)
 
-    @field_validator("api_keys_file", "ca_bundle", "client_cert", "client_key", mode="before")
+    @field_validator(
+        "api_keys_file",
+        "ca_bundle",
+        "client_cert",
+        "client_key",
+        "google_application_credentials",
+        mode="before",
+    )
     @classmethod
     def _check_file(cls, value: object) -> object:
         return _existing_file(value)
@@ -117,6 +161,48 @@ class Settings(BaseModel):
     @classmethod
     def _check_base_url(cls, value: str) -> str:
         return _http_url(value)
+
+    @field_validator("bedrock_base_url", "vertex_base_url", "foundry_base_url", mode="before")
+    @classmethod
+    def _check_optional_url(cls, value: object) -> object:
+        if value in (None, ""):
+            return None
+        return _http_url(str(value))
+
+    @field_validator(
+        "aws_region",
+        "aws_profile",
+        "vertex_project_id",
+        "vertex_region",
+        "foundry_resource",
+        "bedrock_profile_prefix",
+        "provider_choice",
+        mode="before",
+    )
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip()
+            return value or None
+        return value
+
+    @field_validator("model_map", "beta_policy", mode="before")
+    @classmethod
+    def _json_or_file(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text:
+            return {}
+        if not text.startswith("{"):
+            path = Path(text).expanduser()
+            if not path.is_file():
+                raise ValueError(f"neither a JSON object nor a readable file: {text!r}")
+            text = path.read_text(encoding="utf-8")
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"invalid JSON: {exc}") from None
 
     @field_validator("https_proxy", "http_proxy", mode="before")
     @classmethod
@@ -128,7 +214,13 @@ class Settings(BaseModel):
             text = "http://" + text
         return _http_url(text)
 
-    @field_validator("anthropic_api_key", "anthropic_auth_token", mode="before")
+    @field_validator(
+        "anthropic_api_key",
+        "anthropic_auth_token",
+        "aws_bearer_token_bedrock",
+        "foundry_api_key",
+        mode="before",
+    )
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
@@ -152,7 +244,38 @@ class Settings(BaseModel):
         self._inbound_keys = tuple(keys)
         if self.client_key is not None and self.client_cert is None:
             raise ValueError("GATEWAY_CLIENT_KEY is set but GATEWAY_CLIENT_CERT is not")
+        self._check_provider_settings()
         return self
+
+    @property
+    def provider(self) -> ProviderName:
+        """The upstream this deployment targets, chosen once from the snapshot."""
+        if self.provider_choice is not None:
+            return self.provider_choice
+        if self.use_bedrock:
+            return ProviderName.BEDROCK
+        if self.use_vertex:
+            return ProviderName.VERTEX
+        if self.use_foundry:
+            return ProviderName.FOUNDRY
+        return ProviderName.ANTHROPIC
+
+    def _check_provider_settings(self) -> None:
+        provider = self.provider
+        if provider is ProviderName.BEDROCK and self.aws_region is None:
+            raise ValueError("AWS_REGION: required when the provider is bedrock (or set AWS_DEFAULT_REGION)")
+        if provider is ProviderName.VERTEX and self.vertex_region is None:
+            raise ValueError("CLOUD_ML_REGION: required when the provider is vertex")
+        if provider is ProviderName.FOUNDRY:
+            if self.foundry_resource is None and self.foundry_base_url is None:
+                raise ValueError(
+                    "ANTHROPIC_FOUNDRY_RESOURCE: required when the provider is foundry "
+                    "(or set ANTHROPIC_FOUNDRY_BASE_URL)"
+                )
+            if self.foundry_resource is not None and self.foundry_base_url is not None:
+                raise ValueError(
+                    "ANTHROPIC_FOUNDRY_RESOURCE: set either it or ANTHROPIC_FOUNDRY_BASE_URL, not both"
+                )
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -185,6 +308,7 @@ class Settings(BaseModel):
             "port": self.port,
             "inbound_keys": len(self.inbound_keys),
             "allow_unauthenticated": self.allow_unauthenticated,
+            "provider": self.provider.value,
             "anthropic_base_url": self.anthropic_base_url,
             "upstream_credential": (
                 "ANTHROPIC_API_KEY"

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from .app import create_app, get_state
+from .app import get_state
 from .cache_model import PromptCache
 from .clock import Clock
 from .config import EmulatorConfig
+from .providers import app_factory
 from .recorder import RecordedRequest, RequestLog
 
 log = logging.getLogger(__name__)
@@ -78,13 +79,15 @@ async def run_emulator(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
+    provider: str = "anthropic",
     ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[RunningEmulator]:
     """Serve a fresh emulator on ``host:port`` for the duration of the ``async with`` block.
 
-    With ``ssl_context`` it serves HTTPS (tests of CA bundles and client mTLS use this).
+    ``provider`` picks the upstream to emulate (see :mod:`.providers`). With ``ssl_context`` it
+    serves HTTPS (tests of CA bundles and client mTLS use this).
     """
-    app = create_app(config)
+    app = app_factory(provider)(config)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
@@ -98,7 +101,11 @@ async def run_emulator(
 
 @contextlib.contextmanager
 def emulator_in_thread(
-    config: EmulatorConfig | None = None, host: str = "127.0.0.1", port: int = 0
+    config: EmulatorConfig | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    provider: str = "anthropic",
 ) -> Iterator[RunningEmulator]:
     """Run an emulator in a daemon thread with its own event loop; stop it on exit."""
     started: Future[RunningEmulator] = Future()
@@ -107,7 +114,7 @@ def emulator_in_thread(
 
     async def main() -> None:
         try:
-            async with run_emulator(config, host, port) as emulator:
+            async with run_emulator(config, host, port, provider=provider) as emulator:
                 started.set_result(emulator)
                 await stop.wait()
         except BaseException as exc:
@@ -133,7 +140,11 @@ def emulator_in_thread(
 
 
 async def _serve(
-    config: EmulatorConfig | None, host: str, port: int, on_ready: Callable[[RunningEmulator], None] | None
+    config: EmulatorConfig | None,
+    host: str,
+    port: int,
+    on_ready: Callable[[RunningEmulator], None] | None,
+    provider: str,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -145,8 +156,8 @@ async def _serve(
         except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows / non-main thread
             pass
     try:
-        async with run_emulator(config, host, port) as emulator:
-            log.info("Anthropic API emulator listening on %s", emulator.base_url)
+        async with run_emulator(config, host, port, provider=provider) as emulator:
+            log.info("%s emulator listening on %s", provider, emulator.base_url)
             if on_ready is not None:
                 on_ready(emulator)
             await stop.wait()
@@ -161,7 +172,8 @@ def serve(
     port: int = 8080,
     *,
     on_ready: Callable[[RunningEmulator], None] | None = None,
+    provider: str = "anthropic",
 ) -> None:
     """Run an emulator until SIGINT or SIGTERM; ``on_ready`` is called once it listens."""
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(config, host, port, on_ready))
+        asyncio.run(_serve(config, host, port, on_ready, provider))

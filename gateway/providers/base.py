@@ -47,6 +47,7 @@ class UpstreamResponse(ABC):
     status: int
     headers: list[tuple[str, str]]
     is_event_stream: bool
+    dropped_betas: tuple[str, ...] = ()  # betas the provider's policy removed from the request
 
     @abstractmethod
     def iter_chunks(self) -> AsyncIterator[bytes]:

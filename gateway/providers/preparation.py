@@ -1,0 +1,91 @@
+"""The provider-independent part of turning a client request into an upstream request.
+
+Model mapping and the beta policy apply to every upstream the same way; what differs per provider
+(where the model and the betas go, which version string, which URL) stays in the provider. The
+client's body is re-serialised only when something in it had to change, and then
+deterministically (orjson keeps key order), so an unchanged prefix stays byte-identical turn after
+turn.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.config import ProviderName, Settings
+from gateway.errors import GatewayError
+from gateway.headers import header_value
+from gateway.providers.base import ClientRequest
+from gateway.providers.betas import BetaPolicy, parse_beta_header
+from gateway.providers.models import ModelResolver, UnknownModel, bedrock_geography
+
+log = logging.getLogger("switchyard.preparation")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A client request with the upstream's model id and betas decided."""
+
+    model: str  # the upstream id ("" when the client sent none)
+    payload: dict[str, Any]  # a private copy; providers may reshape it further
+    betas: list[str]
+    dropped_betas: list[str]
+    body_changed: bool
+
+    def body_bytes(self, original: ClientRequest) -> bytes:
+        """The client's bytes when nothing changed, else a deterministic re-serialisation."""
+        return orjson.dumps(self.payload) if self.body_changed else original.body
+
+
+def resolver_for(settings: Settings) -> ModelResolver:
+    prefix = settings.bedrock_profile_prefix
+    if settings.provider is ProviderName.BEDROCK and prefix is None and settings.aws_region:
+        prefix = bedrock_geography(settings.aws_region)
+    if prefix in ("", "none"):
+        prefix = None
+    return ModelResolver(settings.provider, dict(settings.model_map), prefix)
+
+
+def prepare(
+    request: ClientRequest,
+    provider: ProviderName,
+    resolver: ModelResolver,
+    policy: BetaPolicy,
+) -> PreparedRequest:
+    """Map the model and apply the beta policy. Unknown models are a 404 ``not_found_error``."""
+    payload = copy.deepcopy(dict(request.payload))
+    model = request.model
+    upstream_model = model
+    if model:
+        try:
+            upstream_model = resolver.resolve(model)
+        except UnknownModel:
+            raise GatewayError(404, f"model: {model}", error_type="not_found_error") from None
+    betas = parse_beta_header(value for name, value in request.headers if name.lower() == "anthropic-beta")
+    decision = policy.apply(provider, betas, payload)
+    if decision.dropped:
+        log.info(
+            "dropped betas the %s upstream does not accept: %s (request %s)",
+            provider.value,
+            ",".join(decision.dropped),
+            request.request_id,
+        )
+    changed = decision.body_changed
+    if upstream_model != model and "model" in payload:
+        payload["model"] = upstream_model
+        changed = True
+    return PreparedRequest(
+        model=upstream_model,
+        payload=payload,
+        betas=decision.kept,
+        dropped_betas=decision.dropped,
+        body_changed=changed,
+    )
+
+
+def client_header(request: ClientRequest, name: str) -> str | None:
+    return header_value(request.headers, name)
