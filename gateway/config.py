@@ -117,6 +117,7 @@ class Settings(BaseModel):
     foundry_resource: str | None = Field(None, alias="ANTHROPIC_FOUNDRY_RESOURCE")
     foundry_base_url: str | None = Field(None, alias="ANTHROPIC_FOUNDRY_BASE_URL")
     foundry_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_FOUNDRY_API_KEY")
+    foundry_entra_scope: str = Field("https://ai.azure.com/.default", alias="GATEWAY_FOUNDRY_ENTRA_SCOPE")
 
     # model names and beta policy (JSON text or a path to a JSON file)
     model_map: dict[str, str] = Field(default_factory=dict, alias="GATEWAY_MODEL_MAP")
@@ -136,6 +137,7 @@ class Settings(BaseModel):
     upstream_pool_size: int = Field(512, alias="GATEWAY_UPSTREAM_POOL_SIZE", gt=0)
     upstream_connect_timeout_s: float = Field(10.0, alias="GATEWAY_UPSTREAM_CONNECT_TIMEOUT_S", gt=0)
     first_byte_timeout_s: float = Field(600.0, alias="GATEWAY_FIRST_BYTE_TIMEOUT_S", gt=0)
+    downstream_ping_s: float = Field(15.0, alias="GATEWAY_DOWNSTREAM_PING_S", gt=0)
 
     # operations
     log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
