@@ -70,6 +70,12 @@ class GatewayMetrics:
             ["provider", "type"],
             registry=r,
         )
+        self.betas_dropped = Counter(
+            "gateway_betas_dropped_total",
+            "anthropic-beta values removed because the upstream does not accept them.",
+            ["provider", "beta"],
+            registry=r,
+        )
         self.inflight_requests = Gauge("gateway_inflight_requests", "Requests being served.", registry=r)
         self.inflight_streams = Gauge("gateway_inflight_streams", "Streams being relayed.", registry=r)
 

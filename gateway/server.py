@@ -23,6 +23,7 @@ from gateway.inbound import Authenticator, client_request
 from gateway.keys import KeyRing
 from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics
 from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
+from gateway.providers.betas import BetaPolicy
 from gateway.providers.models import metric_label
 from gateway.relay import Outcome, relay_buffered, relay_stream
 
@@ -85,6 +86,7 @@ class Gateway:
         self.new_request_id = request_id_factory
         self.clock = clock
         self.draining = False
+        self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
 
     # -- health and operations -------------------------------------------------------------
     async def healthz(self, request: web.Request) -> web.Response:
@@ -141,6 +143,9 @@ class Gateway:
                 metrics.upstream_errors.labels(self.provider.name, exc.error_type).inc()
                 exc.headers.setdefault("x-client-request-id", request_id)
                 raise
+            for beta in upstream.dropped_betas:
+                label = beta if beta in self.known_betas else "other"
+                metrics.betas_dropped.labels(self.provider.name, label).inc()
             extra = {"x-client-request-id": request_id}
             outcome.upstream_request_id = header_value(upstream.headers, "request-id")
             try:
