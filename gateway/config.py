@@ -139,10 +139,27 @@ class Settings(BaseModel):
     first_byte_timeout_s: float = Field(600.0, alias="GATEWAY_FIRST_BYTE_TIMEOUT_S", gt=0)
     downstream_ping_s: float = Field(15.0, alias="GATEWAY_DOWNSTREAM_PING_S", gt=0)
 
+    # resilience: stream idle watchdog, non-streaming fallback, bounded retries, model fallback
+    stream_idle_warning_s: float = Field(45.0, alias="GATEWAY_STREAM_IDLE_WARNING_S", gt=0)
+    stream_idle_timeout_s: float = Field(90.0, alias="GATEWAY_STREAM_IDLE_TIMEOUT_S", gt=0)
+    nonstreaming_fallback: bool = Field(True, alias="GATEWAY_NONSTREAMING_FALLBACK")
+    max_retries: int = Field(10, alias="GATEWAY_MAX_RETRIES", ge=0)
+    max_retry_delay_s: float = Field(60.0, alias="GATEWAY_MAX_RETRY_DELAY_S", gt=0)
+    request_deadline_s: float = Field(600.0, alias="GATEWAY_REQUEST_DEADLINE_S", gt=0)
+    fallback_model: str | None = Field(None, alias="GATEWAY_FALLBACK_MODEL")
+    fallback_after_overloads: int = Field(3, alias="GATEWAY_FALLBACK_AFTER_OVERLOADS", ge=1)
+
     # operations
     log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
 
-    @field_validator("allow_unauthenticated", "use_bedrock", "use_vertex", "use_foundry", mode="before")
+    @field_validator(
+        "allow_unauthenticated",
+        "use_bedrock",
+        "use_vertex",
+        "use_foundry",
+        "nonstreaming_fallback",
+        mode="before",
+    )
     @classmethod
     def _parse_flag(cls, value: object) -> object:
         return _flag(value)
@@ -179,6 +196,7 @@ class Settings(BaseModel):
         "foundry_resource",
         "bedrock_profile_prefix",
         "provider_choice",
+        "fallback_model",
         mode="before",
     )
     @classmethod
@@ -247,6 +265,8 @@ class Settings(BaseModel):
         if self.client_key is not None and self.client_cert is None:
             raise ValueError("GATEWAY_CLIENT_KEY is set but GATEWAY_CLIENT_CERT is not")
         self._check_provider_settings()
+        if self.stream_idle_warning_s > self.stream_idle_timeout_s:
+            raise ValueError("GATEWAY_STREAM_IDLE_WARNING_S: must not exceed GATEWAY_STREAM_IDLE_TIMEOUT_S")
         return self
 
     @property

@@ -67,6 +67,7 @@ class GatewayError(Exception):
         self.error_type = error_type or error_type_for_status(status)
         self.should_retry = should_retry
         self.headers: dict[str, str] = dict(headers or {})
+        self.retryable = False  # whether the gateway's own retry loop may try again
 
     def body(self, request_id: str | None = None) -> bytes:
         return error_body(self.error_type, self.message, request_id)
@@ -81,8 +82,9 @@ class GatewayError(Exception):
 class UpstreamUnavailable(GatewayError):
     """The upstream could not be reached (DNS, refused, TLS, proxy): 502."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
         super().__init__(502, message, error_type="api_error")
+        self.retryable = retryable
 
 
 class UpstreamTimeout(GatewayError):
@@ -90,3 +92,4 @@ class UpstreamTimeout(GatewayError):
 
     def __init__(self, message: str) -> None:
         super().__init__(504, message, error_type="timeout_error")
+        self.retryable = True

@@ -70,6 +70,24 @@ class GatewayMetrics:
             ["provider", "type"],
             registry=r,
         )
+        self.retries = Counter(
+            "gateway_upstream_retries_total",
+            "Upstream attempts retried by the gateway, by reason (status_529, connection_error...).",
+            ["provider", "reason"],
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "gateway_fallbacks_total",
+            "Fallbacks taken: kind non_streaming (stream replaced by a complete message) or model.",
+            ["provider", "kind"],
+            registry=r,
+        )
+        self.stream_idle = Counter(
+            "gateway_stream_idle_total",
+            "Idle-watchdog firings on relayed streams: event warning or abort.",
+            ["provider", "event"],
+            registry=r,
+        )
         self.betas_dropped = Counter(
             "gateway_betas_dropped_total",
             "anthropic-beta values removed because the upstream does not accept them.",

@@ -1,25 +1,46 @@
 """Relaying an upstream answer to the client, observing usage on the way.
 
-Streams are passed through chunk by chunk as they arrive (never buffered); the observer parses
-only what metrics need. A stream that breaks or ends without a terminal event is closed with a
-well-formed SSE ``error`` event, so a client never sees a 200 that just stops.
+Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. Streams go through
+``StreamRelay``:
+
+* upstream bytes are passed through unchanged as they arrive; the observer parses only what
+  metrics need;
+* the events before the first content event (``message_start``, ``ping``) are held back until
+  content arrives, so that a stream failing before any content can be replaced transparently;
+* an idle watchdog (see ``streaming.watchdog``) warns, then aborts a stream whose upstream sends
+  no data event, and keeps the client's connection alive with ``event: ping`` meanwhile;
+* a stream failing before any content was forwarded (connection error, stall, a 200 whose body is
+  not SSE, truncation) is retried once as a non-streaming request and the complete message is
+  re-emitted as SSE (unless disabled); after content was forwarded the gateway cannot replay it
+  transparently and ends the stream with an SSE ``error`` event so the client's own retry runs.
+
+A stream never ends with status 200 and neither ``message_stop`` nor ``error``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
+import orjson
 from aiohttp import web
 
-from gateway.errors import error_type_for_status
+from gateway.errors import GatewayError, error_body, error_type_for_status
 from gateway.providers.base import ClientRequest, UpstreamResponse
-from gateway.streaming.sse import encode_event
+from gateway.streaming.replay import message_to_sse
+from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver, Usage, usage_from_message
+from gateway.streaming.watchdog import IdleAction, IdleWatchdog
 
 log = logging.getLogger("switchyard.relay")
+
+_CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
+_UPSTREAM_BROKEN = (aiohttp.ClientError, OSError, asyncio.IncompleteReadError)
 
 
 @dataclass(slots=True)
@@ -33,68 +54,271 @@ class Outcome:
     first_content_at: float | None = None
     upstream_request_id: str | None = None
     client_disconnected: bool = False
+    retries: int = 0
+    model_fallback: str | None = None
+    nonstreaming_fallback: bool = False
+    idle_events: list[str] = field(default_factory=list)
+    failure: str | None = None
 
 
-async def relay_stream(
-    request: web.Request,
-    client: ClientRequest,
-    upstream: UpstreamResponse,
-    extra_headers: dict[str, str],
-    outcome: Outcome,
-) -> web.StreamResponse:
-    response = web.StreamResponse(status=upstream.status)
-    for name, value in upstream.headers:
-        response.headers.add(name, value)
-    response.headers.update(extra_headers)
-    await response.prepare(request)
-    observer = StreamObserver(clock=time.monotonic)
-    outcome.status = upstream.status
-    try:
-        async for chunk in upstream.iter_chunks():
-            observer.feed(chunk)
-            await response.write(chunk)
-    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-        # The client went away: nothing more to send, the upstream connection is dropped.
-        outcome.client_disconnected = True
-        _finish(outcome, observer)
-        return response
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        log.warning(
-            "upstream stream broke: request_id=%s model=%s error=%s",
-            client.request_id,
-            client.model,
-            type(exc).__name__,
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    idle_warning_s: float
+    idle_timeout_s: float
+    ping_every_s: float
+    nonstreaming_fallback: bool
+
+
+class _StreamFailed(Exception):
+    """The upstream stream broke, stalled or was not a stream; ``reason`` says which."""
+
+    def __init__(self, reason: str, error_type: str = "api_error", status: int = 502) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error_type = error_type
+        self.status = status
+
+
+class StreamRelay:
+    """Relays one streaming answer to one client."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        client: ClientRequest,
+        outcome: Outcome,
+        settings: StreamSettings,
+        *,
+        fallback: Callable[[], Awaitable[UpstreamResponse]] | None,
+        on_idle: Callable[[IdleAction], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._request = request
+        self._client = client
+        self._outcome = outcome
+        self._settings = settings
+        self._fallback = fallback if settings.nonstreaming_fallback else None
+        self._on_idle = on_idle
+        self._clock = clock
+        self._observer = StreamObserver(clock=clock)
+        self._response: web.StreamResponse | None = None
+        self._headers: list[tuple[str, str]] = []
+        self._held = bytearray()
+        self._content_forwarded = False
+
+    async def run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
+        self._headers = [*upstream.headers, *extra_headers.items()]
+        self._outcome.status = 200
+        try:
+            if not upstream.is_event_stream:
+                raise _StreamFailed("upstream answered 200 with a body that is not an event stream")
+            await self._pump(upstream)
+            if not self._observer.finished:
+                raise _StreamFailed("upstream stream ended before message_stop")
+        except _StreamFailed as failure:
+            upstream.close()
+            return await self._recover(failure)
+        except _CLIENT_GONE:
+            self._outcome.client_disconnected = True
+            upstream.close()
+        finally:
+            self._finish()
+        return await self._end()
+
+    # -- reading the upstream -----------------------------------------------------------------
+    async def _pump(self, upstream: UpstreamResponse) -> None:
+        now = self._clock()
+        watchdog = IdleWatchdog(
+            warn_after=self._settings.idle_warning_s,
+            abort_after=self._settings.idle_timeout_s,
+            ping_every=self._settings.ping_every_s,
+            last_data=now,
+            last_write=now,
         )
-        await _end_with_error(response, "api_error", "upstream connection lost mid-stream", outcome)
-        _finish(outcome, observer)
+        chunks = upstream.iter_chunks().__aiter__()
+        pending: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(chunks.__anext__())
+                timeout = max(watchdog.next_deadline() - self._clock(), 0.0)
+                done, _ = await asyncio.wait({pending}, timeout=timeout)
+                if not done:
+                    await self._idle(watchdog)
+                    continue
+                try:
+                    chunk = pending.result()
+                except StopAsyncIteration:
+                    return
+                except _UPSTREAM_BROKEN as exc:
+                    raise _StreamFailed(f"upstream connection lost ({type(exc).__name__})") from None
+                except TimeoutError:
+                    raise _StreamFailed("upstream read timed out", "timeout_error", 504) from None
+                finally:
+                    if pending.done():
+                        pending = None
+                before = self._observer.data_events
+                self._observer.feed(chunk)
+                now = self._clock()
+                if self._observer.data_events != before:
+                    watchdog.data_received(now)
+                if await self._forward(chunk):
+                    watchdog.wrote(now)
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+            with contextlib.suppress(Exception):
+                await chunks.aclose()  # type: ignore[attr-defined]
+
+    async def _idle(self, watchdog: IdleWatchdog) -> None:
+        now = self._clock()
+        for action in watchdog.due(now):
+            if action is IdleAction.PING:
+                await self._write(PING_EVENT)
+                watchdog.wrote(now)
+                continue
+            self._outcome.idle_events.append(action.value)
+            self._on_idle(action)
+            silent = now - watchdog.last_data
+            log.warning(
+                "stream idle %s: no upstream data for %.1fs (x-client-request-id=%s model=%s)",
+                action.value,
+                silent,
+                self._client.request_id,
+                self._client.model,
+            )
+            if action is IdleAction.ABORT:
+                raise _StreamFailed(
+                    f"upstream stream stalled: no data for {silent:.0f}s", "timeout_error", 504
+                )
+
+    async def _forward(self, chunk: bytes) -> bool:
+        """Pass ``chunk`` on, or hold it back until the first content event. True if written."""
+        if self._content_forwarded:
+            await self._write(chunk)
+            return True
+        self._held += chunk
+        if self._observer.content_events == 0 and not self._observer.finished:
+            return False
+        self._content_forwarded = self._observer.content_events > 0
+        held = bytes(self._held)
+        self._held.clear()
+        await self._write(held)
+        return True
+
+    # -- writing to the client --------------------------------------------------------------------
+    async def _prepare(self) -> web.StreamResponse:
+        if self._response is None:
+            response = web.StreamResponse(status=200)
+            for name, value in self._headers:
+                response.headers.add(name, value)
+            if self._outcome.nonstreaming_fallback:
+                response.headers["x-gateway-fallback"] = "non_streaming"
+            await response.prepare(self._request)
+            self._response = response
+        return self._response
+
+    async def _write(self, data: bytes) -> None:
+        response = await self._prepare()
+        await response.write(data)
+
+    async def _end(self) -> web.StreamResponse:
+        response = await self._prepare()
+        if not self._outcome.client_disconnected:
+            with contextlib.suppress(*_CLIENT_GONE):
+                await response.write_eof()
         return response
-    if not observer.finished:
-        await _end_with_error(response, "api_error", "upstream stream ended before message_stop", outcome)
-    _finish(outcome, observer)
-    try:
-        await response.write_eof()
-    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-        outcome.client_disconnected = True
-    return response
 
+    async def _error_event(self, error_type: str, message: str) -> None:
+        self._outcome.error_type = error_type
+        event = encode_event("error", {"type": "error", "error": {"type": error_type, "message": message}})
+        try:
+            await self._write(event)
+        except _CLIENT_GONE:
+            self._outcome.client_disconnected = True
 
-async def _end_with_error(
-    response: web.StreamResponse, error_type: str, message: str, outcome: Outcome
-) -> None:
-    outcome.error_type = error_type
-    event = encode_event("error", {"type": "error", "error": {"type": error_type, "message": message}})
-    try:
-        await response.write(event)
-    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-        outcome.client_disconnected = True
+    # -- recovery -----------------------------------------------------------------------------------
+    async def _recover(self, failure: _StreamFailed) -> web.StreamResponse:
+        self._outcome.failure = failure.reason
+        log.warning(
+            "upstream stream failed: %s (x-client-request-id=%s model=%s content_forwarded=%s)",
+            failure.reason,
+            self._client.request_id,
+            self._client.model,
+            self._content_forwarded,
+        )
+        if self._content_forwarded or self._observer.finished:
+            await self._error_event(
+                failure.error_type if failure.error_type != "timeout_error" else "api_error",
+                f"{failure.reason}; the response was cut after content was sent, retry the request",
+            )
+            return await self._end()
+        if self._fallback is None:
+            return await self._fail_before_content(failure.status, failure.error_type, failure.reason)
+        return await self._replay_non_streaming(failure)
 
+    async def _fail_before_content(self, status: int, error_type: str, message: str) -> web.StreamResponse:
+        """Nothing reached the client yet: answer with a proper HTTP error, else an SSE error."""
+        self._held.clear()
+        if self._response is None:
+            self._outcome.status = status
+            self._outcome.error_type = error_type
+            headers = {k: v for k, v in self._headers if k.lower() not in ("content-type",)}
+            headers["content-type"] = "application/json"
+            return web.Response(status=status, body=error_body(error_type, message), headers=headers)
+        await self._error_event(error_type, message)
+        return await self._end()
 
-def _finish(outcome: Outcome, observer: StreamObserver) -> None:
-    outcome.usage = observer.usage
-    outcome.stop_reason = observer.stop_reason
-    outcome.first_content_at = observer.first_content_at
-    if outcome.error_type is None:
-        outcome.error_type = observer.error_type
+    async def _replay_non_streaming(self, failure: _StreamFailed) -> web.StreamResponse:
+        assert self._fallback is not None
+        self._outcome.nonstreaming_fallback = True
+        self._held.clear()
+        self._observer = StreamObserver(clock=self._clock)
+        try:
+            answer = await self._fallback()
+        except GatewayError as exc:
+            return await self._fail_before_content(
+                exc.status, exc.error_type, f"{failure.reason}; non-streaming fallback failed: {exc.message}"
+            )
+        try:
+            body = await answer.read()
+        except _UPSTREAM_BROKEN:
+            return await self._fail_before_content(
+                502, "api_error", f"{failure.reason}; non-streaming fallback lost its connection"
+            )
+        finally:
+            answer.close()
+        if answer.status != 200:
+            if self._response is None:  # relay the upstream's error as it is
+                self._outcome.status = answer.status
+                self._outcome.error_type = error_type_for_status(answer.status)
+                response = web.Response(status=answer.status, body=body)
+                for name, value in answer.headers:
+                    response.headers.add(name, value)
+                return response
+            await self._error_event(error_type_for_status(answer.status), "non-streaming fallback failed")
+            return await self._end()
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return await self._fail_before_content(
+                502, "api_error", "non-streaming fallback returned invalid JSON"
+            )
+        for frame in message_to_sse(message):
+            self._observer.feed(frame)
+            await self._write(frame)
+        self._finish()
+        return await self._end()
+
+    def _finish(self) -> None:
+        outcome, observer = self._outcome, self._observer
+        outcome.usage = observer.usage
+        outcome.stop_reason = observer.stop_reason
+        outcome.first_content_at = observer.first_content_at
+        if outcome.error_type is None:
+            outcome.error_type = observer.error_type
 
 
 async def relay_buffered(

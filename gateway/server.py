@@ -7,6 +7,7 @@ log record the outcome. Every error the gateway makes has the Anthropic error sh
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -25,7 +26,8 @@ from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics
 from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
 from gateway.providers.models import metric_label
-from gateway.relay import Outcome, relay_buffered, relay_stream
+from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
+from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, with_retry
 
 log = logging.getLogger("switchyard.server")
 
@@ -78,6 +80,7 @@ class Gateway:
         *,
         request_id_factory: Callable[[], str] = lambda: str(uuid.uuid4()),
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.settings = settings
         self.provider = provider
@@ -87,6 +90,20 @@ class Gateway:
         self.clock = clock
         self.draining = False
         self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
+        self.sleep = sleep
+        self.retry_policy = RetryPolicy(
+            max_retries=settings.max_retries,
+            max_delay_s=settings.max_retry_delay_s,
+            deadline_s=settings.request_deadline_s,
+            fallback_model=settings.fallback_model,
+            fallback_after_overloads=settings.fallback_after_overloads,
+        )
+        self.stream_settings = StreamSettings(
+            idle_warning_s=settings.stream_idle_warning_s,
+            idle_timeout_s=settings.stream_idle_timeout_s,
+            ping_every_s=settings.downstream_ping_s,
+            nonstreaming_fallback=settings.nonstreaming_fallback,
+        )
 
     # -- health and operations -------------------------------------------------------------
     async def healthz(self, request: web.Request) -> web.Response:
@@ -132,27 +149,48 @@ class Gateway:
         client = await client_request(request, operation, self.settings.max_body_bytes, request_id)
         outcome = Outcome()
         metrics = self.metrics
+        provider = self.provider.name
         metrics.inflight_requests.inc()
         try:
-            metrics.overhead.labels(self.provider.name).observe(self.clock() - started)
-            try:
-                upstream = await send(client)
-            except GatewayError as exc:
+            metrics.overhead.labels(provider).observe(self.clock() - started)
+            attempt = await self._attempt(send, client, outcome)
+            extra = {"x-client-request-id": request_id, "x-gateway-retries": str(attempt.retries)}
+            if attempt.model_fallback is not None:
+                extra["x-gateway-model-fallback"] = attempt.model_fallback
+            if attempt.error is not None:
+                exc = attempt.error
                 outcome.status = exc.status
                 outcome.error_type = exc.error_type
-                metrics.upstream_errors.labels(self.provider.name, exc.error_type).inc()
-                exc.headers.setdefault("x-client-request-id", request_id)
-                raise
+                metrics.upstream_errors.labels(provider, exc.error_type).inc()
+                for name, value in extra.items():
+                    exc.headers.setdefault(name, value)
+                raise exc
+            upstream = attempt.response
+            assert upstream is not None
             for beta in upstream.dropped_betas:
                 label = beta if beta in self.known_betas else "other"
-                metrics.betas_dropped.labels(self.provider.name, label).inc()
-            extra = {"x-client-request-id": request_id}
+                metrics.betas_dropped.labels(provider, label).inc()
             outcome.upstream_request_id = header_value(upstream.headers, "request-id")
             try:
-                if client.stream and upstream.status == 200 and upstream.is_event_stream:
+                if client.stream and upstream.status == 200:
+                    final_request = attempt.request
+
+                    async def fallback() -> UpstreamResponse:
+                        metrics.fallbacks.labels(provider, "non_streaming").inc()
+                        return await send(final_request.as_non_streaming())
+
+                    relay = StreamRelay(
+                        request,
+                        client,
+                        outcome,
+                        self.stream_settings,
+                        fallback=fallback,
+                        on_idle=lambda action: metrics.stream_idle.labels(provider, action.value).inc(),
+                        clock=self.clock,
+                    )
                     metrics.inflight_streams.inc()
                     try:
-                        return await relay_stream(request, client, upstream, extra, outcome)
+                        return await relay.run(upstream, extra)
                     finally:
                         metrics.inflight_streams.dec()
                 return await relay_buffered(
@@ -163,6 +201,45 @@ class Gateway:
         finally:
             metrics.inflight_requests.dec()
             self._record(client, team, outcome, started)
+
+    async def _attempt(
+        self,
+        send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
+        client: ClientRequest,
+        outcome: Outcome,
+    ) -> Attempt:
+        """Run the bounded retry loop; its status events are logged and counted here."""
+        provider = self.provider.name
+        async for event in with_retry(
+            send,
+            client,
+            self.retry_policy,
+            refresh_credentials=self.provider.refresh_credentials,
+            sleep=self.sleep,
+            clock=self.clock,
+        ):
+            if isinstance(event, RetryStatus):
+                self.metrics.retries.labels(provider, event.reason).inc()
+                log.info(
+                    "retrying upstream request: attempt=%d reason=%s delay=%.2fs request_id=%s",
+                    event.attempt,
+                    event.reason,
+                    event.delay_s,
+                    client.request_id,
+                )
+            elif isinstance(event, ModelFallback):
+                self.metrics.fallbacks.labels(provider, "model").inc()
+                log.warning(
+                    "consecutive overloads: falling back from %s to %s (request_id=%s)",
+                    event.from_model,
+                    event.to_model,
+                    client.request_id,
+                )
+            else:
+                outcome.retries = event.retries
+                outcome.model_fallback = event.model_fallback
+                return event
+        raise RuntimeError("with_retry ended without an outcome")  # pragma: no cover
 
     def _record(self, client: ClientRequest, team: str, outcome: Outcome, started: float) -> None:
         duration = self.clock() - started

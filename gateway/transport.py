@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
+import yarl
 
 from gateway.config import Settings
 from gateway.errors import UpstreamTimeout, UpstreamUnavailable
@@ -42,12 +43,17 @@ class Upstream:
         *,
         headers: list[tuple[str, str]],
         body: bytes | None = None,
+        encoded_path: bool = False,
     ) -> aiohttp.ClientResponse:
         """Send one request and wait for the response headers (bounded by the first-byte timeout).
 
         Connection failures become 502 and a timeout 504, as Anthropic-shaped gateway errors.
+        ``encoded_path``: ``path`` is already percent-encoded and goes on the wire as it is (by
+        default escapes of reserved characters such as ``%3B`` would be decoded).
         """
-        url = self.base_url + path
+        url: str | yarl.URL = self.base_url + path
+        if encoded_path:
+            url = yarl.URL(str(url), encoded=True)
         try:
             async with asyncio.timeout(self.first_byte_timeout_s):
                 return await self.session.request(
@@ -58,7 +64,9 @@ class Upstream:
         except aiohttp.ClientProxyConnectionError as exc:
             raise UpstreamUnavailable(f"upstream proxy unreachable: {_reason(exc)}") from None
         except aiohttp.ClientSSLError as exc:
-            raise UpstreamUnavailable(f"TLS handshake with upstream failed: {_reason(exc)}") from None
+            raise UpstreamUnavailable(
+                f"TLS handshake with upstream failed: {_reason(exc)}", retryable=False
+            ) from None
         except (aiohttp.ClientConnectionError, OSError) as exc:
             raise UpstreamUnavailable(f"upstream unreachable: {_reason(exc)}") from None
 

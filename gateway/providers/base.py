@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 
 class Operation(enum.Enum):
     MESSAGES = "messages"
@@ -39,6 +41,22 @@ class ClientRequest:
     def model(self) -> str:
         model = self.payload.get("model")
         return model if isinstance(model, str) else ""
+
+    def with_payload(self, payload: Mapping[str, Any]) -> ClientRequest:
+        """The same request with a changed body, re-serialised deterministically (key order kept)."""
+        return ClientRequest(
+            operation=self.operation,
+            body=orjson.dumps(payload),
+            payload=payload,
+            headers=self.headers,
+            request_id=self.request_id,
+        )
+
+    def with_model(self, model: str) -> ClientRequest:
+        return self.with_payload({**self.payload, "model": model})
+
+    def as_non_streaming(self) -> ClientRequest:
+        return self.with_payload({k: v for k, v in self.payload.items() if k != "stream"})
 
 
 class UpstreamResponse(ABC):
@@ -111,3 +129,9 @@ class Provider(ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Close pools."""
+
+    async def refresh_credentials(self) -> bool:
+        """Re-read or refresh the upstream credential after a 401/403; ``True`` if it changed.
+
+        Static keys cannot be refreshed: the default answers ``False`` (no retry)."""
+        return False

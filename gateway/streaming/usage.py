@@ -96,6 +96,7 @@ class StreamObserver:
     message_started: bool = False
     message_stopped: bool = False
     content_events: int = 0
+    data_events: int = 0  # every event but ping: what resets the idle watchdog
     _parser: SSEParser = field(default_factory=SSEParser)
 
     @property
@@ -106,6 +107,8 @@ class StreamObserver:
     def feed(self, chunk: bytes) -> None:
         for event in self._parser.feed(chunk):
             name = event.event
+            if name != "ping":
+                self.data_events += 1
             if name in _CONTENT_EVENTS:
                 if self.first_content_at is None:
                     self.first_content_at = self.clock()

@@ -58,6 +58,8 @@ def make_stack(loop_thread: LoopThread, tmp_path_factory: pytest.TempPathFactory
             "GATEWAY_API_KEYS_FILE": str(keys),
             "ANTHROPIC_API_KEY": UPSTREAM_KEY,
             "ANTHROPIC_BASE_URL": emu.base_url,
+            # pass-through tests see the upstream's answer itself; retries have their own tests
+            "GATEWAY_MAX_RETRIES": "0",
             **env,
         }
         settings = Settings.from_environ(environ)

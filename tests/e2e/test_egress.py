@@ -34,7 +34,9 @@ async def _ask(gateway_url: str) -> anthropic.types.Message:
 
 
 async def _gateway(**env: str) -> AsyncIterator[str]:
-    settings = Settings.from_environ({"GATEWAY_API_KEYS": KEY, "ANTHROPIC_API_KEY": UPSTREAM_KEY, **env})
+    settings = Settings.from_environ(
+        {"GATEWAY_API_KEYS": KEY, "ANTHROPIC_API_KEY": UPSTREAM_KEY, "GATEWAY_MAX_RETRIES": "0", **env}
+    )
     async with running(create_app(settings), "127.0.0.1", 0) as server:
         yield server.base_url
 

@@ -25,7 +25,13 @@ def _closed_port() -> int:
 
 async def _gateway(base_url: str, **env: str) -> AsyncIterator[str]:
     settings = Settings.from_environ(
-        {"GATEWAY_API_KEYS": KEY, "ANTHROPIC_API_KEY": "up", "ANTHROPIC_BASE_URL": base_url, **env}
+        {
+            "GATEWAY_API_KEYS": KEY,
+            "ANTHROPIC_API_KEY": "up",
+            "ANTHROPIC_BASE_URL": base_url,
+            "GATEWAY_MAX_RETRIES": "0",
+            **env,
+        }
     )
     async with running(create_app(settings), "127.0.0.1", 0) as server:
         yield server.base_url

@@ -1,0 +1,184 @@
+"""Bounded retries as an async generator: status events go into the request's event stream.
+
+``with_retry`` drives attempts against the upstream and yields a ``RetryStatus`` before every
+wait (attempt number, reason, delay) and a ``ModelFallback`` when it switches model, then one
+``Attempt`` holding the final response (or the gateway error) — the caller logs and counts the
+status events, and in-process callers such as the agent loop can show them. Nothing is ever
+retried without a bound: at most ``max_retries`` retries and never past the request deadline.
+
+Policy (the SDKs' own, plus the gateway's bounds):
+
+* retried: 408, 409, 429, 5xx, 529, connection failures (502) and timeouts (504);
+  ``x-should-retry: true`` forces a retry and ``x-should-retry: false`` forbids one;
+* delay: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date), else exponential
+  backoff with jitter (0.5 s doubling, capped at 8 s); never more than ``max_retry_delay_s``;
+* after ``fallback_after_overloads`` consecutive 529s, switch to ``fallback_model`` if configured;
+* an upstream 401/403 is retried exactly once after the provider refreshed its credential.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from gateway.errors import GatewayError
+from gateway.headers import header_value
+from gateway.providers.base import ClientRequest, UpstreamResponse
+
+INITIAL_DELAY_S = 0.5
+BACKOFF_CAP_S = 8.0
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_retries: int = 10
+    max_delay_s: float = 60.0
+    deadline_s: float = 600.0
+    fallback_model: str | None = None
+    fallback_after_overloads: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RetryStatus:
+    """Emitted before waiting for the next attempt."""
+
+    attempt: int  # the attempt about to be made (1 = first retry)
+    reason: str  # "status_529", "connection_error", "timeout", "credential_refresh"...
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFallback:
+    """Emitted when consecutive overloads switch the request to the fallback model."""
+
+    from_model: str
+    to_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """The final outcome: a response to relay, or a gateway error to answer with."""
+
+    response: UpstreamResponse | None
+    error: GatewayError | None
+    retries: int
+    model_fallback: str | None
+    request: ClientRequest  # the request as last sent (after a model fallback)
+
+
+RetryEvent = RetryStatus | ModelFallback | Attempt
+
+
+def parse_retry_after(headers: list[tuple[str, str]], now: Callable[[], float] = time.time) -> float | None:
+    """Seconds the server asked us to wait, or ``None`` (``retry-after-ms`` wins)."""
+    millis = header_value(headers, "retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000
+            if value > 0:
+                return value
+        except ValueError:
+            pass
+    after = header_value(headers, "retry-after")
+    if after is None:
+        return None
+    try:
+        value = float(after)
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(after)
+        except (TypeError, ValueError):
+            return None
+        value = float(parsed.timestamp()) - now()
+    return value if value > 0 else None
+
+
+def backoff_delay(retries_taken: int, rng: Callable[[], float] = random.random) -> float:
+    """0.5 s doubling per retry, capped at 8 s, with up to 25% jitter downwards."""
+    base: float = min(INITIAL_DELAY_S * 2.0**retries_taken, BACKOFF_CAP_S)
+    return base * (1 - 0.25 * rng())
+
+
+def _should_retry(status: int, headers: list[tuple[str, str]]) -> bool:
+    forced = header_value(headers, "x-should-retry")
+    if forced == "true":
+        return True
+    if forced == "false":
+        return False
+    return status in RETRYABLE_STATUSES or status >= 500
+
+
+async def with_retry(
+    send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
+    request: ClientRequest,
+    policy: RetryPolicy,
+    *,
+    refresh_credentials: Callable[[], Awaitable[bool]] | None = None,
+    sleep: Callable[[float], Awaitable[None]],
+    clock: Callable[[], float] = time.monotonic,
+    rng: Callable[[], float] = random.random,
+) -> AsyncIterator[RetryEvent]:
+    deadline = clock() + policy.deadline_s
+    current = request
+    retries = 0
+    overloads = 0
+    refreshed = False
+    switched_to: str | None = None
+    while True:
+        response: UpstreamResponse | None = None
+        error: GatewayError | None = None
+        try:
+            response = await send(current)
+            status, headers = response.status, response.headers
+        except GatewayError as exc:
+            if not exc.retryable:
+                yield Attempt(None, exc, retries, switched_to, current)
+                return
+            error = exc
+            status, headers = exc.status, []
+        if status < 400:
+            yield Attempt(response, None, retries, switched_to, current)
+            return
+
+        if status in (401, 403) and error is None and refresh_credentials is not None and not refreshed:
+            refreshed = True
+            if await refresh_credentials():
+                assert response is not None
+                response.close()
+                yield RetryStatus(retries + 1, "credential_refresh", 0.0)
+                retries += 1
+                continue
+
+        retryable = error is not None or _should_retry(status, headers)
+        if not retryable or retries >= policy.max_retries:
+            yield Attempt(response, error, retries, switched_to, current)
+            return
+
+        overloads = overloads + 1 if status == 529 else 0
+        if (
+            overloads >= policy.fallback_after_overloads
+            and policy.fallback_model
+            and switched_to is None
+            and current.model != policy.fallback_model
+        ):
+            switched_to = policy.fallback_model
+            yield ModelFallback(current.model, switched_to)
+            current = current.with_model(switched_to)
+            overloads = 0
+
+        asked = parse_retry_after(headers)
+        delay = asked if asked is not None else backoff_delay(retries, rng)
+        delay = min(delay, policy.max_delay_s)
+        if clock() + delay > deadline:
+            yield Attempt(response, error, retries, switched_to, current)
+            return
+        if response is not None:
+            response.close()
+        reason = ("timeout" if status == 504 else "connection_error") if error else f"status_{status}"
+        yield RetryStatus(retries + 1, reason, delay)
+        await sleep(delay)
+        retries += 1
