@@ -1,0 +1,206 @@
+"""with_retry: bounded, honours the server's hints, yields its status events, falls back."""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.errors import GatewayError, UpstreamTimeout, UpstreamUnavailable
+from gateway.providers.base import BufferedResponse, ClientRequest, Operation, UpstreamResponse
+from gateway.retry import (
+    Attempt,
+    ModelFallback,
+    RetryEvent,
+    RetryPolicy,
+    RetryStatus,
+    backoff_delay,
+    parse_retry_after,
+    with_retry,
+)
+
+
+def _request(model: str = "claude-opus-4-8") -> ClientRequest:
+    payload = {"model": model, "max_tokens": 5, "messages": [], "stream": True}
+    return ClientRequest(Operation.MESSAGES, b"{}", payload, [], "rid")
+
+
+class Script:
+    """A fake upstream answering from a list; records what was sent and how long we slept."""
+
+    def __init__(self, answers: list[UpstreamResponse | GatewayError]) -> None:
+        self.answers = list(answers)
+        self.sent: list[ClientRequest] = []
+        self.slept: list[float] = []
+        self.now = 0.0
+        self.closed = 0
+
+    async def send(self, request: ClientRequest) -> UpstreamResponse:
+        self.sent.append(request)
+        answer = self.answers.pop(0)
+        if isinstance(answer, GatewayError):
+            raise answer
+        return answer
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+
+def status(code: int, **headers: str) -> BufferedResponse:
+    return BufferedResponse(code, b"{}", list(headers.items()))
+
+
+async def run(script: Script, policy: RetryPolicy, **kwargs: object) -> list[RetryEvent]:
+    events: AsyncIterator[RetryEvent] = with_retry(
+        script.send,
+        _request(),
+        policy,
+        sleep=script.sleep,
+        clock=script.clock,
+        rng=lambda: 0.0,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return [event async for event in events]
+
+
+async def test_success_first_time() -> None:
+    script = Script([status(200)])
+    events = await run(script, RetryPolicy())
+    assert len(events) == 1 and isinstance(events[0], Attempt)
+    assert events[0].response is not None and events[0].response.status == 200
+    assert events[0].retries == 0
+
+
+@pytest.mark.parametrize("code", [408, 409, 429, 500, 502, 503, 504, 529])
+async def test_retryable_statuses(code: int) -> None:
+    script = Script([status(code), status(code), status(200)])
+    events = await run(script, RetryPolicy())
+    statuses = [e for e in events if isinstance(e, RetryStatus)]
+    assert [s.attempt for s in statuses] == [1, 2]
+    assert all(s.reason == f"status_{code}" for s in statuses)
+    assert script.slept == [0.5, 1.0]  # exponential backoff, no jitter with rng=0
+    final = events[-1]
+    assert isinstance(final, Attempt) and final.retries == 2 and final.response.status == 200  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("code", [400, 401, 403, 404, 413])
+async def test_client_errors_are_final(code: int) -> None:
+    script = Script([status(code)])
+    events = await run(script, RetryPolicy())
+    assert len(events) == 1 and len(script.sent) == 1
+
+
+async def test_x_should_retry_overrides() -> None:
+    script = Script([status(429, **{"x-should-retry": "false"})])
+    assert len(await run(script, RetryPolicy())) == 1
+    script = Script([status(400, **{"x-should-retry": "true"}), status(200)])
+    events = await run(script, RetryPolicy())
+    assert isinstance(events[0], RetryStatus) and len(script.sent) == 2
+
+
+async def test_retry_after_headers() -> None:
+    script = Script(
+        [
+            status(429, **{"retry-after": "3"}),
+            status(429, **{"retry-after-ms": "250", "retry-after": "9"}),
+            status(200),
+        ]
+    )
+    await run(script, RetryPolicy())
+    assert script.slept == [3.0, 0.25]
+
+
+async def test_server_asked_delay_is_capped() -> None:
+    script = Script([status(529, **{"retry-after": "500"}), status(200)])
+    await run(script, RetryPolicy(max_delay_s=20))
+    assert script.slept == [20]
+
+
+async def test_backoff_is_capped_at_8s() -> None:
+    script = Script([status(500)] * 7 + [status(200)])
+    await run(script, RetryPolicy())
+    assert script.slept == [0.5, 1, 2, 4, 8, 8, 8]
+
+
+async def test_max_retries_bound() -> None:
+    script = Script([status(500)] * 4)
+    events = await run(script, RetryPolicy(max_retries=3))
+    final = events[-1]
+    assert isinstance(final, Attempt) and final.response.status == 500 and final.retries == 3  # type: ignore[union-attr]
+    assert len(script.sent) == 4
+
+
+async def test_deadline_bound() -> None:
+    script = Script([status(500)] * 20)
+    events = await run(script, RetryPolicy(deadline_s=3.0))
+    assert sum(script.slept) <= 3.0
+    assert isinstance(events[-1], Attempt) and len(script.sent) == 3  # waits 0.5 + 1 then 2 would pass 3s
+
+
+async def test_connection_errors_and_timeouts_retry_but_tls_does_not() -> None:
+    script = Script([UpstreamUnavailable("refused"), UpstreamTimeout("slow"), status(200)])
+    events = await run(script, RetryPolicy())
+    assert [e.reason for e in events if isinstance(e, RetryStatus)] == ["connection_error", "timeout"]
+    script = Script([UpstreamUnavailable("bad cert", retryable=False)])
+    events = await run(script, RetryPolicy())
+    assert len(events) == 1 and isinstance(events[0], Attempt) and events[0].error is not None
+
+
+async def test_model_fallback_after_consecutive_overloads() -> None:
+    script = Script([status(529), status(529), status(529), status(200)])
+    events = await run(script, RetryPolicy(fallback_model="claude-sonnet-4-6", fallback_after_overloads=3))
+    fallbacks = [e for e in events if isinstance(e, ModelFallback)]
+    assert fallbacks == [ModelFallback("claude-opus-4-8", "claude-sonnet-4-6")]
+    assert [r.model for r in script.sent] == ["claude-opus-4-8"] * 3 + ["claude-sonnet-4-6"]
+    assert b'"model":"claude-sonnet-4-6"' in script.sent[-1].body
+    final = events[-1]
+    assert isinstance(final, Attempt) and final.model_fallback == "claude-sonnet-4-6"
+
+
+async def test_overload_count_resets_on_other_errors() -> None:
+    script = Script([status(529), status(529), status(500), status(529), status(200)])
+    events = await run(script, RetryPolicy(fallback_model="x", fallback_after_overloads=3))
+    assert not any(isinstance(e, ModelFallback) for e in events)
+
+
+async def test_credential_refresh_retried_once() -> None:
+    refreshed: list[int] = []
+
+    async def refresh() -> bool:
+        refreshed.append(1)
+        return True
+
+    script = Script([status(401), status(401)])
+    events = await run(script, RetryPolicy(), refresh_credentials=refresh)
+    assert refreshed == [1] and len(script.sent) == 2
+    assert [e.reason for e in events if isinstance(e, RetryStatus)] == ["credential_refresh"]
+    final = events[-1]
+    assert isinstance(final, Attempt) and final.response.status == 401  # type: ignore[union-attr]
+
+
+async def test_no_refresh_no_retry() -> None:
+    async def refresh() -> bool:
+        return False
+
+    script = Script([status(403)])
+    assert len(await run(script, RetryPolicy(), refresh_credentials=refresh)) == 1
+
+
+def test_parse_retry_after_forms() -> None:
+    assert parse_retry_after([("retry-after", "2.5")]) == 2.5
+    assert parse_retry_after([("retry-after-ms", "1500")]) == 1.5
+    assert parse_retry_after([("retry-after-ms", "nope"), ("retry-after", "1")]) == 1.0
+    assert parse_retry_after([("retry-after", "0")]) is None
+    assert parse_retry_after([("retry-after", "garbage")]) is None
+    date = email.utils.formatdate(1_000_010, usegmt=True)
+    assert parse_retry_after([("retry-after", date)], now=lambda: 1_000_000.0) == pytest.approx(10)
+
+
+def test_backoff_jitter_range() -> None:
+    assert backoff_delay(0, lambda: 1.0) == 0.375
+    assert backoff_delay(10, lambda: 0.0) == 8.0
