@@ -30,6 +30,12 @@ class RunningServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections currently open on this server."""
+        server = self.runner.server
+        return len(server.connections) if server is not None else 0
+
 
 @contextlib.asynccontextmanager
 async def running(app: web.Application, host: str, port: int) -> AsyncIterator[RunningServer]:

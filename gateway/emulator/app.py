@@ -27,6 +27,7 @@ from .cache_model import PromptCache
 from .config import EmulatorConfig
 from .conversation import prompt_text
 from .errors import ApiError
+from .faults import apply_faults, plan_of
 from .events import Turn, new_message_id, render_message, render_stream
 from .json_types import JSONObject
 from .limits import apply_limits
@@ -93,8 +94,18 @@ def _error_response(state: EmulatorState, request: web.Request, error: ApiError)
     )
 
 
+def request_id_of(request: web.Request) -> str:
+    """The ``request-id`` the recording middleware gave ``request``."""
+    return request[_REQUEST_ID]
+
+
 @web.middleware
-async def _record_and_render_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def record_and_render_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Record every request, then render :class:`ApiError` in the Anthropic envelope.
+
+    Platform apps (Vertex, Foundry) put it first and add their own middleware after it for
+    errors in their platform's shape.
+    """
     state = get_state(request.app)
     request[_REQUEST_ID] = new_request_id()
     too_large = False
@@ -144,7 +155,8 @@ async def _validated(request: web.Request, endpoint: Endpoint) -> ValidatedReque
     return validate_body(body, endpoint, state.config, betas)
 
 
-def _scenario(request: web.Request, validated: ValidatedRequest, default: str) -> Scenario:
+def scenario_for(request: web.Request, validated: ValidatedRequest, default: str) -> Scenario:
+    """The scenario a request selects (header, prompt marker, else ``default``)."""
     headers = request.headers
     return select_scenario(
         prompt_text(validated.body["messages"]),
@@ -158,8 +170,17 @@ def _scenario(request: web.Request, validated: ValidatedRequest, default: str) -
 async def handle_messages(request: web.Request) -> web.StreamResponse:
     state = get_state(request.app)
     validated = await _validated(request, "messages")
+    return await answer_messages(
+        request, validated, scenario_for(request, validated, state.config.default_scenario)
+    )
+
+
+async def answer_messages(
+    request: web.Request, validated: ValidatedRequest, scenario: Scenario
+) -> web.StreamResponse:
+    """Run the scripted model for a validated Messages request; answer JSON, or SSE if streaming."""
+    state = get_state(request.app)
     body = validated.body
-    scenario = _scenario(request, validated, state.config.default_scenario)
     output = apply_limits(
         respond(validated, scenario),
         max_tokens=body["max_tokens"],
@@ -190,13 +211,26 @@ async def _stream(state: EmulatorState, request: web.Request, turn: Turn) -> web
     response = web.StreamResponse(status=200, headers=headers)
     await response.prepare(request)
     delay = state.config.chunk_delay_s
+    clock = state.config.clock
+    faults = plan_of(request)
+    sent = 0
+
+    async def ping() -> None:
+        await response.write(PING_EVENT)
+
     try:
         for index, event in enumerate(render_stream(turn)):
             if delay > 0 and event["type"] == "content_block_delta":
-                await state.config.clock.sleep(delay)
-            await response.write(encode_event(event["type"], event))
+                await clock.sleep(delay)
+            frames = [encode_event(event["type"], event)]
             if index == 0:
-                await response.write(PING_EVENT)
+                frames.append(PING_EVENT)
+            for frame in frames:
+                await response.write(frame)
+                sent += 1
+                if not await faults.after_event(sent, request, clock, ping):
+                    await response.write_eof()
+                    return response
         await response.write_eof()
     except ConnectionResetError:
         log.debug("client went away mid-stream (request %s)", request[_REQUEST_ID])
@@ -204,9 +238,15 @@ async def _stream(state: EmulatorState, request: web.Request, turn: Turn) -> web
 
 
 async def handle_count_tokens(request: web.Request) -> web.StreamResponse:
-    state = get_state(request.app)
     validated = await _validated(request, "count_tokens")
-    scenario = _scenario(request, validated, "text")
+    return await answer_count_tokens(request, validated, scenario_for(request, validated, "text"))
+
+
+async def answer_count_tokens(
+    request: web.Request, validated: ValidatedRequest, scenario: Scenario
+) -> web.StreamResponse:
+    """``{"input_tokens": N}`` for a validated count_tokens request."""
+    state = get_state(request.app)
     if scenario.name == "error" and scenario.error_status is not None:
         raise ApiError(scenario.error_status)
     total = validated.prompt.total_tokens
@@ -239,7 +279,9 @@ async def handle_get_model(request: web.Request) -> web.StreamResponse:
 def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """A fresh first-party emulator app with its own prompt cache and request log."""
     config = config or EmulatorConfig()
-    app = web.Application(middlewares=[_record_and_render_errors], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(
+        middlewares=[record_and_render_errors, apply_faults], client_max_size=MAX_BODY_BYTES
+    )
     app[STATE_KEY] = EmulatorState(
         config=config,
         cache=PromptCache(config.clock, lookback_blocks=config.cache_lookback_blocks),

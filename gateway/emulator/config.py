@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import anthropic._constants
@@ -13,6 +14,8 @@ from .clock import Clock, SystemClock
 
 DOCUMENTED_API_VERSION = "2023-06-01"
 DEFAULT_API_KEY = "sk-emu-test"
+DEFAULT_VERTEX_TOKEN = "ya29.emu-test"
+DEFAULT_FOUNDRY_KEY = "foundry-emu-key"
 
 
 def default_api_versions() -> frozenset[str]:
@@ -52,6 +55,31 @@ class EmulatorConfig:
     """The request log keeps at most this many most recent requests."""
     organization_id: str = "00000000-0000-4000-8000-00000000e4e1"
 
+    # Vertex AI emulator (gateway.emulator.vertex)
+    vertex_projects: frozenset[str] = frozenset()
+    """Projects served (empty: any); another project in the path is a 403 PERMISSION_DENIED."""
+    vertex_locations: frozenset[str] = frozenset()
+    """Locations served (empty: any); another location is a 404 NOT_FOUND."""
+    vertex_tokens: frozenset[str] = frozenset({DEFAULT_VERTEX_TOKEN})
+    """Static OAuth access tokens accepted in ``Authorization: Bearer`` (never expire)."""
+    vertex_service_accounts: Mapping[str, str] = field(default_factory=dict)
+    """``client_email`` -> PEM public key: accounts whose JWT-bearer assertions ``POST /token`` honours."""
+    vertex_token_lifetime_s: int = 3600
+    """``expires_in`` of tokens issued by ``POST /token`` (enforced on ``clock``)."""
+    vertex_max_request_bytes: int = 30 * 1024 * 1024
+    """Larger predict bodies get Vertex's 400 ``The request size (N bytes) exceeds 30.000MB limit.``"""
+
+    # Microsoft Foundry emulator (gateway.emulator.foundry)
+    foundry_api_keys: frozenset[str] = frozenset({DEFAULT_FOUNDRY_KEY})
+    """Keys accepted in ``x-api-key`` or ``api-key``."""
+    foundry_entra_tokens: frozenset[str] = frozenset()
+    """Static Entra ID bearer tokens accepted (never expire)."""
+    foundry_entra_clients: Mapping[str, str] = field(default_factory=dict)
+    """``client_id`` -> client secret: apps the Entra token endpoint issues tokens to."""
+    foundry_entra_token_lifetime_s: int = 3600
+    foundry_count_tokens: bool = True
+    """False: count_tokens answers Azure's ``api_not_supported`` error."""
+
     def __post_init__(self) -> None:
         if self.chunk_delay_s < 0:
             raise ValueError("chunk_delay_s must be >= 0")
@@ -59,3 +87,5 @@ class EmulatorConfig:
             raise ValueError("cache_lookback_blocks must be >= 0")
         if self.max_recorded_requests < 1:
             raise ValueError("max_recorded_requests must be >= 1")
+        if self.vertex_token_lifetime_s < 1 or self.foundry_entra_token_lifetime_s < 1:
+            raise ValueError("token lifetimes must be >= 1 s")

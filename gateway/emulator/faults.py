@@ -16,6 +16,8 @@ counting directives, so "fail twice, then succeed" works across a client's retri
 ``unauthorized_once``          the first request with this key gets 401 (an expired credential)
 ``retry_after=S``              add ``retry-after: S`` to the errors above
 ``retry_after_ms=MS``          add ``retry-after-ms: MS`` to the errors above
+``first=N``                    apply the other directives to the first N requests with this key
+                               only (later ones are answered normally)
 =============================  ==============================================================
 
 Event counts include every event the wire format sends (``message_start``, ``ping`` ...).
@@ -41,7 +43,7 @@ FAULT_KEY_HEADER: Final = "x-emulator-fault-key"
 _counters: weakref.WeakKeyDictionary[web.Application, collections.Counter[str]] = weakref.WeakKeyDictionary()
 
 
-class ConnectionReset(Exception):
+class ConnectionReset(ConnectionResetError):
     """Raised after the emulator aborted the client's connection on purpose."""
 
 
@@ -59,6 +61,7 @@ class FaultPlan:
     unauthorized_once: bool = False
     retry_after_s: str | None = None
     retry_after_ms: str | None = None
+    first: int | None = None
 
     @property
     def active(self) -> bool:
@@ -103,6 +106,8 @@ class FaultPlan:
                     fields["retry_after_s"] = str(float(value)).removesuffix(".0")
                 elif name == "retry_after_ms":
                     fields["retry_after_ms"] = f"{float(value):g}"
+                elif name == "first":
+                    fields["first"] = int(value)
                 else:
                     raise ApiError(400, f"Unknown emulator fault {name!r}")
             except (IndexError, ValueError):
@@ -126,6 +131,11 @@ class FaultPlan:
         if not self.active:
             return None
         counters = _counters.setdefault(request.app, collections.Counter())
+        if self.first is not None:
+            counters["first:" + self.key] += 1
+            if counters["first:" + self.key] > self.first:
+                request[FAULT_PLAN] = FaultPlan()  # this request is answered normally
+                return None
         if self.unauthorized_once:
             counters["unauthorized:" + self.key] += 1
             if counters["unauthorized:" + self.key] == 1:
@@ -170,6 +180,39 @@ class FaultPlan:
                 if send_ping is not None:
                     await send_ping()
         return True
+
+
+FAULT_PLAN: Final[web.RequestKey[FaultPlan]] = web.RequestKey("emulator_fault_plan", FaultPlan)
+
+
+def plan_of(request: web.Request) -> FaultPlan:
+    """The fault plan ``apply_faults`` attached to ``request`` (an inactive one if none)."""
+    return request.get(FAULT_PLAN) or FaultPlan()
+
+
+@web.middleware
+async def apply_faults(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """The innermost middleware of every emulator app: faults that act before the answer.
+
+    Errors it raises are ``ApiError``s, rendered by the app's own (outer) error middleware in the
+    app's wire format.
+    """
+    from .app import get_state
+
+    plan = FaultPlan.from_headers(request.headers)
+    request[FAULT_PLAN] = plan
+    try:
+        early = await plan.before_answer(request, get_state(request.app).config.clock)
+    except ConnectionReset:
+        return web.Response(status=200)  # never sent: the transport is gone
+    if early is not None:
+        return early
+    try:
+        return await handler(request)
+    except ConnectionReset:
+        return web.StreamResponse(status=200)
 
 
 def abort_connection(request: web.Request) -> None:

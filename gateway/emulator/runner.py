@@ -88,7 +88,9 @@ async def run_emulator(
     serves HTTPS (tests of CA bundles and client mTLS use this).
     """
     app = app_factory(provider)(config)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, handler_cancellation=True
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
