@@ -1,0 +1,257 @@
+"""Authenticating requests to Bedrock: SigV4 from botocore's credential chain, or a Bedrock API key.
+
+* ``AWS_BEARER_TOKEN_BEDROCK`` set: ``Authorization: Bearer <token>``, no SigV4 (Bedrock API keys).
+* Otherwise SigV4 (``botocore.auth.SigV4Auth``, service ``bedrock``, the configured region) with
+  credentials from botocore's full default chain: environment keys, shared credentials/config
+  files (``AWS_PROFILE`` selects a profile explicitly, as ``--profile`` does), assume-role
+  profiles, web identity (``AWS_ROLE_ARN`` + ``AWS_WEB_IDENTITY_TOKEN_FILE``, STS endpoint from
+  ``AWS_ENDPOINT_URL_STS`` or the regional default), SSO, container credentials, EC2 instance
+  metadata. botocore reads these from the process environment.
+
+botocore is synchronous and its refreshes may block on STS or a metadata endpoint, so the chain is
+resolved, and temporary credentials refreshed, in the default executor, never on the event loop,
+and only when needed: frozen credentials are reused while botocore's ``refresh_needed()`` says they
+are fresh. Inside the advisory window (botocore: 15 minutes before expiry) the request that notices
+refreshes while concurrent requests keep signing with the current credentials; inside the
+mandatory window (10 minutes) every request waits for the one refresh in flight. A refresh that
+fails inside the mandatory window is a 401 ``authentication_error`` with ``x-should-retry: false``
+(the client cannot fix the gateway's credentials by retrying). An advisory refresh that brought
+nothing new is not retried for ``ADVISORY_RETRY_S``.
+
+Secrets never reach a log line: botocore's debug output (canonical requests with
+``X-Amz-Security-Token``, STS response bodies with secret keys) is capped at INFO whatever the
+gateway's log level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import RefreshableCredentials
+from botocore.exceptions import BotoCoreError
+from botocore.session import Session
+
+from gateway.errors import GatewayError
+
+log = logging.getLogger("switchyard.bedrock.auth")
+
+SIGNING_NAME: Final = "bedrock"
+MANDATORY_REFRESH_S: Final = 10 * 60  # botocore's _DEFAULT_MANDATORY_REFRESH_TIMEOUT
+ADVISORY_RETRY_S: Final = 30.0
+RESOLVE_RETRY_S: Final = 30.0
+NO_CREDENTIALS: Final = (
+    "no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE (shared "
+    "credentials/config files), AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE, container credentials, "
+    "or AWS_BEARER_TOKEN_BEDROCK"
+)
+
+
+def refresh_failed() -> GatewayError:
+    return GatewayError(
+        401,
+        "the gateway's AWS credentials have expired and could not be refreshed",
+        error_type="authentication_error",
+        should_retry=False,
+    )
+
+
+def host_header(url: str) -> str:
+    """The ``Host`` value an HTTP client sends for ``url`` (default ports omitted)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    default = 443 if parts.scheme == "https" else 80
+    return host if parts.port in (None, default) else f"{host}:{parts.port}"
+
+
+class BedrockAuth(ABC):
+    """Adds Bedrock credentials to an outbound request."""
+
+    source: str
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Resolve credentials (off the event loop)."""
+
+    @abstractmethod
+    def not_ready_reason(self) -> str | None:
+        """``None`` when requests can be authenticated, else what is missing."""
+
+    async def reload(self) -> bool:
+        """Bedrock rejected the credentials: re-run the chain; ``True`` if they changed."""
+        return False
+
+    @abstractmethod
+    async def authorize(
+        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
+    ) -> list[tuple[str, str]]:
+        """The complete header list to send (``headers`` plus host, length and credentials)."""
+
+
+def _with_framing(url: str, headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
+    return [
+        ("Host", host_header(url)),
+        *headers,
+        ("Content-Length", str(len(body))),
+        ("Accept-Encoding", "gzip, deflate"),
+    ]
+
+
+class BearerAuth(BedrockAuth):
+    """``Authorization: Bearer <AWS_BEARER_TOKEN_BEDROCK>``."""
+
+    source = "bearer-token"
+
+    def __init__(self, token: str) -> None:
+        self._authorization = f"Bearer {token}"
+
+    def not_ready_reason(self) -> str | None:
+        return None
+
+    async def authorize(
+        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
+    ) -> list[tuple[str, str]]:
+        return [*_with_framing(url, headers, body), ("Authorization", self._authorization)]
+
+
+class SigV4ChainAuth(BedrockAuth):
+    """SigV4 with credentials from botocore's default chain, refreshed off the event loop."""
+
+    def __init__(self, region: str, profile: str | None) -> None:
+        self._region = region
+        self._profile = profile
+        self._session = self._new_session()
+        self._credentials: Any = None  # botocore Credentials / RefreshableCredentials
+        self._frozen: Any = None  # botocore ReadOnlyCredentials
+        self._refreshing: asyncio.Future[Any] | None = None
+        self._resolving: asyncio.Future[Any] | None = None
+        self._advisory_after = 0.0
+        self._resolve_after = 0.0
+        self._reload_after = 0.0
+        self._problem: str | None = "AWS credentials not resolved yet"
+        self.source = "none"
+        logging.getLogger("botocore").setLevel(logging.INFO)  # its debug output shows secrets
+
+    def _new_session(self) -> Any:
+        session = Session()
+        session.set_config_variable("region", self._region)
+        if self._profile:
+            session.set_config_variable("profile", self._profile)
+        return session
+
+    async def start(self) -> None:
+        await self._resolve()
+
+    def not_ready_reason(self) -> str | None:
+        return self._problem
+
+    async def reload(self) -> bool:
+        """Re-run the whole chain in a fresh botocore session (at most every ``RESOLVE_RETRY_S``).
+
+        Picks up rotated keys in shared files, a new web identity token, a new container role.
+        """
+        if time.monotonic() < self._reload_after or self._resolving is not None:
+            return False
+        self._reload_after = time.monotonic() + RESOLVE_RETRY_S
+        before = self._frozen
+        self._session = self._new_session()
+        await self._resolve()
+        try:
+            await self.current()
+        except GatewayError:
+            return False
+        return bool(self._frozen != before)
+
+    async def authorize(
+        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
+    ) -> list[tuple[str, str]]:
+        frozen = await self.current()
+        request = AWSRequest(
+            method=method, url=url, data=body, headers=dict(_with_framing(url, headers, body))
+        )
+        SigV4Auth(frozen, SIGNING_NAME, self._region).add_auth(request)
+        return list(request.headers.items())
+
+    async def current(self) -> Any:
+        """Frozen credentials fit to sign with now (refreshing first when botocore says so)."""
+        for _ in range(3):  # a reload may swap the credentials while a refresh is in flight
+            credentials = await self._resolved()
+            if not isinstance(credentials, RefreshableCredentials):
+                if self._frozen is None:
+                    self._frozen = credentials.get_frozen_credentials()
+            elif self._frozen is None or credentials.refresh_needed(MANDATORY_REFRESH_S):
+                await self._refresh(credentials, mandatory=True)
+            elif (
+                credentials.refresh_needed()
+                and self._refreshing is None
+                and time.monotonic() >= self._advisory_after
+            ):
+                await self._refresh(credentials, mandatory=False)
+            if self._frozen is not None:
+                return self._frozen
+        raise refresh_failed()
+
+    async def _resolved(self) -> Any:
+        """The credentials botocore's chain found (running it again at most every 30 s if none)."""
+        if self._credentials is None and time.monotonic() >= self._resolve_after:
+            await self._resolve()
+        if self._credentials is None:
+            raise GatewayError(
+                503, self._problem or NO_CREDENTIALS, error_type="api_error", should_retry=False
+            )
+        return self._credentials
+
+    async def _refresh(self, credentials: Any, *, mandatory: bool) -> None:
+        if self._refreshing is None:
+            loop = asyncio.get_running_loop()
+            self._refreshing = loop.run_in_executor(None, credentials.get_frozen_credentials)
+        refreshing = self._refreshing
+        try:
+            frozen = await asyncio.shield(refreshing)
+        except Exception as exc:
+            if self._refreshing is refreshing:
+                self._refreshing = None
+                log.warning("refreshing AWS credentials (%s) failed: %s", self.source, type(exc).__name__)
+                self._problem = (
+                    f"AWS credentials ({self.source}) could not be refreshed: {type(exc).__name__}"
+                )
+            if mandatory or self._frozen is None:
+                raise refresh_failed() from None
+            return
+        if self._refreshing is refreshing:
+            self._refreshing = None
+            if frozen == self._frozen:
+                self._advisory_after = time.monotonic() + ADVISORY_RETRY_S
+            self._frozen = frozen
+            self._problem = None
+
+    async def _resolve(self) -> None:
+        """Run botocore's chain once (single flight) and remember what it found."""
+        if self._resolving is None:
+            self._resolving = asyncio.get_running_loop().run_in_executor(None, self._session.get_credentials)
+        resolving = self._resolving
+        try:
+            credentials = await asyncio.shield(resolving)
+        except (BotoCoreError, OSError, ValueError) as exc:
+            credentials = None
+            problem: str | None = f"the AWS credential chain failed: {type(exc).__name__}: {exc}"
+        else:
+            problem = None if credentials is not None else NO_CREDENTIALS
+        if self._resolving is not resolving:
+            return
+        self._resolving = None
+        self._resolve_after = time.monotonic() + RESOLVE_RETRY_S
+        self._credentials = credentials
+        self._frozen = None  # derived from the new credentials at their first use
+        self._refreshing = None
+        self._problem = problem
+        self.source = str(getattr(credentials, "method", "none")) if credentials is not None else "none"
+        if problem is not None:
+            log.warning("%s", problem)

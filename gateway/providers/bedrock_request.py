@@ -1,0 +1,119 @@
+"""Shaping a first-party request for Bedrock's native InvokeModel / CountTokens APIs.
+
+* Path: the model id goes into the path, percent-encoded with ``:`` kept and ``/`` as ``%2F``
+  (``/model/arn:aws:bedrock:...:application-inference-profile%2Fabc/invoke``), as the SDK does.
+* Body (InvokeModel): the client's body minus ``model`` and ``stream`` (the path carries both),
+  minus ``tags`` (Bedrock rejects it; it only labels usage), plus ``anthropic_beta`` (the betas the
+  policy kept, as a list; omitted when empty) and ``anthropic_version``. The betas go in the body
+  and never in the ``anthropic-beta`` header: Bedrock rejects some betas in the header. The body is
+  re-serialised with orjson, which keeps key order, so an unchanged prefix stays byte-identical.
+* Body (CountTokens): ``{"input":{"invokeModel":{"body":"<base64 of an invoke-shaped body>"}}}``;
+  the invoke body gets a ``max_tokens`` above any thinking budget (count requests have none) and
+  loses an empty ``tools`` list. CountTokens takes foundation-model ids only.
+* Headers: the client's forwardable headers minus the ones Bedrock must not see
+  (``anthropic-beta``, ``anthropic-version``, ``x-client-request-id``) and any ``x-amz-*`` header a
+  client sent (the signer owns those); ``X-Amzn-Bedrock-*`` request headers pass through.
+  ``Accept`` and ``Content-Type`` are ``application/json`` (Bedrock reads them as the MIME type of
+  the inference bodies, streaming included). Repeated headers are joined with ``,`` so what is
+  signed is exactly what is sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import orjson
+
+from gateway.providers.models import BEDROCK_GEOGRAPHIES
+
+BEDROCK_VERSION: Final = "bedrock-2023-05-31"
+COUNT_TOKENS_MIN_MAX_TOKENS: Final = 1024
+
+_NOT_TO_BEDROCK: Final = frozenset(
+    {
+        "anthropic-beta",
+        "anthropic-version",
+        "x-client-request-id",
+        "accept",
+        "content-type",
+        "content-length",
+        "host",
+    }
+)
+_BODY_KEYS_REMOVED: Final = ("model", "stream", "tags", "anthropic_beta", "anthropic_version")
+
+
+def model_path(model: str, action: str) -> str:
+    """``/model/{quoted id}/{action}``; ``:`` stays, ``/`` (in ARNs) becomes ``%2F``."""
+    return f"/model/{urllib.parse.quote(model, safe=':')}/{action}"
+
+
+def invoke_body(payload: Mapping[str, Any], betas: Iterable[str]) -> dict[str, Any]:
+    """The InvokeModel body for a (policy-applied) first-party Messages payload."""
+    body = {key: value for key, value in payload.items() if key not in _BODY_KEYS_REMOVED}
+    beta_list = list(betas)
+    if beta_list:
+        body["anthropic_beta"] = beta_list
+    body["anthropic_version"] = BEDROCK_VERSION
+    return body
+
+
+def invoke_body_bytes(payload: Mapping[str, Any], betas: Iterable[str]) -> bytes:
+    return orjson.dumps(invoke_body(payload, betas))
+
+
+def count_tokens_body(payload: Mapping[str, Any], betas: Iterable[str]) -> bytes:
+    """The CountTokens request for a first-party ``count_tokens`` payload."""
+    body = invoke_body(payload, betas)
+    if body.get("tools") == []:
+        del body["tools"]
+    floor = COUNT_TOKENS_MIN_MAX_TOKENS
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping):
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, int) and not isinstance(budget, bool):
+            floor = max(floor, budget + 1)
+    current = body.get("max_tokens")
+    if not isinstance(current, int) or isinstance(current, bool) or current < floor:
+        body["max_tokens"] = floor
+    encoded = base64.b64encode(orjson.dumps(body)).decode("ascii")
+    return orjson.dumps({"input": {"invokeModel": {"body": encoded}}})
+
+
+def foundation_model_id(model: str) -> str | None:
+    """The foundation-model id CountTokens accepts for ``model``, or ``None`` when there is none.
+
+    ``us.anthropic.x`` -> ``anthropic.x``; ARNs of foundation models and of system inference
+    profiles are unwrapped the same way; application inference profiles and provisioned models
+    name no model in their ARN, so they have no answer.
+    """
+    if model.startswith("arn:"):
+        resource = model.split(":", 5)[-1]
+        kind, _, name = resource.partition("/")
+        if kind not in ("foundation-model", "inference-profile") or not name:
+            return None
+        model = name
+    head, dot, rest = model.partition(".")
+    if dot and head in BEDROCK_GEOGRAPHIES:
+        model = rest
+    return model if model.startswith("anthropic.") else None
+
+
+def upstream_headers(client_headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The client's headers as they go to Bedrock (before signing), repeated names joined."""
+    merged: dict[str, tuple[str, list[str]]] = {}
+    for name, value in client_headers:
+        lower = name.lower()
+        if lower in _NOT_TO_BEDROCK or lower.startswith("x-amz-"):
+            continue
+        entry = merged.get(lower)
+        if entry is None:
+            merged[lower] = (name, [value])
+        else:
+            entry[1].append(value)
+    headers = [(name, ",".join(values)) for name, values in merged.values()]
+    headers += [("Accept", "application/json"), ("Content-Type", "application/json")]
+    return headers
