@@ -27,8 +27,8 @@ from .cache_model import PromptCache
 from .config import EmulatorConfig
 from .conversation import prompt_text
 from .errors import ApiError
-from .faults import apply_faults, plan_of
 from .events import Turn, new_message_id, render_message, render_stream
+from .faults import apply_faults, plan_of
 from .json_types import JSONObject
 from .limits import apply_limits
 from .recorder import RecordedRequest, RequestLog

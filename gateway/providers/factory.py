@@ -16,6 +16,14 @@ def build_provider(settings: Settings) -> Provider:
         from gateway.providers.bedrock import BedrockProvider
 
         return BedrockProvider(settings)
+    if provider is ProviderName.VERTEX:
+        from gateway.providers.vertex import VertexProvider
+
+        return VertexProvider(settings)
+    if provider is ProviderName.FOUNDRY:
+        from gateway.providers.foundry import FoundryProvider
+
+        return FoundryProvider(settings)
     from gateway.providers.anthropic import AnthropicProvider
 
     return AnthropicProvider(settings)

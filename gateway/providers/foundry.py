@@ -1,0 +1,172 @@
+"""Microsoft Foundry upstream: Claude on Azure, with the first-party wire format.
+
+* URL: ``https://{resource}.services.ai.azure.com/anthropic`` (``ANTHROPIC_FOUNDRY_RESOURCE``) or
+  ``ANTHROPIC_FOUNDRY_BASE_URL`` (which ends in ``/anthropic``), plus ``/v1/messages`` and
+  ``/v1/messages/count_tokens``.
+* Body and SSE are first-party: ``model`` is the deployment name (client names pass through unless
+  ``GATEWAY_MODEL_MAP`` maps them), ``stream`` stays in the body. The client's bytes go upstream
+  unchanged unless the model map or the beta policy changed something
+  (:func:`~gateway.providers.preparation.prepare`).
+* Headers: the client's forwardable ones, with ``anthropic-version`` (required by Foundry; the
+  first-party default ``2023-06-01`` when the client sent none) and ``anthropic-beta``; the
+  credential from :mod:`.foundry_auth`; no ``x-client-request-id``.
+* Errors: :mod:`.foundry_errors`. ``GET /v1/models`` is answered locally from the model map.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import aiohttp
+import orjson
+
+from gateway.config import ConfigError, ProviderName, Settings
+from gateway.errors import UpstreamUnavailable
+from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
+from gateway.providers.betas import BetaPolicy
+from gateway.providers.foundry_auth import (
+    AZURE_IDENTITY_HINT,
+    EntraTokens,
+    azure_identity_available,
+    default_token_source,
+)
+from gateway.providers.foundry_errors import foundry_error_response
+from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
+from gateway.providers.token_cache import TokenCache, TokenFetch
+from gateway.transport import HttpUpstreamResponse, Upstream, open_upstream
+
+
+def foundry_base_url(settings: Settings) -> str | None:
+    """``ANTHROPIC_FOUNDRY_BASE_URL``, else the resource's ``/anthropic`` root, else ``None``."""
+    if settings.foundry_base_url:
+        return settings.foundry_base_url.rstrip("/")
+    if settings.foundry_resource:
+        return f"https://{settings.foundry_resource}.services.ai.azure.com/anthropic"
+    return None
+
+
+def foundry_headers(
+    client_headers: list[tuple[str, str]], prepared: PreparedRequest, auth: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Client headers plus credentials; ``anthropic-beta`` rewritten only if the policy dropped some."""
+    if not prepared.dropped_betas:
+        return [*client_headers, *auth]
+    headers = [(name, value) for name, value in client_headers if name.lower() != "anthropic-beta"]
+    if prepared.betas:
+        headers.append(("anthropic-beta", ",".join(prepared.betas)))
+    return [*headers, *auth]
+
+
+class FoundryProvider(Provider):
+    name = "foundry"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        token_source: TokenFetch | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``token_source``: the Entra ID token fetch to use instead of ``DefaultAzureCredential``."""
+        self._settings = settings
+        self._base_url = foundry_base_url(settings)
+        self._resolver = resolver_for(settings)
+        self._policy = BetaPolicy.from_settings(settings.beta_policy)
+        self._upstream: Upstream | None = None
+        self._static_auth: list[tuple[str, str]] = []
+        self._entra: EntraTokens | None = None
+        self._needs_azure_identity = False
+        if settings.foundry_api_key is not None:
+            key = settings.foundry_api_key.get_secret_value()
+            self._static_auth = [("x-api-key", key), ("api-key", key)]
+            self._credential_source = "ANTHROPIC_FOUNDRY_API_KEY"
+        else:
+            if token_source is None:
+                token_source = default_token_source(settings.foundry_entra_scope)
+                self._needs_azure_identity = True
+                self._credential_source = "Entra ID (DefaultAzureCredential)"
+            else:
+                self._credential_source = "Entra ID (token source)"
+            self._entra = EntraTokens(TokenCache(token_source, clock=clock))
+
+    async def start(self) -> None:
+        if self._base_url is None:
+            raise ConfigError(
+                "ANTHROPIC_FOUNDRY_RESOURCE: required when the provider is foundry "
+                "(or set ANTHROPIC_FOUNDRY_BASE_URL)"
+            )
+        if self._needs_azure_identity and not azure_identity_available():
+            raise ConfigError(
+                f"ANTHROPIC_FOUNDRY_API_KEY: not set, and Entra ID auth needs to {AZURE_IDENTITY_HINT}"
+            )
+        if self._upstream is None:
+            self._upstream = open_upstream(self._base_url, self._settings)
+
+    async def close(self) -> None:
+        if self._upstream is not None:
+            await self._upstream.close()
+            self._upstream = None
+
+    def not_ready_reason(self) -> str | None:
+        if self._upstream is None:
+            return "Foundry provider not started"
+        return None
+
+    def describe(self) -> dict[str, str]:
+        upstream = self._upstream
+        return {
+            "provider": self.name,
+            "base_url": self._base_url or "",
+            "credential_source": self._credential_source,
+            "proxy": "yes" if upstream is not None and upstream.proxy else "no",
+        }
+
+    async def refresh_credentials(self) -> bool:
+        """Foundry rejected the Entra token: fetch a new one (an API key cannot be refreshed)."""
+        if self._entra is None:
+            return False
+        return await self._entra.refresh()
+
+    async def messages(self, request: ClientRequest) -> UpstreamResponse:
+        return await self._post("/v1/messages", request)
+
+    async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
+        return await self._post("/v1/messages/count_tokens", request)
+
+    async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
+        data = self._resolver.served()
+        payload = {
+            "data": data,
+            "has_more": False,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+        return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
+
+    async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:
+        if self._upstream is None:
+            raise RuntimeError("provider used before start()")
+        prepared = prepare(request, ProviderName.FOUNDRY, self._resolver, self._policy)
+        auth = self._static_auth
+        if self._entra is not None:
+            auth = [("authorization", f"Bearer {await self._entra.bearer()}")]
+        headers = foundry_headers(request.headers, prepared, auth)
+        response = await self._upstream.request(
+            "POST", path, headers=headers, body=prepared.body_bytes(request)
+        )
+        result: UpstreamResponse
+        if 200 <= response.status < 300:
+            result = HttpUpstreamResponse(response)
+        else:
+            try:
+                raw = await response.read()
+            except (aiohttp.ClientError, OSError) as exc:
+                raise UpstreamUnavailable(f"upstream error body lost: {type(exc).__name__}") from None
+            finally:
+                response.release()
+            result = foundry_error_response(
+                response.status, raw, response.headers.items(), request.request_id
+            )
+        result.dropped_betas = tuple(prepared.dropped_betas)
+        return result

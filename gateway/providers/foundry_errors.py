@@ -1,0 +1,107 @@
+"""Microsoft Foundry error responses, translated to the Anthropic error envelope.
+
+* Model errors arrive in Anthropic's envelope: status and ``error.type`` pass through, the message
+  follows :mod:`.redaction` (a 400/413 is relayed, anything else becomes generic).
+* Azure gateway errors ``{"error":{"code":"...","message":"..."}}`` (API management, deployment
+  routing, Entra ID checks): mapped by HTTP status (``error_type_for_status``), except the codes
+  below, with a generic message (Azure messages name resources, deployments and tenants):
+
+  * ``api_not_supported``, ``OperationNotSupported`` -> 501 ``not_supported``, no retry;
+  * ``DeploymentNotFound`` -> 404 ``not_found_error``;
+  * ``401``, ``Unauthorized``, ``InvalidAuthenticationToken`` -> 401 ``authentication_error``,
+    ``x-should-retry: false``;
+  * ``PermissionDenied`` -> 403 ``permission_error``;
+  * ``429``, ``RateLimitReached`` -> 429 ``rate_limit_error`` (``retry-after`` headers kept).
+
+  501 ``not_supported`` with ``x-should-retry: false`` is what Claude Code expects for an endpoint
+  a backend cannot serve (count_tokens on a deployment without it: the client then estimates).
+* Anything else (HTML from a proxy...): the HTTP status, a generic message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import orjson
+
+from gateway.errors import error_body, error_type_for_status
+from gateway.headers import relayable_response_headers
+from gateway.providers.base import BufferedResponse
+from gateway.providers.redaction import client_message
+
+AZURE_CODES: Final[Mapping[str, int]] = {
+    "api_not_supported": 501,
+    "operationnotsupported": 501,
+    "deploymentnotfound": 404,
+    "401": 401,
+    "unauthorized": 401,
+    "invalidauthenticationtoken": 401,
+    "permissiondenied": 403,
+    "429": 429,
+    "ratelimitreached": 429,
+}
+"""Azure ``error.code`` (lower-cased) -> status, where the code says more than the HTTP status."""
+
+NO_RETRY_STATUSES: Final = frozenset({401, 501})
+_DROP_HEADERS: Final = frozenset({"content-type", "x-should-retry"})
+
+
+def _anthropic_error(document: Any) -> tuple[str, str] | None:
+    if isinstance(document, dict) and document.get("type") == "error":
+        error = document.get("error")
+        if isinstance(error, dict) and isinstance(error.get("type"), str):
+            message = error.get("message")
+            return error["type"], message if isinstance(message, str) else ""
+    return None
+
+
+def _azure_error(document: Any) -> tuple[str, str] | None:
+    """``(code, message)`` of an Azure gateway error, else ``None``."""
+    if not isinstance(document, dict):
+        return None
+    error = document.get("error")
+    if not isinstance(error, dict) or "code" not in error:
+        return None
+    message = error.get("message")
+    return str(error["code"]), message if isinstance(message, str) else ""
+
+
+def _classify(http_status: int, raw: bytes) -> tuple[int, str, str, bool]:
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        document = None
+    envelope = _anthropic_error(document)
+    if envelope is not None:
+        return http_status, envelope[0], envelope[1], True
+    azure = _azure_error(document)
+    if azure is not None:
+        code, message = azure
+        status = AZURE_CODES.get(code.lower(), http_status)
+        return status, error_type_for_status(status), f"{code}: {message}", False
+    return http_status, error_type_for_status(http_status), raw[:500].decode("utf-8", "replace"), False
+
+
+def foundry_error_response(
+    http_status: int,
+    body: bytes,
+    upstream_headers: Iterable[tuple[str, str]],
+    request_id: str,
+) -> BufferedResponse:
+    """The Anthropic-shaped answer for a non-2xx Foundry response."""
+    status, error_type, message, envelope = _classify(http_status, body)
+    if status < 400:
+        status, error_type = 502, "api_error"
+    text = client_message(
+        "foundry", status, error_type, message, anthropic_envelope=envelope, request_id=request_id
+    )
+    headers = [
+        (name, value)
+        for name, value in relayable_response_headers(upstream_headers)
+        if name.lower() not in _DROP_HEADERS
+    ]
+    headers.append(("content-type", "application/json"))
+    if status in NO_RETRY_STATUSES:
+        headers.append(("x-should-retry", "false"))
+    return BufferedResponse(status=status, body=error_body(error_type, text), headers=headers)
