@@ -166,7 +166,7 @@ class FoundryProvider(Provider):
             finally:
                 response.release()
             result = foundry_error_response(
-                response.status, raw, response.headers.items(), request.request_id
+                response.status, raw, response.headers.items(), request.request_id, request.model
             )
         result.dropped_betas = tuple(prepared.dropped_betas)
         return result

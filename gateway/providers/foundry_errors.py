@@ -88,14 +88,21 @@ def foundry_error_response(
     body: bytes,
     upstream_headers: Iterable[tuple[str, str]],
     request_id: str,
+    model: str = "",
 ) -> BufferedResponse:
-    """The Anthropic-shaped answer for a non-2xx Foundry response."""
+    """The Anthropic-shaped answer for a non-2xx Foundry response.
+
+    A 404 names the client's own model (the deployment name), as the first-party API does; the
+    upstream's wording, which names the resource, is only logged.
+    """
     status, error_type, message, envelope = _classify(http_status, body)
     if status < 400:
         status, error_type = 502, "api_error"
     text = client_message(
         "foundry", status, error_type, message, anthropic_envelope=envelope, request_id=request_id
     )
+    if status == 404 and model and not envelope:
+        text = f"model: {model}"
     headers = [
         (name, value)
         for name, value in relayable_response_headers(upstream_headers)

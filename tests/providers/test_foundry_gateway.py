@@ -156,7 +156,9 @@ async def test_anthropic_400_and_unknown_deployment(stack: Stack) -> None:
     assert error_of(bad.value)["message"] == "top_k: Input should be a non-negative integer"
     with pytest.raises(anthropic.NotFoundError) as missing:
         await stack.client.messages.create(model="team-deployment", max_tokens=8, messages=USER)
-    assert missing.value.type == "not_found_error" and "deployment" not in missing.value.message
+    assert missing.value.type == "not_found_error"
+    # the client's own deployment name, never the upstream's wording about the resource
+    assert error_of(missing.value)["message"] == "model: team-deployment"
 
 
 async def test_count_tokens_unsupported_is_501_not_supported(tmp_path: Path) -> None:
