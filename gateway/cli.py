@@ -49,7 +49,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from gateway.demo import run_demo
 
-    return run_demo(turns=args.turns)
+    return run_demo(turns=args.turns, provider=args.provider)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the gateway against the emulator and drive a conversation")
     demo.add_argument("--turns", type=int, default=4, help="conversation turns to drive")
+    demo.add_argument(
+        "--provider",
+        default="anthropic",
+        choices=["anthropic", "bedrock", "vertex", "foundry"],
+        help="which upstream the gateway is configured for (each against its emulator)",
+    )
     demo.set_defaults(func=cmd_demo)
     return parser
 

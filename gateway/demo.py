@@ -11,23 +11,25 @@ a turn after the first that read nothing from the cache).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import anthropic
 
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, run_emulator
+from gateway.emulator.upstreams import emulated_upstream
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import new_event_loop, running
 
 CLIENT_KEY = "sk-demo-client"
-UPSTREAM_KEY = "sk-demo-upstream"
-MODEL = "claude-sonnet-4-6"
+MODEL = "claude-sonnet-4-5"  # served by all four upstreams' catalogues
 
 # A small in-memory project the demo's tools read from.
 PROJECT = {
@@ -170,42 +172,54 @@ def _print_table(rows: list[TurnRow], out: TextIO) -> None:
     print(f"\ninput tokens served from cache: {cached} of {total_in} ({share:.0%})", file=out)
 
 
-async def _demo(turns: int, out: TextIO) -> int:
+async def _demo(turns: int, out: TextIO, provider: str) -> int:
     metrics = GatewayMetrics()
-    async with run_emulator(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY})), port=0) as emulator:
-        settings = Settings.from_environ(
-            {
-                "GATEWAY_API_KEYS": CLIENT_KEY,
-                "ANTHROPIC_API_KEY": UPSTREAM_KEY,
-                "ANTHROPIC_BASE_URL": emulator.base_url,
-            }
+    with tempfile.TemporaryDirectory(prefix="switchyard-demo-") as workdir:
+        async with emulated_upstream(provider, Path(workdir)) as upstream:
+            # the cloud SDKs (botocore, google-auth) read their credentials from the process
+            # environment when the provider is built: give them the emulator's fixture ones
+            saved = {name: os.environ.get(name) for name in upstream.process_env}
+            os.environ.update(upstream.process_env)
+            try:
+                settings = Settings.from_environ({"GATEWAY_API_KEYS": CLIENT_KEY, **upstream.env})
+                return await _drive(settings, metrics, upstream.emulator.base_url, provider, turns, out)
+            finally:
+                for name, value in saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+
+
+async def _drive(
+    settings: Settings, metrics: GatewayMetrics, upstream_url: str, provider: str, turns: int, out: TextIO
+) -> int:
+    async with running(create_app(settings, metrics=metrics), "127.0.0.1", 0) as gateway:
+        print(f"emulator ({provider}) on {upstream_url}", file=out)
+        print(f"gateway on {gateway.base_url}  ->  upstream {upstream_url}\n", file=out)
+        client = anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=2)
+        prompts = [
+            "Find where stock is reserved and explain the check. "
+            "[[scenario:agent]] [[tools:list_directory,read_file]]",
+            "Thanks. Summarise the project in one sentence.",
+        ]
+        rows = await _converse(client, prompts, turns, time.perf_counter)
+        await client.close()
+        _print_table(rows, out)
+        token_lines = [
+            line
+            for line in metrics.exposition().decode().splitlines()
+            if line.startswith(("gateway_tokens_total", "gateway_requests_total"))
+        ]
+        print("\ngateway metrics (GET /metrics with an inbound key):", file=out)
+        for line in token_lines:
+            print("  " + line, file=out)
+        print(
+            "\nRun it yourself: `switchyard serve` with GATEWAY_API_KEYS and ANTHROPIC_API_KEY set, then\n"
+            "ANTHROPIC_BASE_URL=http://127.0.0.1:8080 ANTHROPIC_API_KEY=<gateway key> <your client>;\n"
+            "metrics at http://127.0.0.1:8080/metrics (send the gateway key).",
+            file=out,
         )
-        async with running(create_app(settings, metrics=metrics), "127.0.0.1", 0) as gateway:
-            print(f"emulator (first-party API) on {emulator.base_url}", file=out)
-            print(f"gateway on {gateway.base_url}  ->  upstream {emulator.base_url}\n", file=out)
-            client = anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=2)
-            prompts = [
-                "Find where stock is reserved and explain the check. "
-                "[[scenario:agent]] [[tools:list_directory,read_file]]",
-                "Thanks. Summarise the project in one sentence.",
-            ]
-            rows = await _converse(client, prompts, turns, time.perf_counter)
-            await client.close()
-            _print_table(rows, out)
-            token_lines = [
-                line
-                for line in metrics.exposition().decode().splitlines()
-                if line.startswith(("gateway_tokens_total", "gateway_requests_total"))
-            ]
-            print("\ngateway metrics (GET /metrics with an inbound key):", file=out)
-            for line in token_lines:
-                print("  " + line, file=out)
-            print(
-                "\nRun it yourself: `switchyard serve` with GATEWAY_API_KEYS and ANTHROPIC_API_KEY set, then\n"
-                "ANTHROPIC_BASE_URL=http://127.0.0.1:8080 ANTHROPIC_API_KEY=<gateway key> <your client>;\n"
-                "metrics at http://127.0.0.1:8080/metrics (send the gateway key).",
-                file=out,
-            )
     return _verdict(rows, out)
 
 
@@ -224,6 +238,6 @@ def _verdict(rows: list[TurnRow], out: TextIO) -> int:
     return 1 if problems else 0
 
 
-def run_demo(turns: int = 4, out: TextIO = sys.stdout) -> int:
+def run_demo(turns: int = 4, out: TextIO = sys.stdout, provider: str = "anthropic") -> int:
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(_demo(turns, out))
+        return runner.run(_demo(turns, out, provider))

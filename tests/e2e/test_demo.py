@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import io
+import os
 import itertools
 import re
 import subprocess
 import sys
 
+import pytest
+
 from gateway.demo import run_demo
 
 
-def test_demo_runs_and_reports_cache_reads() -> None:
-    # run in a thread-free way: run_demo owns its event loop
-    out = io.StringIO()
-    assert run_demo(turns=4, out=out) == 0
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock", "vertex", "foundry"])
+def test_demo_runs_and_reports_cache_reads(provider: str) -> None:
+    out = io.StringIO()  # run_demo owns its event loop
+    before = dict(os.environ)
+    assert run_demo(turns=4, out=out, provider=provider) == 0
+    assert dict(os.environ) == before  # the fixture credentials it set for the SDKs are gone again
     text = out.getvalue()
     rows = re.findall(r"^\s+(\d+)\s+(\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+[\d.]+$", text, re.MULTILINE)
     assert [int(r[0]) for r in rows] == [1, 2, 3, 4]
