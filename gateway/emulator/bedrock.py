@@ -48,6 +48,7 @@ from .config import EmulatorConfig
 from .conversation import prompt_text
 from .errors import ApiError, is_retryable
 from .events import Turn, render_message, render_stream
+from .faults import apply_faults, plan_of
 from .json_types import JSONObject
 from .limits import apply_limits
 from .recorder import RecordedRequest, RequestLog
@@ -204,6 +205,8 @@ async def _stream(
     config = state.config
     member = request.headers.get(STREAM_EXCEPTION_HEADER) or bedrock.options.stream_exception
     first_byte_ms: int | None = None
+    faults = plan_of(request)
+    sent = 0
     try:
         for event in render_stream(turn):
             kind = event["type"]
@@ -220,6 +223,9 @@ async def _stream(
             if first_byte_ms is None:
                 first_byte_ms = _elapsed_ms(request, state)
             await response.write(frame)
+            sent += 1
+            if not await faults.after_event(sent, request, config.clock, None):  # no pings on Bedrock
+                break
         await response.write_eof()
     except ConnectionResetError:
         log.debug("client went away mid-stream (request %s)", request[_REQUEST_ID])
@@ -288,7 +294,9 @@ def create_app(
     """A fresh Bedrock emulator app with its own prompt cache, request log and issued credentials."""
     config = config or EmulatorConfig()
     options = options or BedrockOptions()
-    app = web.Application(middlewares=[_record_and_render_errors], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(
+        middlewares=[_record_and_render_errors, apply_faults], client_max_size=MAX_BODY_BYTES
+    )
     app[STATE_KEY] = EmulatorState(
         config=config,
         cache=PromptCache(config.clock, lookback_blocks=config.cache_lookback_blocks),

@@ -47,6 +47,7 @@ from .app import (
 from .cache_model import PromptCache
 from .config import EmulatorConfig
 from .entra_oauth import FOUNDRY_SCOPES, add_entra_routes
+from .faults import apply_faults
 from .recorder import RequestLog
 from .validation import Endpoint, ValidatedRequest, check_betas, check_version, parse_json_body, validate_body
 
@@ -173,7 +174,7 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """A fresh Foundry emulator app with its own prompt cache, request log and token registry."""
     config = config or EmulatorConfig()
     app = web.Application(
-        middlewares=[record_and_render_errors, _azure_errors], client_max_size=MAX_BODY_BYTES
+        middlewares=[record_and_render_errors, _azure_errors, apply_faults], client_max_size=MAX_BODY_BYTES
     )
     app[STATE_KEY] = EmulatorState(
         config=config,

@@ -60,6 +60,7 @@ from .cache_model import PromptCache
 from .catalog import ModelCatalog, ModelSpec
 from .config import EmulatorConfig
 from .errors import invalid_request
+from .faults import apply_faults
 from .google_oauth import TOKEN_PATH, handle_token
 from .json_types import JSONObject
 from .recorder import RequestLog
@@ -285,7 +286,9 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """A fresh Vertex AI emulator app with its own prompt cache, request log and token registry."""
     config = config or EmulatorConfig()
     max_size = max(MAX_BODY_BYTES, config.vertex_max_request_bytes + 1024 * 1024)
-    app = web.Application(middlewares=[record_and_render_errors, _google_errors], client_max_size=max_size)
+    app = web.Application(
+        middlewares=[record_and_render_errors, _google_errors, apply_faults], client_max_size=max_size
+    )
     app[STATE_KEY] = EmulatorState(
         config=config,
         cache=PromptCache(config.clock, lookback_blocks=config.cache_lookback_blocks),

@@ -83,3 +83,10 @@ async def stack(
 ) -> AsyncIterator[ProviderStack]:
     async with provider_stack(request.param, tmp_path, monkeypatch, GATEWAY_MAX_RETRIES="0") as built:
         yield built
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.conformance.test_fault_matrix import summary
+
+    for line in summary():
+        terminalreporter.write_line(line)
