@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
-import os
 import itertools
+import os
 import re
 import subprocess
 import sys
