@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint bench clean constraints
+.PHONY: venv demo test lint bench clean constraints dashboards k8s
 
 # Create the venv and install the project with the pinned dependency set (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
@@ -21,11 +21,22 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check gateway loop tests
-	$(BIN)/mypy --strict gateway loop
+	$(BIN)/ruff check gateway loop tests k8s
+	$(BIN)/mypy --strict gateway loop k8s/generate.py
+	$(BIN)/hadolint Dockerfile
+
+# Regenerate k8s/base/generated/ (PrometheusRule, Grafana dashboards ConfigMap) from dashboards/.
+k8s: $(STAMP)
+	$(BIN)/python k8s/generate.py
+
+# Regenerate the Grafana dashboards (dashboards/grafana/*.json) from dashboards/build.py.
+dashboards: $(STAMP)
+	$(BIN)/python dashboards/build.py
 
 bench: $(STAMP)
 	$(BIN)/python -m gateway.bench --json bench-results.json
+	$(BIN)/python -m gateway.bench.eventstream_bench
+	$(BIN)/python -m gateway.bench.provider_latency
 
 # Re-pin after changing dependencies: installs the newest allowed versions into a scratch venv.
 constraints:

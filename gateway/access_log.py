@@ -1,18 +1,85 @@
 """One structured JSON log line per request, on the ``switchyard.access`` logger.
 
-Never contains prompt or completion content, nor any credential: only ids, routing facts,
-durations and usage.
+Fields: ids (``request_id`` is the ``x-client-request-id`` sent upstream, ``upstream_request_id``
+the upstream's ``request-id``, ``session_id`` from :func:`gateway.sessions.session_id_of`), routing
+(provider, operation, requested and served model, stream, team), outcome (status, stop reason,
+error type, failure, client disconnect), durations (total, time to first token, gateway overhead),
+usage and cost, resilience (retries, model and non-streaming fallback, idle-watchdog events) and
+``cache_break_reason`` (set by the cache-break detector).
+
+Never a credential: no header is logged. No prompt or completion content either, unless
+``GATEWAY_LOG_BODIES=1``, which adds the request body (``request_body``, cut at
+``LOG_BODY_LIMIT`` bytes). Completions are relayed as they stream and are not kept, so they are
+never logged.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 import orjson
 
+from gateway.pricing import Cost
+from gateway.providers.base import ClientRequest, Operation
+from gateway.relay import Outcome
+from gateway.sessions import session_id_of
+
 access_log = logging.getLogger("switchyard.access")
 
+LOG_BODY_LIMIT: Final = 64 * 1024
 
-def log_request(**fields: object) -> None:
-    if access_log.isEnabledFor(logging.INFO):
-        access_log.info(orjson.dumps({"event": "request", **fields}).decode())
+
+def log_request(
+    *,
+    client: ClientRequest,
+    outcome: Outcome,
+    provider: str,
+    team: str,
+    duration_s: float,
+    ttft_s: float | None,
+    overhead_s: float | None,
+    cost: Cost | None,
+    log_bodies: bool = False,
+) -> None:
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    record: dict[str, object] = {
+        "event": "request",
+        "request_id": client.request_id,
+        "upstream_request_id": outcome.upstream_request_id,
+        "session_id": session_id_of(client.headers, client.payload),
+        "provider": provider,
+        "operation": client.operation.value,
+        "model": client.model,
+        "served_model": outcome.model_fallback or client.model,
+        "stream": client.stream,
+        "team": team,
+        "status": outcome.status,
+        "stop_reason": outcome.stop_reason,
+        "error_type": outcome.error_type,
+        "failure": outcome.failure,
+        "client_disconnected": outcome.client_disconnected,
+        "duration_ms": _ms(duration_s),
+        "ttft_ms": _ms(ttft_s),
+        "overhead_ms": _ms(overhead_s),
+        "usage": outcome.usage.as_dict() if client.operation is Operation.MESSAGES else None,
+        "cost_usd": round(cost.total, 9) if cost is not None else None,
+        "retries": outcome.retries,
+        "model_fallback": outcome.model_fallback,
+        "nonstreaming_fallback": outcome.nonstreaming_fallback,
+        "idle_events": outcome.idle_events,
+        "cache_break_reason": outcome.cache_break_reason,
+    }
+    if log_bodies:
+        body = orjson.dumps(client.payload)
+        if len(body) > LOG_BODY_LIMIT:
+            record["request_body"] = body[:LOG_BODY_LIMIT].decode(errors="ignore")
+            record["request_body_truncated"] = True
+        else:
+            record["request_body"] = client.payload
+    access_log.info(orjson.dumps(record).decode())
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)

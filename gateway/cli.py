@@ -72,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     emulate.add_argument("--api-key", action="append", help="a key the emulator accepts (repeatable)")
     emulate.set_defaults(func=cmd_emulate)
 
+    agent = sub.add_parser(
+        "agent",
+        add_help=False,
+        help="run a headless agent with the built-in tools (switchyard agent --help)",
+    )
+    agent.add_argument("argv", nargs=argparse.REMAINDER)  # handled in main() by loop.cli
+
     demo = sub.add_parser("demo", help="run the gateway against the emulator and drive a conversation")
     demo.add_argument("--turns", type=int, default=4, help="conversation turns to drive")
     demo.add_argument(
@@ -85,7 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["agent"]:  # the agent front end parses its own options (loop.cli)
+        from loop.cli import main as agent_main
+
+        return agent_main(arguments[1:])
+    args = build_parser().parse_args(arguments)
     try:
         code: int = args.func(args)
     except ConfigError as exc:

@@ -151,6 +151,25 @@ class Settings(BaseModel):
 
     # operations
     log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
+    # observability: request bodies in the access log (off: never any prompt content), and a JSON
+    # file overriding the built-in price table (see gateway.pricing)
+    log_bodies: bool = Field(False, alias="GATEWAY_LOG_BODIES")
+    pricing_file: Path | None = Field(None, alias="GATEWAY_PRICING_FILE")
+    # graceful shutdown (service.serve): on SIGTERM readiness fails at once; after the delay the
+    # listener closes; in-flight requests get until the timeout (counted from the signal)
+    drain_timeout_s: float = Field(60.0, alias="GATEWAY_DRAIN_TIMEOUT_S", ge=0)
+    drain_delay_s: float = Field(0.0, alias="GATEWAY_DRAIN_DELAY_S", ge=0)
+
+    # shared session store ("memory" or a redis:// URL; see gateway.cache): replicas share it
+    session_store: str = Field("memory", alias="GATEWAY_SESSION_STORE", repr=False)
+    session_idle_s: float = Field(7200.0, alias="GATEWAY_SESSION_IDLE_S", gt=0)
+    session_max: int = Field(100_000, alias="GATEWAY_SESSION_MAX", gt=0)
+    session_store_timeout_s: float = Field(0.25, alias="GATEWAY_SESSION_STORE_TIMEOUT_S", gt=0)
+    latched_betas: frozenset[str] = Field(frozenset(), alias="GATEWAY_LATCHED_BETAS")
+    auto_cache: bool = Field(False, alias="GATEWAY_AUTO_CACHE")
+    normalise_billing_header: frozenset[str] = Field(
+        frozenset({"bedrock", "vertex"}), alias="GATEWAY_NORMALISE_BILLING_HEADER"
+    )
 
     @field_validator(
         "allow_unauthenticated",
@@ -158,6 +177,7 @@ class Settings(BaseModel):
         "use_vertex",
         "use_foundry",
         "nonstreaming_fallback",
+        "log_bodies",
         mode="before",
     )
     @classmethod
@@ -170,6 +190,7 @@ class Settings(BaseModel):
         "client_cert",
         "client_key",
         "google_application_credentials",
+        "pricing_file",
         mode="before",
     )
     @classmethod
@@ -204,6 +225,23 @@ class Settings(BaseModel):
         if isinstance(value, str):
             value = value.strip()
             return value or None
+        return value
+
+    @field_validator("latched_betas", "normalise_billing_header", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered in FALSY:
+                return frozenset()
+            return frozenset(item.strip() for item in value.split(",") if item.strip())
+        return value
+
+    @field_validator("session_store")
+    @classmethod
+    def _check_store(cls, value: str) -> str:
+        if value != "memory" and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"expected 'memory' or a redis:// URL, got {value!r}")
         return value
 
     @field_validator("model_map", "beta_policy", mode="before")
@@ -245,6 +283,15 @@ class Settings(BaseModel):
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
+    @field_validator("pricing_file")
+    @classmethod
+    def _check_pricing(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            from gateway.pricing import load_price_table  # imports this module
+
+            load_price_table(value)  # a PricingError is a ValueError: reported against the variable
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, value: str) -> str:
@@ -267,6 +314,8 @@ class Settings(BaseModel):
         self._check_provider_settings()
         if self.stream_idle_warning_s > self.stream_idle_timeout_s:
             raise ValueError("GATEWAY_STREAM_IDLE_WARNING_S: must not exceed GATEWAY_STREAM_IDLE_TIMEOUT_S")
+        if self.drain_delay_s > self.drain_timeout_s:
+            raise ValueError("GATEWAY_DRAIN_DELAY_S: must not exceed GATEWAY_DRAIN_TIMEOUT_S")
         return self
 
     @property

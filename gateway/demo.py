@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anthropic
 
@@ -27,6 +27,9 @@ from gateway.emulator.upstreams import emulated_upstream
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import new_event_loop, running
+
+if TYPE_CHECKING:
+    from loop.demo import AgentDemoResult
 
 CLIENT_KEY = "sk-demo-client"
 MODEL = "claude-sonnet-4-5"  # served by all four upstreams' catalogues
@@ -206,6 +209,7 @@ async def _drive(
         rows = await _converse(client, prompts, turns, time.perf_counter)
         await client.close()
         _print_table(rows, out)
+        agent = await _agent_run(gateway.base_url, out)
         token_lines = [
             line
             for line in metrics.exposition().decode().splitlines()
@@ -220,11 +224,26 @@ async def _drive(
             "metrics at http://127.0.0.1:8080/metrics (send the gateway key).",
             file=out,
         )
-    return _verdict(rows, out)
+    return _verdict(rows, agent, out)
 
 
-def _verdict(rows: list[TurnRow], out: TextIO) -> int:
+async def _agent_run(gateway_url: str, out: TextIO) -> AgentDemoResult:
+    """The loop/ library's agent through the same gateway: reads a file, edits it, finishes."""
+    from loop.demo import run_agent_demo
+
+    print("\nagent loop (loop/) through the gateway: read a file, edit it, finish", file=out)
+    result = await run_agent_demo(gateway_url, CLIENT_KEY, model=MODEL)
+    print(result.table(), file=out)
+    print(f"terminal: {type(result.terminal).__name__}; file edited: {result.edited}", file=out)
+    return result
+
+
+def _verdict(rows: list[TurnRow], agent: AgentDemoResult, out: TextIO) -> int:
+    from loop import Completed
+
     problems = []
+    if not isinstance(agent.terminal, Completed) or not agent.edited:
+        problems.append(f"the agent run ended with {type(agent.terminal).__name__}")
     if not any(r.stop_reason == "tool_use" for r in rows):
         problems.append("the model never called a tool")
     if rows and rows[-1].stop_reason != "end_turn":

@@ -1,9 +1,15 @@
 """Prometheus metrics of the gateway, on a registry of their own (one per app, so tests can run
 several gateways in one process). Labels are bounded: models are normalised to the catalogue,
 teams come from the key file, and no request, session, user or key id is ever a label.
+
+Metric names are an interface: the dashboards and alerts in ``dashboards/`` rely on them.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -15,7 +21,9 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from gateway.providers.models import metric_label
+from gateway.keys import DEFAULT_TEAM, InboundKey
+from gateway.pricing import TOKEN_KINDS, Cost
+from gateway.providers.models import FIRST_PARTY_MODELS, OTHER, metric_label
 from gateway.streaming.usage import Usage
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -23,8 +31,70 @@ OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 
 
 EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 
+# Reasons a cache-break detector may report: ``gateway.cache.breaks.BreakReason`` and the API's
+# ``diagnostics.cache_miss_reason`` values. Anything else is counted as ``other``.
+CACHE_BREAK_REASONS: Final = frozenset(
+    {
+        "first_request",
+        "model_changed",
+        "betas_changed",
+        "tools_changed",
+        "system_changed",
+        "compaction",
+        "messages_edited",
+        "messages_changed",
+        "previous_message_not_found",
+        "ttl_expired",
+        "unavailable",
+        "unknown",
+    }
+)
+
 # ``*_created`` series double the cardinality and no dashboard reads them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
+
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+class BoundedLabel:
+    """Admits at most ``limit`` distinct, well-formed values of one label; the rest are ``other``.
+
+    For label values that come from code outside the gateway (tool names, loop reasons): a bug or
+    an unbounded source (MCP tool names) cannot blow up the series count.
+    """
+
+    def __init__(self, limit: int, known: Iterable[str] = ()) -> None:
+        self.limit = limit
+        self._seen: set[str] = set(known)
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self.limit or not _LABEL_VALUE.match(value):
+            return OTHER
+        self._seen.add(value)
+        return value
+
+
+def overhead_seconds(
+    started: float,
+    finished: float,
+    upstream_started_at: float | None,
+    upstream_done_at: float | None,
+    relay_busy_s: float = 0.0,
+) -> float | None:
+    """Time spent in the gateway itself, upstream excluded; ``None`` if the upstream was not called.
+
+    Before the upstream (auth, body, preparation) + after its answer was complete (final writes)
+    + what the stream relay spent on upstream chunks in between. Waiting for the upstream, retry
+    back-offs and fallback requests fall between ``upstream_started_at`` and ``upstream_done_at``.
+    """
+    if upstream_started_at is None:
+        return None
+    spent = upstream_started_at - started + relay_busy_s
+    if upstream_done_at is not None:
+        spent += finished - upstream_done_at
+    return max(spent, 0.0)
 
 
 class GatewayMetrics:
@@ -33,7 +103,7 @@ class GatewayMetrics:
         r = self.registry
         self.requests = Counter(
             "gateway_requests_total",
-            "Requests answered, by upstream provider, model, streaming and status class.",
+            "Requests answered, by upstream provider, requested model, streaming and status class.",
             ["provider", "model", "stream", "status_class"],
             registry=r,
         )
@@ -53,15 +123,30 @@ class GatewayMetrics:
         )
         self.overhead = Histogram(
             "gateway_overhead_seconds",
-            "Time spent in the gateway before the request left for the upstream.",
+            "Time spent in the gateway itself: before the request left for the upstream and after "
+            "its answer was complete, plus stream processing; upstream waits and retry back-offs excluded.",
             ["provider"],
             buckets=OVERHEAD_BUCKETS,
             registry=r,
         )
         self.tokens = Counter(
             "gateway_tokens_total",
-            "Tokens by kind: input (uncached), output, cache_read, cache_write_5m, cache_write_1h.",
+            "Tokens by served model and kind: input (uncached), output, cache_read, cache_write_5m, "
+            "cache_write_1h.",
             ["provider", "model", "team", "kind"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "gateway_cost_usd_total",
+            "Spend in USD by served model and team, from each request's final usage and the price table.",
+            ["provider", "model", "team"],
+            registry=r,
+        )
+        self.cost_by_kind = Counter(
+            "gateway_cost_by_kind_usd_total",
+            "Spend in USD by served model and token kind (input, output, cache_read, cache_write_5m, "
+            "cache_write_1h).",
+            ["provider", "model", "kind"],
             registry=r,
         )
         self.upstream_errors = Counter(
@@ -88,14 +173,51 @@ class GatewayMetrics:
             ["provider", "event"],
             registry=r,
         )
+        self.cache_breaks = Counter(
+            "gateway_cache_breaks_total",
+            "Prompt-cache breaks detected (a session's cached prefix stopped matching), by reason.",
+            ["provider", "reason"],
+            registry=r,
+        )
         self.betas_dropped = Counter(
             "gateway_betas_dropped_total",
             "anthropic-beta values removed because the upstream does not accept them.",
             ["provider", "beta"],
             registry=r,
         )
+        self.session_store_errors = Counter(
+            "gateway_session_store_errors_total",
+            "Failed reads or writes of the session store (the gateway carried on without it).",
+            registry=r,
+        )
         self.inflight_requests = Gauge("gateway_inflight_requests", "Requests being served.", registry=r)
         self.inflight_streams = Gauge("gateway_inflight_streams", "Streams being relayed.", registry=r)
+        self._primed: set[str] = set()
+
+    def prime(self, provider: str, keys: Iterable[InboundKey]) -> None:
+        """Create the bounded series dashboards sum over ranges at zero (once per provider): spend
+        per catalogue model and team, watchdog events, fallbacks and cache-break reasons.
+
+        ``increase()`` misses a counter's first increment when the series is born with it, so a
+        team's first request of a pod's life (or a rare watchdog abort) would never show in
+        over-the-range panels. Call it at start-up; ``Gateway._record`` also calls it.
+        """
+        if provider in self._primed:
+            return
+        self._primed.add(provider)
+        teams = {DEFAULT_TEAM, *(key.team for key in keys)}
+        models = {OTHER, *(entry.alias for entry in FIRST_PARTY_MODELS)}
+        for model in models:
+            for kind in TOKEN_KINDS:
+                self.cost_by_kind.labels(provider, model, kind)
+            for team in teams:
+                self.cost.labels(provider, model, team)
+        for event in ("warning", "abort"):
+            self.stream_idle.labels(provider, event)
+        for kind in ("non_streaming", "model"):
+            self.fallbacks.labels(provider, kind)
+        for reason in CACHE_BREAK_REASONS | {OTHER}:
+            self.cache_breaks.labels(provider, reason)
 
     def observe_usage(self, provider: str, model: str, team: str, usage: Usage) -> None:
         label = metric_label(model)
@@ -109,6 +231,15 @@ class GatewayMetrics:
             if count:
                 self.tokens.labels(provider, label, team, kind).inc(count)
 
+    def observe_cost(self, provider: str, model: str, team: str, cost: Cost) -> None:
+        label = metric_label(model)
+        total = cost.total
+        if total > 0:
+            self.cost.labels(provider, label, team).inc(total)
+        for kind, usd in cost.by_kind():
+            if usd > 0:
+                self.cost_by_kind.labels(provider, label, kind).inc(usd)
+
     def observe_request(
         self, provider: str, model: str, stream: bool, status: int, duration_s: float
     ) -> None:
@@ -116,6 +247,10 @@ class GatewayMetrics:
         stream_label = "true" if stream else "false"
         self.requests.labels(provider, label, stream_label, f"{status // 100}xx").inc()
         self.duration.labels(provider, label, stream_label).observe(duration_s)
+
+    def observe_cache_break(self, provider: str, reason: str) -> None:
+        """One detected cache break; reasons outside ``CACHE_BREAK_REASONS`` count as ``other``."""
+        self.cache_breaks.labels(provider, reason if reason in CACHE_BREAK_REASONS else OTHER).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -12,7 +12,9 @@ Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. 
 * a stream failing before any content was forwarded (connection error, stall, a 200 whose body is
   not SSE, truncation) is retried once as a non-streaming request and the complete message is
   re-emitted as SSE (unless disabled); after content was forwarded the gateway cannot replay it
-  transparently and ends the stream with an SSE ``error`` event so the client's own retry runs.
+  transparently and ends the stream with an SSE ``error`` event so the client's own retry runs;
+* a stream still open when the process's drain deadline passes (``gateway.drain``) ends with an SSE
+  ``overloaded_error`` event (or a 529 if nothing was sent yet).
 
 A stream never ends with status 200 and neither ``message_stop`` nor ``error``.
 """
@@ -25,11 +27,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import orjson
 from aiohttp import web
 
+from gateway.drain import DRAIN_KEY, SHUTDOWN_MESSAGE
 from gateway.errors import GatewayError, error_body, error_type_for_status
 from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.streaming.replay import message_to_sse
@@ -59,6 +63,11 @@ class Outcome:
     nonstreaming_fallback: bool = False
     idle_events: list[str] = field(default_factory=list)
     failure: str | None = None
+    # gateway overhead (see ``metrics.overhead_seconds``): clock() readings on the request's clock
+    upstream_started_at: float | None = None  # the first upstream attempt is about to be sent
+    upstream_done_at: float | None = None  # the upstream's answer has been completely received
+    relay_busy_s: float = 0.0  # time the stream relay spent parsing upstream chunks
+    cache_break_reason: str | None = None  # set by the cache-break detector, for the access log
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +86,10 @@ class _StreamFailed(Exception):
         self.reason = reason
         self.error_type = error_type
         self.status = status
+
+
+class _ShuttingDown(Exception):
+    """The gateway's drain deadline passed while the stream was still open."""
 
 
 class StreamRelay:
@@ -118,6 +131,9 @@ class StreamRelay:
         except _StreamFailed as failure:
             upstream.close()
             return await self._recover(failure)
+        except _ShuttingDown:
+            upstream.close()
+            return await self._shut_down()
         except _CLIENT_GONE:
             self._outcome.client_disconnected = True
             upstream.close()
@@ -137,14 +153,22 @@ class StreamRelay:
         )
         chunks = upstream.iter_chunks().__aiter__()
         pending: asyncio.Future[bytes] | None = None
+        # the drain deadline wakes a stream waiting on a slow upstream (see gateway.drain)
+        drain = self._request.app.get(DRAIN_KEY)
+        scope = contextlib.ExitStack()
+        deadline = scope.enter_context(drain.watch()) if drain is not None else None
         try:
             while True:
+                if deadline is not None and deadline.done():
+                    raise _ShuttingDown
                 if pending is None:
                     pending = asyncio.ensure_future(chunks.__anext__())
                 timeout = max(watchdog.next_deadline() - self._clock(), 0.0)
-                done, _ = await asyncio.wait({pending}, timeout=timeout)
-                if not done:
-                    await self._idle(watchdog)
+                waiting: set[asyncio.Future[Any]] = {pending} if deadline is None else {pending, deadline}
+                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if pending not in done:
+                    if not done:
+                        await self._idle(watchdog)
                     continue
                 try:
                     chunk = pending.result()
@@ -165,6 +189,7 @@ class StreamRelay:
                 if await self._forward(chunk):
                     watchdog.wrote(now)
         finally:
+            scope.close()
             if pending is not None and not pending.done():
                 pending.cancel()
                 with contextlib.suppress(BaseException):
@@ -238,6 +263,21 @@ class StreamRelay:
             await self._write(event)
         except _CLIENT_GONE:
             self._outcome.client_disconnected = True
+
+    async def _shut_down(self) -> web.StreamResponse:
+        """The drain deadline passed: end the stream well-formed rather than let the exit cut it.
+
+        After content, an SSE ``overloaded_error`` event (the client's retry then goes to another
+        replica); before any byte was sent, a plain 529 with the same error, which SDKs retry.
+        """
+        self._outcome.failure = "gateway shutting down"
+        log.warning(
+            "drain deadline passed: ending open stream (x-client-request-id=%s model=%s content_forwarded=%s)",
+            self._client.request_id,
+            self._client.model,
+            self._content_forwarded,
+        )
+        return await self._fail_before_content(529, "overloaded_error", SHUTDOWN_MESSAGE)
 
     # -- recovery -----------------------------------------------------------------------------------
     async def _recover(self, failure: _StreamFailed) -> web.StreamResponse:

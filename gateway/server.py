@@ -17,12 +17,15 @@ import orjson
 from aiohttp import web
 
 from gateway.access_log import log_request
+from gateway.cache.pipeline import CacheContext, CachePipeline, build_store
 from gateway.config import Settings
+from gateway.drain import DRAIN_KEY, Drain
 from gateway.errors import GatewayError, error_body
 from gateway.headers import forwardable_request_headers, header_value
 from gateway.inbound import Authenticator, client_request
 from gateway.keys import KeyRing
-from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics
+from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics, overhead_seconds
+from gateway.pricing import load_price_table
 from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
 from gateway.providers.models import metric_label
@@ -88,7 +91,7 @@ class Gateway:
         self.auth = Authenticator(KeyRing(settings.inbound_keys), settings.allow_unauthenticated)
         self.new_request_id = request_id_factory
         self.clock = clock
-        self.draining = False
+        self.drain = Drain()  # shutdown state: readiness, and the deadline open streams watch
         self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
         self.sleep = sleep
         self.retry_policy = RetryPolicy(
@@ -104,10 +107,22 @@ class Gateway:
             ping_every_s=settings.downstream_ping_s,
             nonstreaming_fallback=settings.nonstreaming_fallback,
         )
+        store = build_store(settings, on_error=metrics.session_store_errors.inc)
+        self.cache = CachePipeline(
+            settings,
+            provider.name,
+            store,
+            on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
+        )
 
     # -- health and operations -------------------------------------------------------------
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
+
+    @property
+    def draining(self) -> bool:
+        """Shutting down: readiness fails at once so load balancers stop sending new requests."""
+        return self.drain.draining
 
     async def readyz(self, request: web.Request) -> web.Response:
         reason = "draining" if self.draining else self.provider.not_ready_reason()
@@ -128,6 +143,29 @@ class Gateway:
     async def count_tokens(self, request: web.Request) -> web.StreamResponse:
         return await self._forward(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
 
+    async def session(self, request: web.Request) -> web.Response:
+        """``GET /v1/sessions/{id}``: a session's latches, last prefix hashes and recent breaks."""
+        self.auth.team_for(request)
+        session_id = request.match_info["session_id"]
+        view = await self.cache.store.describe(session_id)
+        if view is None:
+            raise GatewayError(404, f"session: {session_id}", error_type="not_found_error")
+        previous = view.previous
+        return web.json_response(
+            {
+                "session_id": session_id,
+                "latches": view.latches.as_dict(),
+                "last_request": None
+                if previous is None
+                else {
+                    "at": previous.at,
+                    "cached_tokens": previous.cached,
+                    "prefix": previous.hashes.summary(),
+                },
+                "recent_breaks": list(view.recent_breaks),
+            }
+        )
+
     async def models(self, request: web.Request) -> web.StreamResponse:
         self.auth.team_for(request)
         headers = forwardable_request_headers(request.headers.items())
@@ -147,6 +185,11 @@ class Gateway:
         team = self.auth.team_for(request)
         request_id = self.new_request_id()
         client = await client_request(request, operation, self.settings.max_body_bytes, request_id)
+        cache_context: CacheContext | None = None
+        if operation is Operation.MESSAGES:
+            client, cache_context = await self.cache.before(client)
+        else:
+            client = self.cache.normalise_only(client)
         outcome = Outcome()
         metrics = self.metrics
         provider = self.provider.name
@@ -200,6 +243,10 @@ class Gateway:
                 upstream.close()
         finally:
             metrics.inflight_requests.dec()
+            if cache_context is not None:
+                outcome.cache_break_reason = self.cache.after(
+                    cache_context, outcome.usage, outcome.status, provider
+                )
             self._record(client, team, outcome, started)
 
     async def _attempt(
@@ -242,31 +289,38 @@ class Gateway:
         raise RuntimeError("with_retry ended without an outcome")  # pragma: no cover
 
     def _record(self, client: ClientRequest, team: str, outcome: Outcome, started: float) -> None:
-        duration = self.clock() - started
+        finished = self.clock()
+        duration = finished - started
         provider = self.provider.name
-        self.metrics.observe_request(provider, client.model, client.stream, outcome.status, duration)
-        if outcome.first_content_at is not None:
-            self.metrics.ttft.labels(provider, metric_label(client.model)).observe(
-                outcome.first_content_at - started
-            )
+        metrics = self.metrics
+        metrics.observe_request(provider, client.model, client.stream, outcome.status, duration)
+        ttft = None if outcome.first_content_at is None else outcome.first_content_at - started
+        if ttft is not None:
+            metrics.ttft.labels(provider, metric_label(client.model)).observe(ttft)
+        overhead = overhead_seconds(
+            started, finished, outcome.upstream_started_at, outcome.upstream_done_at, outcome.relay_busy_s
+        )
+        if overhead is not None:
+            metrics.overhead.labels(provider).observe(overhead)
+        cost = None
         if client.operation is Operation.MESSAGES:
-            self.metrics.observe_usage(provider, client.model, team, outcome.usage)
+            served = outcome.model_fallback or client.model  # tokens and spend go to the model that answered
+            cost = load_price_table(self.settings.pricing_file).cost(provider, served, outcome.usage)
+            metrics.prime(provider, self.settings.inbound_keys)
+            metrics.observe_usage(provider, served, team, outcome.usage)
+            metrics.observe_cost(provider, served, team, cost)
         if outcome.error_type is not None and outcome.status == 200:
-            self.metrics.upstream_errors.labels(provider, outcome.error_type).inc()
+            metrics.upstream_errors.labels(provider, outcome.error_type).inc()
         log_request(
-            request_id=client.request_id,
-            upstream_request_id=outcome.upstream_request_id,
+            client=client,
+            outcome=outcome,
             provider=provider,
-            operation=client.operation.value,
-            model=client.model,
-            stream=client.stream,
-            status=outcome.status,
             team=team,
-            duration_ms=round(duration * 1000, 3),
-            usage=outcome.usage.as_dict() if client.operation is Operation.MESSAGES else None,
-            stop_reason=outcome.stop_reason,
-            error_type=outcome.error_type,
-            client_disconnected=outcome.client_disconnected,
+            duration_s=duration,
+            ttft_s=ttft,
+            overhead_s=overhead,
+            cost=cost,
+            log_bodies=self.settings.log_bodies,
         )
 
 
@@ -294,9 +348,11 @@ def create_app(
     app[SETTINGS_KEY] = settings
     app[PROVIDER_KEY] = provider
     app[METRICS_KEY] = metrics
+    app[DRAIN_KEY] = gateway.drain
     app.router.add_post("/v1/messages", gateway.messages)
     app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
     app.router.add_get("/v1/models", gateway.models)
+    app.router.add_get("/v1/sessions/{session_id}", gateway.session)
     app.router.add_get("/healthz", gateway.healthz)
     app.router.add_get("/readyz", gateway.readyz)
     app.router.add_get("/metrics", gateway.metrics_endpoint)
@@ -307,6 +363,7 @@ def create_app(
 
     async def close_provider(_: web.Application) -> None:
         await provider.close()
+        await gateway.cache.store.close()
 
     app.on_startup.append(start_provider)
     app.on_cleanup.append(close_provider)

@@ -1,7 +1,21 @@
-"""Running the gateway as a process: event loop, listener, signal handling.
+"""Running the gateway as a process: event loop, listener, signal handling, graceful shutdown.
 
 Kept apart from ``server`` (which only builds the application) so tests can run the same app
 in-process and the CLI, the demo and the benchmark start it the same way.
+
+Shutdown (``switchyard serve`` on SIGTERM or SIGINT), in this order:
+
+1. ``/readyz`` answers 503 at once (``Drain.begin``), so load balancers stop routing here;
+2. after ``GATEWAY_DRAIN_DELAY_S`` (default 0) the listening socket is closed: new connections are
+   refused, idle keep-alive connections are closed, busy ones close after their current response;
+3. in-flight requests and streams run to completion until ``GATEWAY_DRAIN_TIMEOUT_S`` (default
+   60, counted from the signal); streams still open then end with an SSE ``overloaded_error``
+   event (``Drain.expire``), and whatever still runs ``ABORT_GRACE_S`` later is cancelled;
+4. the provider is closed and the process exits 0.
+
+A second signal during the drain expires it at once (open streams end with the error event).
+The whole shutdown takes at most the drain timeout plus a few seconds: a Kubernetes
+``terminationGracePeriodSeconds`` must exceed ``GATEWAY_DRAIN_TIMEOUT_S`` (see ``k8s/``).
 """
 
 from __future__ import annotations
@@ -12,12 +26,17 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Final
 
 from aiohttp import web
 
 from gateway.config import Settings
+from gateway.drain import DRAIN_KEY, Drain
 
 log = logging.getLogger("switchyard.service")
+
+# time given, after the drain deadline, to the streams that end with an error event then
+ABORT_GRACE_S: Final = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,16 +55,32 @@ class RunningServer:
         server = self.runner.server
         return len(server.connections) if server is not None else 0
 
+    async def stop_listening(self) -> None:
+        """Close the listening socket: new connections are refused, open ones carry on."""
+        for site in list(self.runner.sites):
+            await site.stop()
+
+    async def close_connections(self, timeout_s: float) -> None:
+        """Close idle connections; wait up to ``timeout_s`` for busy ones to finish, then cancel them.
+
+        Busy connections close after their current response (no keep-alive while shutting down).
+        """
+        server = self.runner.server
+        if server is None:
+            return
+        server.pre_shutdown()
+        await server.shutdown(max(timeout_s, 0.0))
+
 
 @contextlib.asynccontextmanager
 async def running(app: web.Application, host: str, port: int) -> AsyncIterator[RunningServer]:
     """Serve ``app`` on ``host:port`` (0 picks a free port) until the block exits."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
-    await site.start()
-    bound: int = runner.addresses[0][1] if runner.addresses else port
-    try:
+    try:  # a failed bind still closes what start-up opened (the provider's sessions)
+        site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
+        await site.start()
+        bound: int = runner.addresses[0][1] if runner.addresses else port
         yield RunningServer(runner, host, bound)
     finally:
         await runner.cleanup()
@@ -76,15 +111,43 @@ def run(main: Callable[[asyncio.Event], object]) -> None:
         runner.run(wrapper())
 
 
+async def drain(server: RunningServer, state: Drain, *, delay_s: float, timeout_s: float) -> None:
+    """Shut ``server`` down gracefully (steps 1-3 of the module docstring)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    state.begin()
+    log.info(
+        "draining: readiness now fails; %d connection(s) open; deadline in %.1fs",
+        server.open_connections,
+        timeout_s,
+    )
+    expiry = loop.call_at(deadline, state.expire)
+    try:
+        if delay_s > 0:
+            with state.watch() as expired:  # a second signal cuts the delay short
+                await asyncio.wait({expired}, timeout=delay_s)
+        await server.stop_listening()
+        log.info("listener closed; waiting for %d connection(s)", server.open_connections)
+        await server.close_connections(deadline + ABORT_GRACE_S - loop.time())
+    finally:
+        expiry.cancel()
+    log.info("drained%s", " (deadline reached: open streams ended)" if state.expired else "")
+
+
 def serve(settings: Settings) -> None:
-    """``switchyard serve``: run the gateway until SIGINT/SIGTERM."""
+    """``switchyard serve``: run the gateway until SIGINT/SIGTERM, then drain and return."""
     from gateway.server import create_app
 
     async def main(stop: asyncio.Event) -> None:
         app = create_app(settings)
+        state = app[DRAIN_KEY]
         async with running(app, settings.host, settings.port) as server:
             log.info("switchyard listening on %s", server.base_url)
             await stop.wait()
-            log.info("shutting down")
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends open streams now
+                loop.add_signal_handler(sig, state.expire)
+            await drain(server, state, delay_s=settings.drain_delay_s, timeout_s=settings.drain_timeout_s)
+        log.info("stopped")
 
     run(main)

@@ -152,8 +152,17 @@ def trim_breakpoints(body: Mapping[str, Any], *, limit: int = MAX_CACHE_BREAKPOI
     """
     if limit < 0:
         raise ValueError(f"limit must be >= 0, not {limit}")
-    located = locate_breakpoints(body)
-    ranked = sorted(located, key=lambda b: (b.global_scope, b.position), reverse=True)
-    kept = sorted(ranked[:limit], key=lambda b: b.position)
-    dropped = sorted(ranked[limit:], key=lambda b: b.position)
-    return TrimResult(_without_markers(body, [b.path for b in dropped]), tuple(kept), tuple(dropped))
+    current: Mapping[str, Any] = body
+    all_dropped: list[Breakpoint] = []
+    while True:
+        located = locate_breakpoints(current)
+        ranked = sorted(located, key=lambda b: (b.global_scope, b.position), reverse=True)
+        kept = sorted(ranked[:limit], key=lambda b: b.position)
+        dropped = sorted(ranked[limit:], key=lambda b: b.position)
+        trimmed = _without_markers(current, [b.path for b in dropped])
+        # dropping the marker of the prompt's last block frees the automatic (top-level) marker,
+        # which then takes a slot of its own: trim again until the request fits
+        all_dropped.extend(dropped)
+        if not dropped or len(locate_breakpoints(trimmed)) <= limit:
+            return TrimResult(trimmed, tuple(kept), tuple(sorted(all_dropped, key=lambda b: b.position)))
+        current = trimmed

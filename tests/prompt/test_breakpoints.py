@@ -251,6 +251,12 @@ def test_trim_property(built: Built) -> None:
     ranked = sorted(enumerate(built.markers), key=lambda m: (m[1][1], m[0]), reverse=True)
     expected = {label for _, (label, _) in ranked[:MAX_CACHE_BREAKPOINTS]}
     labels_before = _marked_labels(body)
-    assert _marked_labels(result.body) == expected | (labels_before - {m for m, _ in built.markers})
+    free = labels_before - {m for m, _ in built.markers}  # the top-level marker, when it took no slot
+    last = _last_block(body)
+    if "auto" in free and last is not None and not (_marked_labels({"x": [last]}) & expected):
+        # the last block's own marker was dropped: the top-level marker would now take a fifth
+        # slot of its own, so it goes too
+        free.discard("auto")
+    assert _marked_labels(result.body) == expected | free
     if not any(is_global for _, is_global in built.markers):
         assert {m for m, _ in built.markers[-MAX_CACHE_BREAKPOINTS:]} <= _marked_labels(result.body)

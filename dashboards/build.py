@@ -1,0 +1,329 @@
+"""Generates the Grafana dashboards in ``dashboards/grafana/`` (the JSON files are committed).
+
+    python dashboards/build.py           # rewrite the JSON files
+    python dashboards/build.py --check   # exit 1 if a committed file differs from this source
+
+Every panel queries the metrics of ``gateway/metrics.py`` through the ``$datasource`` variable and
+honours the ``$provider``, ``$model`` and ``$team`` variables wherever the metric has that label.
+``tests/observability`` evaluates every expression against a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "grafana"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+P = 'provider=~"$provider"'
+PM = f'{P},model=~"$model"'
+PMT = f'{PM},team=~"$team"'
+PROMPT_KINDS = 'kind=~"input|cache_read|cache_write_5m|cache_write_1h"'
+PER_HOUR = " * 3600"
+LINKS = {
+    "type": "dashboards",
+    "title": "Switchyard",
+    "tags": ["switchyard"],
+    "asDropdown": False,
+    "includeVars": True,
+    "keepTime": True,
+}
+
+Panel = dict[str, Any]
+
+
+def target(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> dict[str, Any]:
+    return {
+        "datasource": DS,
+        "expr": expr,
+        "legendFormat": legend or "__auto",
+        "range": not instant,
+        "instant": instant,
+        "format": "table" if table else "time_series",
+    }
+
+
+def panel(
+    kind: str,
+    title: str,
+    description: str,
+    targets: list[dict[str, Any]],
+    *,
+    unit: str = "short",
+    width: int = 8,
+    height: int = 8,
+    decimals: int | None = None,
+) -> Panel:
+    defaults: dict[str, Any] = {"unit": unit}
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    options: dict[str, Any] = {}
+    if kind == "timeseries":
+        defaults["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}
+        options = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True}}
+    elif kind in ("stat", "bargauge"):
+        options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}
+        if kind == "bargauge":
+            options |= {"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True}
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "targets": [{"refId": chr(ord("A") + i), **t} for i, t in enumerate(targets)],
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": options,
+        "gridPos": {"w": width, "h": height},
+    }
+
+
+def stat(title: str, description: str, expr: str, unit: str, decimals: int | None = None) -> Panel:
+    return panel("stat", title, description, [target(expr, instant=True)], unit=unit, width=6, height=4,
+                 decimals=decimals)  # fmt: skip
+
+
+def series(title: str, description: str, unit: str, *targets: dict[str, Any], width: int = 12) -> Panel:
+    return panel("timeseries", title, description, list(targets), unit=unit, width=width)
+
+
+def bars(title: str, description: str, expr: str, legend: str, unit: str) -> Panel:
+    return panel("bargauge", title, description, [target(expr, legend, instant=True)], unit=unit)
+
+
+def quantiles(metric: str, selector: str, by: str, legend: str) -> list[dict[str, Any]]:
+    return [
+        target(
+            f"histogram_quantile({q}, sum by (le{by}) (rate({metric}_bucket{{{selector}}}[$__rate_interval])))",
+            f"p{round(q * 100)}{legend}",
+        )
+        for q in (0.5, 0.99)
+    ]
+
+
+def hit_ratio(by: str, window: str, fn: str = "rate") -> str:
+    group = f" by ({by})" if by else ""
+    read = f'sum{group} ({fn}(gateway_tokens_total{{{PMT},kind="cache_read"}}[{window}]))'
+    prompt = f"sum{group} ({fn}(gateway_tokens_total{{{PMT},{PROMPT_KINDS}}}[{window}]))"
+    return f"{read} / {prompt}"
+
+
+def cost_dashboard() -> list[Panel]:
+    spend = f"gateway_cost_usd_total{{{PMT}}}"
+    tokens = f"gateway_tokens_total{{{PMT}}}"
+    return [
+        stat("Spend (range total)", "USD spent over the dashboard's time range.",
+             f"sum(increase({spend}[$__range]))", "currencyUSD", 2),
+        stat("Spend rate (USD/h)", "Current spend rate, USD per hour.",
+             f"sum(rate({spend}[$__rate_interval])){PER_HOUR}", "currencyUSD", 2),
+        stat("Projected monthly spend", "The range's average spend rate over 30 days.",
+             f"sum(rate({spend}[$__range])) * 86400 * 30", "currencyUSD", 0),
+        stat("Tokens (range total)", "Every token billed over the range, all kinds.",
+             f"sum(increase({tokens}[$__range]))", "short"),
+        series("Spend rate by team (USD/h)", "Teams come from the inbound key file.", "currencyUSD",
+               target(f"sum by (team) (rate({spend}[$__rate_interval])){PER_HOUR}", "{{team}}")),
+        series("Spend rate by model (USD/h)", "The model that answered (after any model fallback).",
+               "currencyUSD",
+               target(f"sum by (model) (rate({spend}[$__rate_interval])){PER_HOUR}", "{{model}}")),
+        bars("Spend by team (range)", "USD per team over the range.",
+             f"sort_desc(sum by (team) (increase({spend}[$__range])))", "{{team}}", "currencyUSD"),
+        bars("Spend by model (range)", "USD per model over the range.",
+             f"sort_desc(sum by (model) (increase({spend}[$__range])))", "{{model}}", "currencyUSD"),
+        bars("Spend by provider (range)", "USD per upstream provider over the range.",
+             f"sort_desc(sum by (provider) (increase({spend}[$__range])))", "{{provider}}", "currencyUSD"),
+        series("Tokens by kind (tokens/s)",
+               "input is the uncached part of the prompt; cache writes are split by TTL.", "short",
+               target(f"sum by (kind) (rate({tokens}[$__rate_interval]))", "{{kind}}")),
+        panel("table", "Spend by team and model (range)", "USD per team and model over the range.",
+              [target(f"sort_desc(sum by (team, model) (increase({spend}[$__range])))", instant=True,
+                      table=True)], unit="currencyUSD", width=12),
+        bars("Tokens by kind (range)", "Tokens per kind over the range.",
+             f"sort_desc(sum by (kind) (increase({tokens}[$__range])))", "{{kind}}", "short"),
+    ]  # fmt: skip
+
+
+def cache_dashboard() -> list[Panel]:
+    spend = f"gateway_cost_by_kind_usd_total{{{PM}}}"
+    cache_spend = f'gateway_cost_by_kind_usd_total{{{PM},kind=~"cache_.*"}}'
+    return [
+        stat("Cache hit ratio (range)", "cache_read / (input + cache_read + cache_write) over the range.",
+             hit_ratio("", "$__range", "increase"), "percentunit", 1),
+        stat("Cache share of spend (range)", "Cache reads and writes as a share of all spend.",
+             f"sum(increase({cache_spend}[$__range])) / sum(increase({spend}[$__range]))", "percentunit", 1),
+        stat("Cache write / read spend (range)",
+             "USD spent writing the cache per USD spent reading it; well above 1 means prefixes are "
+             "written but rarely reused.",
+             f'sum(increase(gateway_cost_by_kind_usd_total{{{PM},kind=~"cache_write_.*"}}[$__range])) / '
+             f'sum(increase(gateway_cost_by_kind_usd_total{{{PM},kind="cache_read"}}[$__range]))', "short", 2),
+        stat("Cache breaks (range)", "Cached prefixes that stopped matching within a session.",
+             f"sum(increase(gateway_cache_breaks_total{{{P}}}[$__range]))", "short", 0),
+        series("Cache hit ratio by model", "cache_read / (input + cache_read + cache_write).",
+               "percentunit", target(hit_ratio("model", "$__rate_interval"), "{{model}}")),
+        series("Cache hit ratio by team", "cache_read / (input + cache_read + cache_write).",
+               "percentunit", target(hit_ratio("team", "$__rate_interval"), "{{team}}")),
+        series("Prompt tokens by kind (tokens/s)", "Uncached input, cache reads, 5m and 1h cache writes.",
+               "short",
+               target(f"sum by (kind) (rate(gateway_tokens_total{{{PMT},{PROMPT_KINDS}}}[$__rate_interval]))",
+                      "{{kind}}")),
+        series("Cache write vs read spend (USD/h)", "Spend on cache writes (per TTL) and cache reads.",
+               "currencyUSD",
+               target(f"sum by (kind) (rate({cache_spend}[$__rate_interval])){PER_HOUR}", "{{kind}}")),
+        series("Cache breaks by reason", "Breaks per interval, by the detector's reason.", "short",
+               target(f"sum by (reason) (increase(gateway_cache_breaks_total{{{P}}}[$__rate_interval]))",
+                      "{{reason}}")),
+        bars("Dropped betas (range)", "anthropic-beta values the upstream's policy removed.",
+             f"sort_desc(sum by (provider, beta) (increase(gateway_betas_dropped_total{{{P}}}[$__range])))",
+             "{{provider}} {{beta}}", "short"),
+    ]  # fmt: skip
+
+
+def reliability_dashboard() -> list[Panel]:
+    requests = f"gateway_requests_total{{{PM}}}"
+    errors = f'gateway_requests_total{{{PM},status_class="5xx"}}'
+    return [
+        stat("Requests (range)", "Requests answered over the range.",
+             f"sum(increase({requests}[$__range]))", "short", 0),
+        stat("5xx ratio (range)", "Share of requests answered with a 5xx status.",
+             f"sum(increase({errors}[$__range])) / sum(increase({requests}[$__range]))", "percentunit", 2),
+        stat("p99 duration (range)", "99th percentile of the request duration over the range.",
+             "histogram_quantile(0.99, sum by (le) "
+             f"(increase(gateway_request_duration_seconds_bucket{{{PM}}}[$__range])))", "s", 2),
+        stat("Watchdog aborts (range)", "Streams aborted by the idle watchdog over the range.",
+             f'sum(increase(gateway_stream_idle_total{{{P},event="abort"}}[$__range]))', "short", 0),
+        series("Requests by status class (req/s)", "", "reqps",
+               target(f"sum by (status_class) (rate({requests}[$__rate_interval]))", "{{status_class}}")),
+        series("Error ratio", "Share of requests answered with a 4xx or 5xx status.", "percentunit",
+               target(f"sum(rate({errors}[$__rate_interval])) / sum(rate({requests}[$__rate_interval]))",
+                      "5xx"),
+               target(f'sum(rate(gateway_requests_total{{{PM},status_class="4xx"}}[$__rate_interval])) / '
+                      f"sum(rate({requests}[$__rate_interval]))", "4xx")),
+        series("Upstream errors by type (errors/s)", "Anthropic error type of upstream failures.", "short",
+               target(f"sum by (type) (rate(gateway_upstream_errors_total{{{P}}}[$__rate_interval]))",
+                      "{{type}}"), width=8),
+        series("Retries by reason (retries/s)", "Upstream attempts the gateway retried.", "short",
+               target(f"sum by (reason) (rate(gateway_upstream_retries_total{{{P}}}[$__rate_interval]))",
+                      "{{reason}}"), width=8),
+        series("Fallbacks by kind", "non_streaming: a failed stream replayed from a complete message; "
+               "model: switched to the fallback model.", "short",
+               target(f"sum by (kind) (increase(gateway_fallbacks_total{{{P}}}[$__rate_interval]))", "{{kind}}"),
+               width=8),
+        series("Stream watchdog", "Idle-watchdog warnings and aborts per interval.", "short",
+               target(f"sum by (event) (increase(gateway_stream_idle_total{{{P}}}[$__rate_interval]))",
+                      "{{event}}"), width=8),
+        series("Request duration", "Request received to last byte sent.", "s",
+               *quantiles("gateway_request_duration_seconds", PM, ", stream", " stream={{stream}}"), width=8),
+        series("Time to first token", "Request received to the first content event of a stream.", "s",
+               *quantiles("gateway_time_to_first_token_seconds", PM, "", ""), width=8),
+        series("Gateway overhead", "Time spent in the gateway itself, upstream waits excluded.", "s",
+               *quantiles("gateway_overhead_seconds", P, ", provider", " {{provider}}"), width=8),
+        series("In flight", "Requests being served and streams being relayed (all providers).", "short",
+               target("sum(gateway_inflight_requests)", "requests"),
+               target("sum(gateway_inflight_streams)", "streams"), width=8),
+        series("Session store errors", "Failed session-store reads or writes per interval.", "short",
+               target("sum(increase(gateway_session_store_errors_total[$__rate_interval]))", "errors"),
+               width=8),
+    ]  # fmt: skip
+
+
+def variables() -> list[dict[str, Any]]:
+    def query(name: str, label: str, definition: str) -> dict[str, Any]:
+        return {
+            "type": "query",
+            "name": name,
+            "label": label,
+            "datasource": DS,
+            "definition": definition,
+            "query": {"query": definition, "refId": f"{name}-variable", "qryType": 1},
+            "refresh": 2,
+            "includeAll": True,
+            "multi": True,
+            "allValue": ".*",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "options": [],
+            "regex": "",
+            "sort": 1,
+            "hide": 0,
+        }
+
+    return [
+        {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
+         "current": {}, "options": [], "refresh": 1, "regex": "", "hide": 0},
+        query("provider", "Provider", "label_values(gateway_requests_total, provider)"),
+        query("model", "Model", 'label_values(gateway_requests_total{provider=~"$provider"}, model)'),
+        query("team", "Team", 'label_values(gateway_cost_usd_total{provider=~"$provider"}, team)'),
+    ]  # fmt: skip
+
+
+def dashboard(uid: str, title: str, description: str, panels: list[Panel]) -> dict[str, Any]:
+    x = y = row_height = 0
+    for number, item in enumerate(panels, start=1):
+        grid = item["gridPos"]
+        if x + grid["w"] > 24:
+            x, y, row_height = 0, y + row_height, 0
+        grid |= {"x": x, "y": y}
+        item["id"] = number
+        x += grid["w"]
+        row_height = max(row_height, grid["h"])
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["switchyard"],
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "1m",
+        "time": {"from": "now-24h", "to": "now"},
+        "timezone": "utc",
+        "links": [LINKS],
+        "templating": {"list": variables()},
+        "annotations": {"list": []},
+        "panels": panels,
+    }
+
+
+def dashboards() -> dict[str, dict[str, Any]]:
+    return {
+        "switchyard-cost.json": dashboard(
+            "switchyard-cost", "Switchyard / Cost and tokens",
+            "Spend and tokens by team, model and provider, priced with gateway/pricing.py.", cost_dashboard()),
+        "switchyard-cache.json": dashboard(
+            "switchyard-cache", "Switchyard / Cache efficiency",
+            "Prompt-cache hit ratio, cache spend, cache breaks and dropped betas.", cache_dashboard()),
+        "switchyard-reliability.json": dashboard(
+            "switchyard-reliability", "Switchyard / Reliability and latency",
+            "Errors, retries, fallbacks, the stream watchdog, latency and gateway overhead.",
+            reliability_dashboard()),
+    }  # fmt: skip
+
+
+def render(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="fail if a committed file is stale")
+    args = parser.parse_args(argv)
+    stale: list[str] = []
+    for name, document in dashboards().items():
+        path = OUT / name
+        text = render(document)
+        if args.check:
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            OUT.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(f"stale dashboards (run python dashboards/build.py): {', '.join(stale)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Cache-break detection: when an upstream reads less from the cache than the session's unchanged
+prefix should have earned, say why.
+
+The previous request of the session left ``cached`` tokens in the cache (its cache reads plus its
+cache writes). If this request starts with the same prefix (same model, betas, tools, system and
+the history up to the previous request's length), it should read at least that much. When it reads
+less, the first segment that differs names the break:
+
+``model_changed``, ``betas_changed``, ``tools_changed``, ``system_changed``, ``compaction`` (the
+history was replaced: its first message differs and it got shorter), ``messages_edited`` (an earlier
+message differs), ``ttl_expired`` (nothing differs but the previous request is older than its
+longest TTL), ``unknown`` (nothing differs: an eviction, or a replica of the upstream cache that
+had not seen the prefix); a session's first request that writes the cache is ``first_request``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from gateway.cache.prefix import PrefixHashes
+from gateway.streaming.usage import Usage
+
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+
+
+class BreakReason(enum.StrEnum):
+    FIRST_REQUEST = "first_request"
+    MODEL_CHANGED = "model_changed"
+    BETAS_CHANGED = "betas_changed"
+    TOOLS_CHANGED = "tools_changed"
+    SYSTEM_CHANGED = "system_changed"
+    COMPACTION = "compaction"
+    MESSAGES_EDITED = "messages_edited"
+    TTL_EXPIRED = "ttl_expired"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousRequest:
+    """What the session store remembers of the session's last request."""
+
+    hashes: PrefixHashes
+    at: float  # wall-clock seconds
+    cached: int | None  # cache reads + writes it reported; None while unknown
+
+
+def changed_segment(previous: PrefixHashes, current: PrefixHashes) -> BreakReason | None:
+    """The first prefix segment that differs, or ``None`` when ``current`` extends ``previous``."""
+    if previous.model != current.model:
+        return BreakReason.MODEL_CHANGED
+    if previous.betas != current.betas:
+        return BreakReason.BETAS_CHANGED
+    if previous.tools != current.tools:
+        return BreakReason.TOOLS_CHANGED
+    if previous.system_static != current.system_static or previous.system_dynamic != current.system_dynamic:
+        return BreakReason.SYSTEM_CHANGED
+    shared = len(previous.messages)
+    if shared and (len(current.messages) < shared or current.messages[shared - 1] != previous.messages[-1]):
+        if current.first_message != previous.first_message and len(current.messages) < shared:
+            return BreakReason.COMPACTION
+        return BreakReason.MESSAGES_EDITED
+    return None
+
+
+def classify(
+    previous: PreviousRequest | None, current: PrefixHashes, usage: Usage, now: float
+) -> BreakReason | None:
+    """Why this request read less from the cache than expected, or ``None`` if it did not."""
+    if not current.ttls:
+        return None  # no breakpoint: nothing was meant to be cached
+    if previous is None:
+        return BreakReason.FIRST_REQUEST if usage.cache_read_input_tokens == 0 else None
+    expected = previous.cached
+    if expected is None or expected == 0 or usage.cache_read_input_tokens >= expected:
+        return None
+    segment = changed_segment(previous.hashes, current)
+    if segment is not None:
+        return segment
+    longest = max((TTL_SECONDS.get(t, 300.0) for t in previous.hashes.ttls), default=300.0)
+    if now - previous.at > longest:
+        return BreakReason.TTL_EXPIRED
+    return BreakReason.UNKNOWN

@@ -1,0 +1,70 @@
+"""Sticky per-session latches: what a session's first requests decided stays decided.
+
+A beta that changes the server-side cache key, once sent upstream in a session, keeps being sent
+for the rest of that session even when the client stops sending it: a mid-session toggle would
+otherwise change the cache key and re-bill the whole prefix (50-70K tokens in a long session).
+Sending every such beta all the time is not the answer either (it changes behaviour and the cache
+key for everyone), so only betas a session has actually used are latched.
+
+Two eligibilities are decided at the session's first request and never flipped afterwards:
+
+* ``ttl_1h``: whether the session's breakpoints use the 1-hour TTL;
+* ``global_scope``: whether its static system prompt uses ``scope: "global"``.
+
+Default latchable betas (those that change how the prompt is rendered or cached, hence the cache
+key); ``GATEWAY_LATCHED_BETAS`` adds more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gateway.providers.betas import iter_cache_controlled
+
+DEFAULT_LATCHED_BETAS: Final = frozenset(
+    {
+        "context-1m-2025-08-07",
+        "context-management-2025-06-27",
+        "prompt-caching-scope-2026-01-05",
+        "extended-cache-ttl-2025-04-11",
+        "interleaved-thinking-2025-05-14",
+        "redact-thinking-2026-02-12",
+        "mid-conversation-system-2026-04-07",
+        "advanced-tool-use-2025-11-20",
+        "tool-search-tool-2025-10-19",
+        "fast-mode-2026-02-01",
+        "effort-2025-11-24",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Latches:
+    betas: frozenset[str] = frozenset()
+    ttl_1h: bool | None = None
+    global_scope: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"betas": sorted(self.betas), "ttl_1h": self.ttl_1h, "global_scope": self.global_scope}
+
+
+def observe(payload: Mapping[str, Any], betas: Iterable[str], latchable: frozenset[str]) -> Latches:
+    """What this request would latch if it were the session's first."""
+    uses_1h = False
+    uses_global = False
+    for block in iter_cache_controlled(payload):
+        control = block["cache_control"]
+        uses_1h = uses_1h or control.get("ttl") == "1h"
+        uses_global = uses_global or control.get("scope") == "global"
+    top = payload.get("cache_control")
+    if isinstance(top, Mapping):
+        uses_1h = uses_1h or top.get("ttl") == "1h"
+    return Latches(frozenset(b for b in betas if b in latchable), uses_1h, uses_global)
+
+
+def merged_betas(client_betas: list[str], latched: frozenset[str]) -> list[str]:
+    """The client's betas in its own order, then latched ones it no longer sends (sorted)."""
+    present = set(client_betas)
+    return [*client_betas, *sorted(latched - present)]

@@ -1,0 +1,144 @@
+"""The cache-aware step of the request path: latches and normalisation before the upstream,
+break detection after it.
+
+``before`` runs for every Messages request: it finds the session (no session id means no
+latching), merges the request into the session's latches, applies them (latched betas go back into
+``anthropic-beta``; the TTL and scope eligibilities shape ``cache_control``), normalises cache
+markers for the upstream and hashes the prefix. Nothing in the body changes unless a rule had to
+change it, so an unchanged prefix stays byte-identical turn after turn. ``after`` compares the
+upstream's cache reads with what the session's unchanged prefix should have earned, classifies a
+break, counts it and writes one structured log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.cache.breaks import BreakReason, PreviousRequest, classify
+from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
+from gateway.cache.normalise import CacheRules, normalise
+from gateway.cache.prefix import PrefixHashes, prefix_hashes
+from gateway.cache.store import MemorySessionStore, RedisSessionStore, SessionStore
+from gateway.config import Settings
+from gateway.providers.base import ClientRequest
+from gateway.providers.betas import parse_beta_header
+from gateway.sessions import session_id_of
+from gateway.streaming.usage import Usage
+
+log = logging.getLogger("switchyard.cache")
+
+
+@dataclass(frozen=True, slots=True)
+class CacheContext:
+    """What ``before`` learnt, for ``after``."""
+
+    session_id: str | None
+    hashes: PrefixHashes
+    previous: PreviousRequest | None
+    latches: Latches
+    notes: tuple[str, ...]
+
+
+def build_store(settings: Settings, on_error: Callable[[], None]) -> SessionStore:
+    local = MemorySessionStore(settings.session_max, settings.session_idle_s)
+    if settings.session_store.startswith(("redis://", "rediss://", "unix://")):
+        return RedisSessionStore(
+            settings.session_store,
+            local=local,
+            idle_s=settings.session_idle_s,
+            timeout_s=settings.session_store_timeout_s,
+            on_error=on_error,
+        )
+    return local
+
+
+class CachePipeline:
+    def __init__(
+        self,
+        settings: Settings,
+        provider: str,
+        store: SessionStore,
+        *,
+        on_break: Callable[[str], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._latchable = DEFAULT_LATCHED_BETAS | frozenset(settings.latched_betas)
+        self._rules = CacheRules(
+            provider=provider,
+            normalise_billing_header=provider in settings.normalise_billing_header,
+            auto_cache=settings.auto_cache,
+        )
+        self._on_break = on_break
+        self._clock = clock
+
+    @property
+    def store(self) -> SessionStore:
+        return self._store
+
+    async def before(self, client: ClientRequest) -> tuple[ClientRequest, CacheContext]:
+        betas = parse_beta_header(v for k, v in client.headers if k.lower() == "anthropic-beta")
+        session_id = session_id_of(client.headers, client.payload)
+        now = self._clock()
+        latches = Latches()
+        previous: PreviousRequest | None = None
+        if session_id is not None:
+            observed = observe(client.payload, betas, self._latchable)
+            hashes_for_store = prefix_hashes(client.payload, merged_betas(betas, observed.betas))
+            latches, previous = await self._store.begin(session_id, observed, hashes_for_store, now)
+        result = normalise(client.payload, self._rules, latches)
+        sent_betas = merged_betas(betas, latches.betas)
+        updated = client
+        if result.changed:
+            updated = client.with_payload(result.payload)
+        if sent_betas != betas:
+            headers = [(k, v) for k, v in updated.headers if k.lower() != "anthropic-beta"]
+            headers.append(("anthropic-beta", ",".join(sent_betas)))
+            updated = ClientRequest(
+                updated.operation, updated.body, updated.payload, headers, updated.request_id
+            )
+        hashes = prefix_hashes(updated.payload, sent_betas)
+        return updated, CacheContext(session_id, hashes, previous, latches, tuple(result.notes))
+
+    def normalise_only(self, client: ClientRequest) -> ClientRequest:
+        """count_tokens: the same cache_control rules, without touching the session's latches."""
+        result = normalise(client.payload, self._rules, Latches())
+        return client.with_payload(result.payload) if result.changed else client
+
+    def after(self, context: CacheContext, usage: Usage, status: int, provider: str) -> str | None:
+        """Classify a cache break (``None`` when there was none) and record the request's cache use."""
+        if status != 200 or context.session_id is None:
+            return None
+        now = self._clock()
+        reason = classify(context.previous, context.hashes, usage, now)
+        record: dict[str, Any] | None = None
+        if reason is not None:
+            self._on_break(reason.value)
+            record = {
+                "at": now,
+                "reason": reason.value,
+                "cache_read_input_tokens": usage.cache_read_input_tokens,
+                "expected": context.previous.cached if context.previous else None,
+            }
+            if reason is not BreakReason.FIRST_REQUEST:
+                log.info(
+                    orjson.dumps(
+                        {
+                            "event": "cache_break",
+                            "session_id": context.session_id,
+                            "provider": provider,
+                            "reason": reason.value,
+                            "cache_read_input_tokens": usage.cache_read_input_tokens,
+                            "expected_cache_read": record["expected"],
+                        }
+                    ).decode()
+                )
+        cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        self._store.finish(context.session_id, cached, record)
+        return reason.value if reason is not None else None

@@ -1,0 +1,71 @@
+"""Which client session a request belongs to, from what Claude Code and other clients send.
+
+In order of precedence:
+
+1. the ``X-Claude-Code-Session-Id`` header (Claude Code sends it on every request);
+2. ``metadata.user_id`` of the body: Claude Code sends a JSON string
+   ``{"device_id": ..., "account_uuid": ..., "session_id": ...}``; older versions sent
+   ``user_<hash>_account_<uuid>_session_<uuid>``;
+3. the ``x-session-id`` header (other clients, custom integrations).
+
+A value is used only if it looks like an id (at most 128 characters of ``[A-Za-z0-9._:@+=/-]``);
+otherwise the next source is tried. Session ids go to logs and the session store, never to metric
+labels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import orjson
+
+SESSION_HEADER: Final = "x-claude-code-session-id"
+FALLBACK_SESSION_HEADER: Final = "x-session-id"
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9._:@+=/-]{1,128}$")
+_LEGACY_USER_ID = re.compile(r"_session_([A-Za-z0-9-]{1,128})$")
+
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def session_id_of(headers: Headers, payload: Mapping[str, Any]) -> str | None:
+    """The request's session id, or ``None`` when it carries none."""
+    items = list(headers.items() if isinstance(headers, Mapping) else headers)
+    for candidate in (
+        _header(items, SESSION_HEADER),
+        _from_metadata(payload),
+        _header(items, FALLBACK_SESSION_HEADER),
+    ):
+        if candidate is not None:
+            value = candidate.strip()
+            if _SESSION_ID.match(value):
+                return value
+    return None
+
+
+def _header(items: list[tuple[str, str]], name: str) -> str | None:
+    for key, value in items:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _from_metadata(payload: Mapping[str, Any]) -> str | None:
+    metadata = payload.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    user_id = metadata.get("user_id")
+    if not isinstance(user_id, str):
+        return None
+    text = user_id.strip()
+    if text.startswith("{"):
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        session = parsed.get("session_id") if isinstance(parsed, dict) else None
+        return session if isinstance(session, str) else None
+    legacy = _LEGACY_USER_ID.search(text)
+    return legacy.group(1) if legacy else None

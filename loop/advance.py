@@ -1,0 +1,149 @@
+"""Building the next state: pure functions from (state, decision, outcome, tool results).
+
+``record_response`` books a response (turn count, usage, context size) before ``decide`` looks at
+it; ``advance`` applies a continue transition; ``conclude`` and ``interrupt`` build the final
+state of a run, whose history always satisfies the pairing invariant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import orjson
+
+from loop.messages import (
+    INTERRUPTED_RESULT_TEXT,
+    MISSING_RESULT_TEXT,
+    NOT_EXECUTED_RESULT_TEXT,
+    Block,
+    Message,
+    completed_content,
+    normalize,
+    tool_result_block,
+    tool_results_message,
+    tool_use_ids,
+    user_message,
+    without_tool_uses,
+)
+from loop.outcome import ToolUse, TurnOutcome
+from loop.state import LoopState
+from loop.transitions import (
+    Completed,
+    MaxOutputTokensEscalate,
+    MaxOutputTokensRecovery,
+    NextTurn,
+    PauseTurnResume,
+    Refusal,
+    Terminal,
+    Transition,
+)
+
+CONTINUE_PROMPT = (
+    "Output token limit hit. Resume directly where you stopped: no apology, no recap of what you "
+    "were doing. Pick up mid-thought if that is where the cut happened, and break the remaining "
+    "work into smaller pieces."
+)
+
+
+def record_response(state: LoopState, outcome: TurnOutcome) -> LoopState:
+    """Book one response: it counts as a turn and its tokens were billed, whatever happens next.
+
+    ``state.messages`` must be exactly what the request sent.
+    """
+    return replace(
+        state,
+        turn_count=state.turn_count + 1,
+        usage=state.usage + outcome.usage,
+        context_tokens=outcome.usage.total if outcome.usage.total else state.context_tokens,
+        context_message_count=len(state.messages) + 1 if outcome.usage.total else state.context_message_count,
+    )
+
+
+def advance(
+    state: LoopState, transition: Transition, outcome: TurnOutcome, results: Sequence[Block] = ()
+) -> LoopState:
+    """The state for the next iteration. ``results`` are the tool results of a ``NextTurn``, in
+    call order."""
+    assistant = outcome.assistant_message()
+    match transition:
+        case NextTurn():
+            signature, repeats = _repetition(state, outcome.tool_uses)
+            state = replace(
+                state,
+                messages=(*state.messages, assistant, tool_results_message(results)),
+                max_output_tokens_override=None,
+                max_output_recovery_count=0,
+                consecutive_error_turns=_error_streak(state, results),
+                last_tool_signature=signature,
+                repeated_tool_calls=repeats,
+            )
+        case PauseTurnResume():
+            state = replace(state, messages=(*state.messages, assistant))
+        case MaxOutputTokensEscalate(max_tokens=cap):
+            state = replace(state, max_output_tokens_override=cap)
+        case MaxOutputTokensRecovery(attempt=attempt):
+            partial = without_tool_uses(outcome.content)
+            kept: tuple[Message, ...] = ({"role": "assistant", "content": partial},) if partial else ()
+            state = replace(
+                state,
+                messages=(*state.messages, *kept, user_message(CONTINUE_PROMPT)),
+                max_output_recovery_count=attempt,
+            )
+    return replace(state, transition=transition, transitions=(*state.transitions, transition))
+
+
+def conclude(state: LoopState, terminal: Terminal, outcome: TurnOutcome) -> LoopState:
+    """The final state after ``decide`` returned ``terminal`` for ``outcome``.
+
+    A finished answer (completed, refusal) is appended; a response that broke mid-stream keeps its
+    completed blocks, its calls answered as not executed; a response the loop gave up on
+    (truncated, context exceeded, malformed) is not kept.
+    """
+    if isinstance(terminal, Completed | Refusal):
+        return _append_turn(state, list(outcome.content), {}, MISSING_RESULT_TEXT)
+    if outcome.error is not None or not outcome.complete:
+        return _append_turn(state, completed_content(outcome.content), {}, NOT_EXECUTED_RESULT_TEXT)
+    return state
+
+
+def interrupt(state: LoopState, outcome: TurnOutcome, finished: Mapping[str, Block]) -> LoopState:
+    """The final state of an aborted run: the streamed part of the current response is kept, with
+    the results of calls that finished and an "interrupted" error result for every other call."""
+    return _append_turn(state, completed_content(outcome.content), finished, INTERRUPTED_RESULT_TEXT)
+
+
+def _append_turn(
+    state: LoopState, content: list[Block], finished: Mapping[str, Block], missing_text: str
+) -> LoopState:
+    messages = list(state.messages)
+    if content:
+        assistant: Message = {"role": "assistant", "content": content}
+        messages.append(assistant)
+        results = [
+            finished.get(i) or tool_result_block(i, missing_text, is_error=True)
+            for i in tool_use_ids(assistant)
+        ]
+        if results:
+            messages.append(tool_results_message(results))
+    return replace(state, messages=tuple(normalize(messages, missing_result_text=missing_text)))
+
+
+def _error_streak(state: LoopState, results: Sequence[Block]) -> int:
+    all_failed = bool(results) and all(r.get("is_error") is True for r in results)
+    return state.consecutive_error_turns + 1 if all_failed else 0
+
+
+def tool_signature(tool_use: ToolUse) -> str:
+    """Identity of a call for the repetition guard: the name and the canonical input."""
+    payload = tool_use.input if tool_use.input is not None else {"$invalid": tool_use.input_error}
+    return orjson.dumps([tool_use.name, payload], option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _repetition(state: LoopState, tool_uses: Sequence[ToolUse]) -> tuple[str | None, int]:
+    signature, count = state.last_tool_signature, state.repeated_tool_calls
+    for tool_use in tool_uses:
+        current = tool_signature(tool_use)
+        count = count + 1 if current == signature else 1
+        signature = current
+    return signature, count

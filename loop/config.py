@@ -1,0 +1,94 @@
+"""The loop's immutable configuration, snapshotted once when a run starts and never re-read.
+
+Defaults are the numbers of the design digest: an 8,000-token output cap escalated once to
+64,000, three continuation recoveries, 20 model calls, 100,000 tokens, five minutes of wall clock,
+three consecutive tool-error turns, five identical tool calls in a row, ten concurrent safe tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    model: str = DEFAULT_MODEL
+    max_tokens: int = 8_000
+    """Output cap of a normal request."""
+    escalated_max_tokens: int = 64_000
+    """Cap of the one clean retry after a response hit ``max_tokens``."""
+    max_output_recoveries: int = 3
+    """"Continue where you stopped" attempts after the escalated retry was still truncated."""
+
+    max_turns: int = 20
+    """Safety net: model calls per run (every request counts, retries and continuations too)."""
+    max_total_tokens: int | None = 100_000
+    """Tokens billed over the run (uncached input + cache read + cache write + output)."""
+    max_wall_clock_s: float | None = 300.0
+    """Seconds since the run started, on the injected clock."""
+    max_consecutive_errors: int | None = 3
+    """Turns in a row whose tool results were all errors."""
+    max_repeated_tool_calls: int | None = 5
+    """The same tool with identical input this many times in a row."""
+
+    max_tool_concurrency: int = 10
+    """Concurrency-safe tool calls running at once."""
+    tool_timeout_s: float = 120.0
+    """Per-call timeout for tools that do not declare their own."""
+
+    context_window: int = 200_000
+    blocking_buffer_tokens: int = 3_000
+    """The request is refused (``blocking_limit``) this close to the effective window."""
+    source: str = "sdk"
+    """Who runs the loop (``repl``, ``sdk``, ``agent:<name>``, ``compact``...). ``compact`` is
+    exempt from the blocking limit (the compaction agent must be able to run)."""
+
+    thinking_budget_tokens: int | None = None
+    """Extended thinking budget (``thinking: {"type": "enabled"}``); ``None`` disables it."""
+    betas: tuple[str, ...] = ()
+    stop_sequences: tuple[str, ...] = ()
+    temperature: float | None = None
+    prompt_caching: bool = True
+    """Mark the system prompt and the newest message block as cache breakpoints."""
+    stream_events: bool = True
+    """Yield every raw stream event (``StreamEvent``) as well as the complete messages."""
+
+    def __post_init__(self) -> None:
+        positive = {
+            "max_tokens": self.max_tokens,
+            "escalated_max_tokens": self.escalated_max_tokens,
+            "max_turns": self.max_turns,
+            "max_tool_concurrency": self.max_tool_concurrency,
+            "context_window": self.context_window,
+        }
+        for name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"LoopConfig.{name} must be >= 1, got {value}")
+        if self.max_output_recoveries < 0:
+            raise ValueError("LoopConfig.max_output_recoveries must be >= 0")
+        if self.tool_timeout_s <= 0:
+            raise ValueError("LoopConfig.tool_timeout_s must be > 0")
+        for name, limit in (
+            ("max_total_tokens", self.max_total_tokens),
+            ("max_wall_clock_s", self.max_wall_clock_s),
+            ("max_consecutive_errors", self.max_consecutive_errors),
+            ("max_repeated_tool_calls", self.max_repeated_tool_calls),
+        ):
+            if limit is not None and limit <= 0:
+                raise ValueError(f"LoopConfig.{name} must be > 0 or None, got {limit}")
+        if self.thinking_budget_tokens is not None:
+            if self.thinking_budget_tokens < 1024:
+                raise ValueError("LoopConfig.thinking_budget_tokens must be >= 1024")
+            if self.thinking_budget_tokens >= self.max_tokens:
+                raise ValueError("LoopConfig.thinking_budget_tokens must be < max_tokens")
+
+    @property
+    def effective_window(self) -> int:
+        """``context_window - min(max output, 20_000)``: what the prompt may use."""
+        return self.context_window - min(self.escalated_max_tokens, 20_000)
+
+    @property
+    def blocking_limit(self) -> int:
+        return self.effective_window - self.blocking_buffer_tokens

@@ -1,0 +1,80 @@
+"""The Messages API request of one iteration, built from the history and the config snapshot.
+
+With ``prompt_caching`` the request carries two breakpoints, as Claude Code places them: the end of
+the system prompt (tools and system are the stable prefix) and the newest message's last block
+(so each turn reads the previous turn's prefix from the cache). Markers are added to copies:
+the stored history never carries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loop.config import LoopConfig
+from loop.messages import Block, JSONObject, Message, blocks_of
+
+SystemPrompt = str | Sequence[Block] | None
+
+EPHEMERAL: JSONObject = {"type": "ephemeral"}
+_NOT_CACHEABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    body: JSONObject
+    """The ``POST /v1/messages`` body (``"stream": true``)."""
+    betas: tuple[str, ...]
+    """Sent as the ``anthropic-beta`` header."""
+    request_id: str
+
+
+def build_request(
+    messages: Sequence[Message],
+    config: LoopConfig,
+    *,
+    system: SystemPrompt,
+    tools: Sequence[JSONObject],
+    max_tokens: int,
+    request_id: str,
+) -> ModelRequest:
+    body: JSONObject = {"model": config.model, "max_tokens": max_tokens}
+    system_blocks = _system_blocks(system, cache=config.prompt_caching)
+    if system_blocks:
+        body["system"] = system_blocks
+    body["messages"] = _with_message_breakpoint(messages) if config.prompt_caching else list(messages)
+    if tools:
+        body["tools"] = list(tools)
+    if config.thinking_budget_tokens is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": config.thinking_budget_tokens}
+    if config.stop_sequences:
+        body["stop_sequences"] = list(config.stop_sequences)
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    body["stream"] = True
+    return ModelRequest(body=body, betas=config.betas, request_id=request_id)
+
+
+def _system_blocks(system: SystemPrompt, *, cache: bool) -> list[Block]:
+    if system is None or system == "":
+        return []
+    blocks: list[Block] = (
+        [{"type": "text", "text": system}] if isinstance(system, str) else [dict(b) for b in system]
+    )
+    if cache and blocks and not any("cache_control" in b for b in blocks):
+        blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
+    return blocks
+
+
+def _with_message_breakpoint(messages: Sequence[Message]) -> list[Message]:
+    out = list(messages)
+    if not out or any("cache_control" in b for m in out for b in blocks_of(m)):
+        return out  # the caller placed its own breakpoints
+    last = out[-1]
+    blocks = blocks_of(last)
+    for position in range(len(blocks) - 1, -1, -1):
+        if blocks[position].get("type") not in _NOT_CACHEABLE:
+            blocks[position] = {**blocks[position], "cache_control": EPHEMERAL}
+            out[-1] = {**last, "content": blocks}
+            break
+    return out

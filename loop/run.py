@@ -1,0 +1,94 @@
+"""``Run``: what ``loop.query`` returns. An async iterator of events with a typed result.
+
+An async generator cannot return a value, so the loop's generator reports its end to the ``Run``
+that owns it (``terminal`` and the final ``state``) before it stops. Nothing starts before the
+first ``__anext__``; the generator only advances when the consumer pulls. ``aclose()`` (or leaving
+``async with``) and cancelling the consuming task abort the run; the terminal is then
+``AbortedStreaming`` or ``AbortedTools`` and the final history is still well-formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable
+from types import TracebackType
+
+from loop.events import LoopEvent
+from loop.messages import Message
+from loop.state import LoopState, initial_state
+from loop.transitions import AbortedStreaming, Terminal
+
+
+class Run:
+    def __init__(
+        self,
+        start: Callable[[Run], AsyncGenerator[LoopEvent, None]],
+        initial_messages: tuple[Message, ...],
+    ) -> None:
+        self._start = start
+        self._events: AsyncGenerator[LoopEvent, None] | None = None
+        self._closed = False
+        self.initial_messages = initial_messages
+        self._terminal: Terminal | None = None
+        self._state: LoopState | None = None
+
+    def __aiter__(self) -> Run:
+        return self
+
+    async def __anext__(self) -> LoopEvent:
+        if self._events is None:
+            if self._closed:
+                raise StopAsyncIteration
+            self._events = self._start(self)
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Abort the run (a no-op once it has finished)."""
+        if self._events is None:
+            if not self._closed and self._terminal is None:
+                self.settle(AbortedStreaming(turn=0), initial_state(self.initial_messages, 0.0))
+            self._closed = True
+            return
+        await self._events.aclose()
+
+    async def wait(self) -> Terminal:
+        """Consume the remaining events; the terminal."""
+        async for _ in self:
+            pass
+        return self.terminal
+
+    async def __aenter__(self) -> Run:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def finished(self) -> bool:
+        return self._terminal is not None
+
+    @property
+    def terminal(self) -> Terminal:
+        """Why the run stopped. Raises ``RuntimeError`` while it is still running."""
+        if self._terminal is None:
+            raise RuntimeError("the run has not finished: iterate it to the end (or await run.wait())")
+        return self._terminal
+
+    @property
+    def state(self) -> LoopState:
+        """The final state (history, usage, turn count, transitions)."""
+        if self._state is None:
+            raise RuntimeError("the run has not finished: iterate it to the end (or await run.wait())")
+        return self._state
+
+    @property
+    def messages(self) -> list[Message]:
+        """The final history; every ``tool_use`` in it has its ``tool_result``."""
+        return list(self.state.messages)
+
+    def settle(self, terminal: Terminal, state: LoopState) -> None:
+        """Called once by the loop's generator (first call wins)."""
+        if self._terminal is None:
+            self._terminal = terminal
+            self._state = state

@@ -1,0 +1,41 @@
+"""The loop's state: one frozen value, rebuilt whole on every iteration (never poked)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loop.messages import Message
+from loop.transitions import Transition
+from loop.usage import TokenUsage
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    messages: tuple[Message, ...]
+    started_at: float
+    """Clock reading when the run started (the wall-clock guardrail's origin)."""
+    turn_count: int = 0
+    """Model responses received (every request counts: retries and continuations too)."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """Totals over every response, discarded ones included (they were billed)."""
+    context_tokens: int = 0
+    """Prompt + output tokens of the last response, as the API reported them."""
+    context_message_count: int = 0
+    """How many of ``messages`` ``context_tokens`` covers (newer ones are estimated)."""
+    max_output_tokens_override: int | None = None
+    """The escalated output cap, while it applies."""
+    max_output_recovery_count: int = 0
+    consecutive_error_turns: int = 0
+    last_tool_signature: str | None = None
+    repeated_tool_calls: int = 0
+    """How many times in a row ``last_tool_signature`` was called."""
+    stop_hook_active: bool = False
+    """Set by stop-hook continuations (stop hooks arrive with a later issue)."""
+    transition: Transition | None = None
+    """Why the loop last continued (``None`` before the first continuation)."""
+    transitions: tuple[Transition, ...] = ()
+    """Every continuation so far, in order."""
+
+
+def initial_state(messages: tuple[Message, ...], started_at: float) -> LoopState:
+    return LoopState(messages=messages, started_at=started_at)

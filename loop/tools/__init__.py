@@ -1,0 +1,31 @@
+"""Tools: the declaration (``Tool``), the dispatcher (the security boundary), permissions and the
+streaming executor."""
+
+from loop.tools.base import Tool, ToolContext, ToolError, ToolInput
+from loop.tools.dispatcher import ToolDispatcher
+from loop.tools.executor import StreamingToolExecutor
+from loop.tools.permissions import (
+    PermissionCallback,
+    PermissionMode,
+    PermissionPolicy,
+    PermissionRequest,
+    PermissionRule,
+    PermissionVerdict,
+)
+from loop.tools.registry import ToolRegistry
+
+__all__ = [
+    "PermissionCallback",
+    "PermissionMode",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "PermissionRule",
+    "PermissionVerdict",
+    "StreamingToolExecutor",
+    "Tool",
+    "ToolContext",
+    "ToolDispatcher",
+    "ToolError",
+    "ToolInput",
+    "ToolRegistry",
+]

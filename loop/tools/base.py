@@ -1,0 +1,71 @@
+"""What a tool declares: identity, input schema, safety flags, limits, and how to run it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from loop.deps import Clock
+from loop.messages import JSONObject
+
+
+class ToolInput(BaseModel):
+    """Base for tool input models: unknown fields are a validation error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolError(Exception):
+    """An expected failure (file not found, ambiguous edit...): its message is returned to the
+    model as an error result, without the "crashed" wording an unexpected exception gets."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    tool_use_id: str
+    turn: int
+    clock: Clock
+
+
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+class Tool(ABC, Generic[InputT]):
+    """A tool the model can call. Subclasses set the class attributes and implement ``call``.
+
+    ``input_model``'s JSON schema is what the model sees; the dispatcher validates every call
+    against it before anything else runs.
+    """
+
+    name: str
+    description: str
+    input_model: type[InputT]
+    read_only: bool = False
+    """Changes nothing: allowed in plan mode, runs without asking in the asking modes."""
+    destructive: bool = False
+    """Can destroy data (overwrite, delete): asks for confirmation even in ``acceptEdits``."""
+    max_result_size_chars: int = 50_000
+    timeout_s: float | None = None
+    """``None``: the loop's ``tool_timeout_s``."""
+
+    def is_concurrency_safe(self, tool_input: InputT) -> bool:
+        """Whether this call may run alongside others (and start while the response streams)."""
+        return self.read_only
+
+    def input_paths(self, tool_input: InputT) -> tuple[str, ...]:
+        """The paths this call touches, for path-prefix permission rules (workspace-relative)."""
+        return ()
+
+    def input_schema(self) -> JSONObject:
+        return self.input_model.model_json_schema()
+
+    def definition(self) -> JSONObject:
+        """The entry of the request's ``tools`` array."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema()}
+
+    @abstractmethod
+    async def call(self, tool_input: InputT, context: ToolContext) -> str:
+        """Run the call; return the result text. Raise ``ToolError`` for expected failures."""

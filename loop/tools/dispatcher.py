@@ -1,0 +1,143 @@
+"""The single security boundary between the model's tool calls and the tools.
+
+Every call goes through, in order: lookup (an unknown name is answered with the available names),
+input validation (errors and the expected schema go back so the model can retry), the permission
+check (a denial is a cancellation result), execution under a per-tool timeout on the injected
+clock, and wrapping: exceptions become ``is_error`` results, results longer than the tool's
+``max_result_size_chars`` are cut with a note. Whatever happens, the caller gets exactly one
+``tool_result`` block with the call's id; only cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from loop.deps import Clock
+from loop.messages import Block, tool_result_block
+from loop.outcome import ToolUse
+from loop.tools.base import Tool, ToolContext, ToolError
+from loop.tools.permissions import PermissionCallback, PermissionPolicy, PermissionRequest, resolve
+from loop.tools.registry import ToolRegistry
+
+log = logging.getLogger("switchyard.loop.tools")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A call whose tool exists and whose input validated."""
+
+    tool_use: ToolUse
+    tool: Tool[Any]
+    tool_input: BaseModel
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    omitted = len(text) - limit
+    return (
+        text[:limit] + f"\n\n[Result truncated: {omitted} of {len(text)} characters omitted "
+        f"(limit {limit}). Narrow the request to see the rest.]"
+    )
+
+
+class ToolDispatcher:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        clock: Clock,
+        policy: PermissionPolicy | None = None,
+        can_use_tool: PermissionCallback | None = None,
+        default_timeout_s: float = 120.0,
+    ) -> None:
+        self._registry = registry
+        self._clock = clock
+        self._policy = policy or PermissionPolicy()
+        self._can_use_tool = can_use_tool
+        self._default_timeout_s = default_timeout_s
+
+    def prepare(self, tool_use: ToolUse) -> PreparedCall | Block:
+        """The validated call, or the error result that answers it."""
+        tool = self._registry.get(tool_use.name)
+        if tool is None:
+            available = ", ".join(self._registry.names) or "(none)"
+            return _error(tool_use, f"Unknown tool {tool_use.name!r}. Available tools: {available}.")
+        if tool_use.input is None:
+            return _error(tool_use, f"Invalid input for tool {tool.name!r}: {tool_use.input_error}.")
+        try:
+            tool_input = tool.input_model.model_validate(tool_use.input)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            schema = orjson.dumps(tool.input_schema()).decode()
+            return _error(
+                tool_use,
+                f"Invalid input for tool {tool.name!r}: {problems}. Expected input schema: {schema}",
+            )
+        return PreparedCall(tool_use, tool, tool_input)
+
+    def is_concurrency_safe(self, call: PreparedCall) -> bool:
+        try:
+            return bool(call.tool.is_concurrency_safe(call.tool_input))
+        except Exception:
+            log.exception("is_concurrency_safe of %s raised; treating the call as unsafe", call.tool.name)
+            return False
+
+    async def run(self, call: PreparedCall, turn: int) -> Block:
+        """Permission, execution, wrapping. Never raises except ``CancelledError``."""
+        tool, tool_use = call.tool, call.tool_use
+        try:
+            paths = tool.input_paths(call.tool_input)
+        except ToolError as exc:
+            return _error(tool_use, str(exc))
+        request = PermissionRequest(
+            tool_name=tool.name,
+            tool_input=dict(tool_use.input or {}),
+            tool_use_id=tool_use.id,
+            read_only=tool.read_only,
+            destructive=tool.destructive,
+            paths=paths,
+        )
+        verdict = await resolve(self._policy, request, self._can_use_tool)
+        if not verdict.allowed:
+            reason = verdict.message or "permission denied"
+            return _error(tool_use, f"Permission denied ({reason}): the {tool.name} call was cancelled.")
+        timeout_s = tool.timeout_s if tool.timeout_s is not None else self._default_timeout_s
+        context = ToolContext(tool_use_id=tool_use.id, turn=turn, clock=self._clock)
+        try:
+            async with self._clock.timeout(timeout_s):
+                result = await _capture(tool, call.tool_input, context)
+        except TimeoutError:  # only the clock's: the tool's own exceptions are captured inside
+            return _error(tool_use, f"Tool {tool.name!r} timed out after {timeout_s:g}s.")
+        if isinstance(result, ToolError):
+            return _error(tool_use, truncate(str(result), tool.max_result_size_chars))
+        if isinstance(result, Exception):
+            log.error("tool %s crashed (tool_use_id=%s)", tool.name, tool_use.id, exc_info=result)
+            return _error(tool_use, f"Tool {tool.name!r} failed: {type(result).__name__}: {result}")
+        return tool_result_block(tool_use.id, truncate(result, tool.max_result_size_chars))
+
+    async def dispatch(self, tool_use: ToolUse, turn: int) -> Block:
+        prepared = self.prepare(tool_use)
+        if not isinstance(prepared, PreparedCall):
+            return prepared
+        return await self.run(prepared, turn)
+
+
+async def _capture(tool: Tool[Any], tool_input: BaseModel, context: ToolContext) -> str | Exception:
+    """The tool's result text or the exception it raised (cancellation still propagates)."""
+    try:
+        return str(await tool.call(tool_input, context))
+    except Exception as exc:
+        return exc
+
+
+def _error(tool_use: ToolUse, text: str) -> Block:
+    return tool_result_block(tool_use.id, text, is_error=True)

@@ -1,0 +1,138 @@
+"""Running one response's tool calls, starting safe ones while the response still streams.
+
+* ``submit`` (called as each ``tool_use`` block completes): a call that is concurrency-safe for its
+  input starts at once, provided every earlier call of the response is safe too (a read issued
+  after an edit must see the edit);
+* ``finish`` (after the response ended with ``tool_use``): the remaining calls run in order,
+  consecutive safe calls together (at most ``max_concurrency`` at a time), state-changing calls
+  one at a time once everything before them has finished;
+* ``results``: one ``tool_result`` per call, in call order, whatever order they finished in;
+* ``cancel``: stops everything (a response that did not end with ``tool_use``, an abort).
+
+Progress is reported as ``ToolStarted`` / ``ToolFinished`` events: ``drain`` returns the ones
+ready now (the loop calls it between stream events), ``finish`` yields them as they happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from loop.deps import Clock
+from loop.events import ToolEvent, ToolFinished, ToolStarted
+from loop.messages import Block
+from loop.outcome import ToolUse
+from loop.tools.dispatcher import PreparedCall, ToolDispatcher
+
+
+@dataclass(slots=True)
+class _Call:
+    tool_use: ToolUse
+    prepared: PreparedCall | None
+    """``None`` when the call failed validation; ``result`` then already holds the answer."""
+    safe: bool
+    result: Block | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class StreamingToolExecutor:
+    def __init__(self, dispatcher: ToolDispatcher, *, turn: int, clock: Clock, max_concurrency: int) -> None:
+        self._dispatcher = dispatcher
+        self._turn = turn
+        self._clock = clock
+        self._calls: list[_Call] = []
+        self._events: asyncio.Queue[ToolEvent] = asyncio.Queue()
+        self._slots = asyncio.Semaphore(max_concurrency)
+
+    def submit(self, tool_use: ToolUse) -> None:
+        prepared = self._dispatcher.prepare(tool_use)
+        if isinstance(prepared, PreparedCall):
+            call = _Call(tool_use, prepared, self._dispatcher.is_concurrency_safe(prepared))
+        else:
+            call = _Call(tool_use, None, safe=True, result=prepared)
+        self._calls.append(call)
+        if call.prepared is not None and all(c.safe for c in self._calls):
+            self._start(call)
+
+    def drain(self) -> list[ToolEvent]:
+        events: list[ToolEvent] = []
+        while not self._events.empty():
+            events.append(self._events.get_nowait())
+        return events
+
+    async def finish(self) -> AsyncGenerator[ToolEvent, None]:
+        for call in self._calls:
+            if call.prepared is None:
+                assert call.result is not None
+                self._events.put_nowait(self._finished(call, call.result, 0.0))
+            elif call.task is None and call.safe:
+                self._start(call)
+            elif call.task is None:
+                while (event := await self._next_event()) is not None:  # everything before it...
+                    yield event
+                self._start(call)
+                while (event := await self._next_event()) is not None:  # ...then the call alone
+                    yield event
+        while (event := await self._next_event()) is not None:
+            yield event
+
+    def results(self) -> list[Block]:
+        """Every call's result, in call order (after ``finish``)."""
+        missing = [c.tool_use.id for c in self._calls if c.result is None]
+        if missing:
+            raise RuntimeError(f"tool calls without a result: {missing}")
+        return [c.result for c in self._calls if c.result is not None]
+
+    def finished_results(self) -> dict[str, Block]:
+        """Results known so far (for an interrupted turn)."""
+        return {c.tool_use.id: c.result for c in self._calls if c.result is not None}
+
+    def unfinished_ids(self) -> tuple[str, ...]:
+        return tuple(c.tool_use.id for c in self._calls if c.result is None)
+
+    async def cancel(self) -> None:
+        tasks = [t for t in self._tasks() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _tasks(self) -> list[asyncio.Task[None]]:
+        return [c.task for c in self._calls if c.task is not None]
+
+    def _start(self, call: _Call) -> None:
+        call.task = asyncio.create_task(self._execute(call), name=f"tool:{call.tool_use.name}")
+
+    async def _execute(self, call: _Call) -> None:
+        assert call.prepared is not None
+        async with self._slots:
+            started = self._clock.now()
+            tool_use = call.tool_use
+            self._events.put_nowait(ToolStarted(self._turn, tool_use.id, tool_use.name, started))
+            result = await self._dispatcher.run(call.prepared, self._turn)
+            call.result = result
+            self._events.put_nowait(self._finished(call, result, self._clock.now() - started))
+
+    def _finished(self, call: _Call, result: Block, duration_s: float) -> ToolFinished:
+        return ToolFinished(self._turn, call.tool_use.id, call.tool_use.name, result, duration_s)
+
+    async def _next_event(self) -> ToolEvent | None:
+        """The next progress event; ``None`` once every started call is done and none is left."""
+        while True:
+            if not self._events.empty():
+                return self._events.get_nowait()
+            pending = [t for t in self._tasks() if not t.done()]
+            if not pending:
+                return None
+            getter = asyncio.ensure_future(self._events.get())
+            try:
+                await asyncio.wait({*pending, getter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            for task in pending:
+                if task.done() and not task.cancelled():
+                    task.result()  # dispatcher.run never raises: a failure here is a bug, surface it
+            if getter.done() and not getter.cancelled():
+                return getter.result()

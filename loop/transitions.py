@@ -1,0 +1,208 @@
+"""Every way the loop can continue and every way it can end, in one place.
+
+Two closed sets of frozen dataclasses:
+
+* ``Transition``: why the loop went round again (recorded in the state, asserted by tests);
+* ``Terminal``: why it stopped, with the data that reason needs.
+
+Callers match exhaustively::
+
+    match run.terminal:
+        case Completed(stop_reason=reason): ...
+        case Guardrail(kind=GuardrailKind.WALL_CLOCK, report=report): ...
+        case ModelError(error_type=kind, message=text): ...
+        ...
+        case _ as unreachable:
+            assert_never(unreachable)
+
+Each class carries a ``reason`` string (the wire name used in JSON output and logs). The later
+compaction/stop-hook/token-budget work adds its continue reasons here (``reactive_compact_retry``,
+``stop_hook_blocking``, ``token_budget_continuation``, ``collapse_drain``); nothing else in the
+package lists them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+# --- continue transitions -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NextTurn:
+    """The model asked for tools; their results were appended."""
+
+    reason: ClassVar[Literal["next_turn"]] = "next_turn"
+    tool_use_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class PauseTurnResume:
+    """``stop_reason: pause_turn``: the paused assistant turn is sent back so the model continues."""
+
+    reason: ClassVar[Literal["pause_turn_resume"]] = "pause_turn_resume"
+
+
+@dataclass(frozen=True, slots=True)
+class MaxOutputTokensEscalate:
+    """The response hit the default output cap: discard it and retry once with a higher cap."""
+
+    reason: ClassVar[Literal["max_output_tokens_escalate"]] = "max_output_tokens_escalate"
+    max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class MaxOutputTokensRecovery:
+    """The response hit the (escalated) cap: keep it and ask the model to continue."""
+
+    reason: ClassVar[Literal["max_output_tokens_recovery"]] = "max_output_tokens_recovery"
+    attempt: int
+
+
+Transition = NextTurn | PauseTurnResume | MaxOutputTokensEscalate | MaxOutputTokensRecovery
+
+
+# --- terminal reasons -------------------------------------------------------------------------
+
+
+class GuardrailKind(enum.StrEnum):
+    TOKENS = "tokens"
+    WALL_CLOCK = "wall_clock"
+    CONSECUTIVE_ERRORS = "consecutive_errors"
+    REPEATED_TOOL_CALLS = "repeated_tool_calls"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailReport:
+    """What tripped: the configured limit, the observed value, and a sentence for humans."""
+
+    limit: float
+    observed: float
+    turns: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """The model ended its turn (``end_turn`` or ``stop_sequence``)."""
+
+    reason: ClassVar[Literal["completed"]] = "completed"
+    stop_reason: str
+    stop_sequence: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedStreaming:
+    """The run was closed or cancelled while a model response was streaming (or before one)."""
+
+    reason: ClassVar[Literal["aborted_streaming"]] = "aborted_streaming"
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTools:
+    """The run was closed or cancelled while tools were running."""
+
+    reason: ClassVar[Literal["aborted_tools"]] = "aborted_tools"
+    turn: int
+    interrupted_tool_use_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MaxTurns:
+    """The safety net: ``max_turns`` model calls were made."""
+
+    reason: ClassVar[Literal["max_turns"]] = "max_turns"
+    max_turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTooLong:
+    """The conversation no longer fits (``model_context_window_exceeded``, a 413, or the API's
+    ``prompt is too long``). Recovery by compaction comes with the compaction work."""
+
+    reason: ClassVar[Literal["prompt_too_long"]] = "prompt_too_long"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelError:
+    """The model call failed (HTTP error, ``error`` event, broken stream) after the retry layer.
+
+    ``error_type`` is the Anthropic error type (``overloaded_error``...) or one of the loop's own:
+    ``incomplete_stream``, ``invalid_response``, ``max_output_tokens`` (still truncated after the
+    escalation and every continuation), ``client_error`` (the model caller raised).
+    """
+
+    reason: ClassVar[Literal["model_error"]] = "model_error"
+    error_type: str
+    message: str
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """``stop_reason: refusal``."""
+
+    reason: ClassVar[Literal["refusal"]] = "refusal"
+    stop_details: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Guardrail:
+    """A per-run limit other than ``max_turns`` was reached."""
+
+    reason: ClassVar[Literal["guardrail"]] = "guardrail"
+    kind: GuardrailKind
+    report: GuardrailReport
+
+
+@dataclass(frozen=True, slots=True)
+class BlockingLimit:
+    """The estimated context reached the hard limit (``effective_window - 3_000``)."""
+
+    reason: ClassVar[Literal["blocking_limit"]] = "blocking_limit"
+    estimated_tokens: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class StopHookPrevented:
+    """A stop hook prevented continuation (stop hooks arrive with a later issue)."""
+
+    reason: ClassVar[Literal["stop_hook_prevented"]] = "stop_hook_prevented"
+    message: str
+
+
+Terminal = (
+    Completed
+    | AbortedStreaming
+    | AbortedTools
+    | MaxTurns
+    | PromptTooLong
+    | ModelError
+    | Refusal
+    | Guardrail
+    | BlockingLimit
+    | StopHookPrevented
+)
+
+
+def describe(value: Transition | Terminal) -> dict[str, Any]:
+    """A JSON-ready view: ``{"reason": ..., <fields>}``."""
+    out: dict[str, Any] = {"reason": value.reason}
+    for name in value.__dataclass_fields__:
+        field_value = getattr(value, name)
+        if isinstance(field_value, GuardrailReport):
+            field_value = {
+                "limit": field_value.limit,
+                "observed": field_value.observed,
+                "turns": field_value.turns,
+                "detail": field_value.detail,
+            }
+        elif isinstance(field_value, tuple):
+            field_value = list(field_value)
+        out[name] = field_value
+    return out

@@ -1,0 +1,59 @@
+"""Token usage of one response and running totals, as immutable values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.streaming.usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    @classmethod
+    def from_reported(cls, reported: Usage) -> TokenUsage:
+        """Freeze the gateway's stream accumulator (fields present overwrite, as the SDK does)."""
+        return cls(
+            input_tokens=reported.input_tokens,
+            output_tokens=reported.output_tokens,
+            cache_read_input_tokens=reported.cache_read_input_tokens,
+            cache_creation_input_tokens=reported.cache_creation_input_tokens,
+        )
+
+    @classmethod
+    def from_dict(cls, reported: Mapping[str, Any]) -> TokenUsage:
+        usage = Usage()
+        usage.update(reported)
+        return cls.from_reported(usage)
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens the request's prompt occupied (uncached + cache read + cache write)."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+    @property
+    def total(self) -> int:
+        """Every token the response was billed for, prompt and output."""
+        return self.context_tokens + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+        }

@@ -1,0 +1,116 @@
+"""Rendering the kustomize overlays with the real kubectl, and reading the rendered objects.
+
+kubectl (with its built-in kustomize) comes with the machine image (google-cloud-cli's ``kubectl``
+package, kubectl 1.32 / kustomize 5.5); Debian's ``kubernetes-client`` (1.20) is too old for
+kustomize Components. There is no substitute renderer: without kubectl these tests fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import AliasChoices
+
+from gateway.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "k8s"
+OVERLAYS = ("anthropic", "bedrock", "vertex", "foundry")
+PROXY_COMPONENT = K8S / "components" / "corporate-proxy"
+# kustomize's name-hash suffix: 10 characters, no vowels and no 0, 1, 3 (api/hasher.go encodeHash)
+HASH_ALPHABET = "2456789bcdfghkmnpqrstvwxz"
+
+Manifest = dict[str, Any]
+
+
+def kubectl() -> str:
+    path = shutil.which("kubectl")
+    if path is None:
+        raise AssertionError(
+            "kubectl not found: the k8s/ manifests are rendered with `kubectl kustomize` "
+            "(kubectl >= 1.27 for kustomize Components; it ships in this machine image)"
+        )
+    return path
+
+
+def _kustomize(directory: Path) -> list[Manifest]:
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, f"kubectl kustomize {directory}: {result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@functools.cache
+def render(overlay: str) -> tuple[Manifest, ...]:
+    return tuple(_kustomize(K8S / "overlays" / overlay))
+
+
+def render_with_proxy(overlay: str, workdir: Path) -> list[Manifest]:
+    """``overlay`` plus the corporate-proxy Component, the way k8s/README.md tells users to add it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    relative = Path(os.path.relpath(K8S, workdir))
+    (workdir / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"resources:\n  - {relative / 'overlays' / overlay}\n"
+        f"components:\n  - {relative / 'components' / 'corporate-proxy'}\n"
+    )
+    return _kustomize(workdir)
+
+
+def one(manifests: Sequence[Manifest], kind: str, name: str) -> Manifest:
+    """The object of ``kind`` named ``name`` (or ``name-<hash>`` for a kustomize-generated one)."""
+    pattern = re.compile(rf"^{re.escape(name)}(-[{HASH_ALPHABET}]{{10}})?$")
+    found = [m for m in manifests if m["kind"] == kind and pattern.match(m["metadata"]["name"])]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def gateway_container(manifests: Sequence[Manifest]) -> Manifest:
+    deployment = one(manifests, "Deployment", "switchyard")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "gateway")
+
+
+def config_map_data(manifests: Sequence[Manifest], name: str) -> dict[str, str]:
+    data: dict[str, str] = one(manifests, "ConfigMap", name)["data"]
+    return data
+
+
+def container_env(manifests: Sequence[Manifest]) -> dict[str, Any]:
+    """Every variable the gateway container gets: envFrom ConfigMaps' keys, then env entries."""
+    container = gateway_container(manifests)
+    env: dict[str, Any] = {}
+    for source in container.get("envFrom", []):
+        env.update(config_map_data(manifests, source["configMapRef"]["name"]))
+    for entry in container.get("env", []):
+        env[entry["name"]] = entry.get("value", entry.get("valueFrom"))
+    return env
+
+
+def settings_env_names() -> set[str]:
+    """The environment variables Settings reads: its field aliases and alias choices."""
+    names: set[str] = set()
+    for field in Settings.model_fields.values():
+        if field.alias:
+            names.add(field.alias)
+        alias = field.validation_alias
+        if isinstance(alias, str):
+            names.add(alias)
+        elif isinstance(alias, AliasChoices):
+            names.update(choice for choice in alias.choices if isinstance(choice, str))
+    return names
+
+
+def secret_template() -> Manifest:
+    template: Manifest = yaml.safe_load((K8S / "base" / "secret.template.yaml").read_text())
+    return template
