@@ -30,12 +30,14 @@ Prompt caching (published): a cache read costs 0.1x the input price, a cache wri
 5-minute TTL and 2x for the 1-hour TTL. Long-context prices apply to every token of a request whose
 total input (uncached + cache read + cache write) exceeds 200K tokens, cache multipliers included.
 
-Cloud providers: AWS Bedrock, Google Vertex AI and Microsoft Foundry list the same base prices
-for their global endpoints; Bedrock and Vertex regional endpoints cost 10% more for Sonnet 4.5 and
-later models (published by Anthropic for those platforms). The gateway cannot tell which endpoint
-type an account uses, so no premium is built in: set ``"multiplier": 1.1`` for the provider in the
-pricing file when you use regional endpoints. Not modelled: batch (50% off; the gateway does not
-serve the batch API), the fast-mode and data-residency premiums, server-tool fees (web search).
+Cloud providers: AWS Bedrock and Google Vertex AI list the same base prices for their global
+endpoints; their regional endpoints cost 10% more for Sonnet 4.5 and later models (Anthropic's
+pricing page). Microsoft Foundry is *assumed* to list the same base prices. The gateway cannot tell
+which endpoint type an account uses, so no premium is built in: set ``"multiplier": 1.1`` for the
+provider in the pricing file when you use regional endpoints. Not modelled: batch (50% off; the
+gateway does not serve the batch API), the fast-mode and data-residency premiums, server-tool fees
+(web search), and attempts the client never saw (a stalled stream replaced by its non-streaming
+fallback is priced from the fallback's usage; the upstream may bill the abandoned stream too).
 
 Usage semantics: ``input_tokens`` counts only the uncached tail of the prompt (the SDK documents
 total input as ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``), so each

@@ -182,8 +182,10 @@ class StreamRelay:
                     if pending.done():
                         pending = None
                 before = self._observer.data_events
+                parse_started = self._clock()
                 self._observer.feed(chunk)
                 now = self._clock()
+                self._outcome.relay_busy_s += now - parse_started
                 if self._observer.data_events != before:
                     watchdog.data_received(now)
                 if await self._forward(chunk):

@@ -107,6 +107,7 @@ class Gateway:
             ping_every_s=settings.downstream_ping_s,
             nonstreaming_fallback=settings.nonstreaming_fallback,
         )
+        metrics.prime(provider.name, settings.inbound_keys)
         store = build_store(settings, on_error=metrics.session_store_errors.inc)
         self.cache = CachePipeline(
             settings,
@@ -195,7 +196,7 @@ class Gateway:
         provider = self.provider.name
         metrics.inflight_requests.inc()
         try:
-            metrics.overhead.labels(provider).observe(self.clock() - started)
+            outcome.upstream_started_at = self.clock()
             attempt = await self._attempt(send, client, outcome)
             extra = {"x-client-request-id": request_id, "x-gateway-retries": str(attempt.retries)}
             if attempt.model_fallback is not None:
@@ -240,6 +241,7 @@ class Gateway:
                     upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES
                 )
             finally:
+                outcome.upstream_done_at = self.clock()
                 upstream.close()
         finally:
             metrics.inflight_requests.dec()

@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import math
 import os
 import shlex
 import signal
@@ -53,465 +52,39 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final
-from urllib.parse import urlsplit
+from typing import IO, Any
 
 import aiohttp
 import orjson
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
-from gateway.bench import evloop, payloads, procinfo
+from gateway.bench import evloop, procinfo
+from gateway.bench.latency_paths import (
+    CLIENT_KEY,
+    INHERITED_OUT,
+    MAX_TOKENS,
+    MODEL,
+    MODES,
+    PROVIDERS,
+    PROXY_VARS,
+    REQUEST_TIMEOUT_S,
+    Endpoint,
+    Samples,
+    direct_endpoint,
+    request_payload,
+    through_gateway,
+    timed_requests,
+)
+from gateway.bench.latency_report import (
+    PathStats,
+    Report,
+    Row,
+)
 from gateway.bench.loadgen import LoadConfig
 from gateway.bench.processes import BenchError, free_port, log_tail, stop, wait_first_served
 from gateway.bench.provider_emulator import EmulatorProcess, start_emulators
-from gateway.bench.report import percentile
-from gateway.config import Settings
-from gateway.providers.bedrock_request import invoke_body_bytes, model_path
-from gateway.providers.preparation import resolver_for
-from gateway.streaming.eventstream import EventStreamToSSE
-
-PROVIDERS: Final = ("anthropic", "bedrock")
-MODES: Final = ("nonstream", "stream")
-MODEL: Final = payloads.MODEL
-CLIENT_KEY: Final = "bench-key"
-API_VERSION: Final = "2023-06-01"
-# The scripted model echoes the prompt, then writes filler until max_tokens: with this prompt and
-# budget a stream carries 50 text deltas (3 words each), as in the first-party benchmark.
-PROMPT: Final = (
-    "[[scenario:max_tokens]] In one paragraph, explain what an HTTP keep-alive connection is and "
-    "why a reverse proxy should reuse upstream connections."
-)
-MAX_TOKENS: Final = 246
-TARGET_DELTAS: Final = 50
-NOISE_PCT: Final = 10.0  # other processes above this share of a core during a run are reported
-REQUEST_TIMEOUT_S: Final = 30.0
-
-_INHERITED_OUT: Final = ("AWS_", "ANTHROPIC_", "GATEWAY_", "CLAUDE_CODE_", "GOOGLE_", "CLOUD_ML_")
-_PROXY_VARS: Final = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
-
-
-# --- the request and the answer checks -----------------------------------------------------------
-
-
-def request_payload(stream: bool) -> dict[str, Any]:
-    """The client's Messages request (the same for every provider, path and run)."""
-    body: dict[str, Any] = {
-        "model": MODEL,
-        "max_tokens": MAX_TOKENS,
-        "system": payloads.system_prompt(),
-        "messages": [{"role": "user", "content": PROMPT}],
-    }
-    if stream:
-        body["stream"] = True
-    return body
-
-
-def _unmapped(code: str, message: str) -> tuple[str, str]:
-    return "api_error", f"{code}: {message}"
-
-
-def sse_deltas(raw: bytes) -> int:
-    """Text deltas of a complete first-party SSE stream; ``ValueError`` if it is not one."""
-    if b"event: error" in raw:
-        raise ValueError(f"stream carried an error event: {raw[raw.find(b'event: error') :][:200]!r}")
-    if not raw.rstrip().endswith(b"}") or b"event: message_stop" not in raw[-200:]:
-        raise ValueError("stream did not end with message_stop")
-    return raw.count(b"event: content_block_delta")
-
-
-def eventstream_deltas(raw: bytes) -> int:
-    """Text deltas of a complete Bedrock event stream (decoded as the gateway decodes it)."""
-    translator = EventStreamToSSE(_unmapped)
-    sse = translator.feed(raw)
-    if translator.failed:
-        raise ValueError("corrupt event stream")
-    return sse_deltas(sse)
-
-
-def message_chars(raw: bytes) -> int:
-    """Characters of text in a non-streaming Message; ``ValueError`` if it is not one."""
-    try:
-        message = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(message, dict) or message.get("type") != "message":
-        raise ValueError(f"not a Message: {raw[:200]!r}")
-    return sum(len(b.get("text", "")) for b in message.get("content", []) if b.get("type") == "text")
-
-
-# --- endpoints ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One way to send the request: its URL, body, fresh headers per request, and answer check."""
-
-    url: str
-    body: bytes
-    headers: Callable[[], dict[str, str]]  # called before the timer starts (Bedrock: signs)
-    answer: Callable[[bytes], int]  # text deltas (stream) or text characters (Message)
-
-
-def _answer_check(stream: bool, eventstream: bool = False) -> Callable[[bytes], int]:
-    if not stream:
-        return message_chars
-    return eventstream_deltas if eventstream else sse_deltas
-
-
-def first_party_direct(base_url: str, api_key: str, stream: bool) -> Endpoint:
-    headers = {"x-api-key": api_key, "anthropic-version": API_VERSION, "content-type": "application/json"}
-    return Endpoint(
-        base_url.rstrip("/") + "/v1/messages",
-        orjson.dumps(request_payload(stream)),
-        lambda: dict(headers),
-        _answer_check(stream),
-    )
-
-
-def bedrock_model_id(gateway_env: Mapping[str, str]) -> str:
-    """The Bedrock model id the gateway, configured by ``gateway_env``, sends for :data:`MODEL`."""
-    return resolver_for(Settings.from_environ(gateway_env)).resolve(MODEL)
-
-
-def bedrock_direct(
-    base_url: str, model_id: str, region: str, access_key: str, secret_key: str, stream: bool
-) -> Endpoint:
-    """InvokeModel[WithResponseStream] as the gateway sends it, SigV4-signed per request."""
-    url = base_url.rstrip("/") + model_path(model_id, "invoke-with-response-stream" if stream else "invoke")
-    payload = request_payload(stream)
-    body = invoke_body_bytes(payload, [])
-    credentials = Credentials(access_key, secret_key)
-    fixed = {
-        "Host": urlsplit(url).netloc,
-        "Accept": "application/json",
-        "Content-Type": "application/json",
-        "Content-Length": str(len(body)),
-    }
-
-    def signed() -> dict[str, str]:
-        request = AWSRequest(method="POST", url=url, data=body, headers=dict(fixed))
-        SigV4Auth(credentials, "bedrock", region).add_auth(request)
-        return dict(request.headers.items())
-
-    return Endpoint(url, body, signed, _answer_check(stream, eventstream=True))
-
-
-def through_gateway(gateway_url: str, stream: bool) -> Endpoint:
-    headers = {"x-api-key": CLIENT_KEY, "anthropic-version": API_VERSION, "content-type": "application/json"}
-    return Endpoint(
-        gateway_url.rstrip("/") + "/v1/messages",
-        orjson.dumps(request_payload(stream)),
-        lambda: dict(headers),
-        _answer_check(stream),
-    )
-
-
-def direct_endpoint(emulator: EmulatorProcess, gateway_env: Mapping[str, str], stream: bool) -> Endpoint:
-    if emulator.provider == "anthropic":
-        return first_party_direct(emulator.base_url, emulator.env["ANTHROPIC_API_KEY"], stream)
-    if emulator.provider == "bedrock":
-        pe = emulator.process_env
-        return bedrock_direct(
-            emulator.base_url,
-            bedrock_model_id(gateway_env),
-            pe["AWS_REGION"],
-            pe["AWS_ACCESS_KEY_ID"],
-            pe["AWS_SECRET_ACCESS_KEY"],
-            stream,
-        )
-    raise ValueError(f"no direct path for provider {emulator.provider!r}")
-
-
-# --- sequential timed requests --------------------------------------------------------------------
-
-
-@dataclass
-class Samples:
-    latency: list[float] = field(default_factory=list)  # seconds
-    sizes: list[int] = field(default_factory=list)  # response body bytes
-    answers: Counter[int] = field(default_factory=Counter)
-    errors: Counter[str] = field(default_factory=Counter)
-    first_error: str = ""
-
-    cpu_ms: dict[str, float] = field(default_factory=dict)  # role -> CPU ms while this path ran
-    other_pct_s: float = 0.0  # processes outside the benchmark: % of a core x seconds
-    wall_s: float = 0.0
-
-    def fail(self, kind: str, detail: str) -> None:
-        self.errors[kind] += 1
-        if not self.first_error:
-            self.first_error = f"{kind}: {detail}"
-
-    def add(self, block: Samples, cpu: procinfo.CpuShares, wall_s: float) -> None:
-        """Merge a block of this path's requests, with the CPU used while it ran."""
-        self.latency += block.latency
-        self.sizes += block.sizes
-        self.answers.update(block.answers)
-        self.errors.update(block.errors)
-        self.first_error = self.first_error or block.first_error
-        for role, pct in cpu.per_role.items():
-            self.cpu_ms[role] = self.cpu_ms.get(role, 0.0) + pct / 100.0 * wall_s * 1e3
-        self.other_pct_s += cpu.other_processes * wall_s
-        self.wall_s += wall_s
-
-
-async def timed_requests(session: aiohttp.ClientSession, endpoint: Endpoint, n: int) -> Samples:
-    """``n`` requests one after the other; each timed from the POST to its last body byte."""
-    samples = Samples()
-    perf = time.perf_counter
-    for _ in range(n):
-        headers = endpoint.headers()
-        try:
-            started = perf()
-            async with session.post(endpoint.url, data=endpoint.body, headers=headers) as response:
-                raw = await response.read()
-                elapsed = perf() - started
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            samples.fail(type(exc).__name__, repr(exc))
-            continue
-        if status != 200:
-            samples.fail(f"HTTP {status}", raw[:300].decode("utf-8", "replace"))
-            continue
-        try:
-            units = endpoint.answer(raw)
-        except ValueError as exc:
-            samples.fail("bad body", str(exc))
-            continue
-        samples.latency.append(elapsed)
-        samples.sizes.append(len(raw))
-        samples.answers[units] += 1
-    return samples
-
-
-# --- results --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PathStats:
-    """N sequential requests on one path (direct or through the gateway)."""
-
-    requests: int
-    ok: int
-    errors: dict[str, int]
-    p50_ms: float
-    p99_ms: float
-    mean_ms: float
-    answer: int  # text deltas per stream / text characters per Message (the most common value)
-    answers: dict[int, int]
-    response_bytes: int  # median body size
-    cpu_ms_per_request: dict[str, float]  # role -> CPU ms per request during the run
-    other_processes_pct: float  # processes outside the benchmark, % of one core
-
-    @classmethod
-    def of(cls, samples: Samples, requests: int) -> PathStats:
-        lat = samples.latency
-        ok = len(lat)
-        return cls(
-            requests=requests,
-            ok=ok,
-            errors=dict(samples.errors),
-            p50_ms=percentile(lat, 50) * 1e3,
-            p99_ms=percentile(lat, 99) * 1e3,
-            mean_ms=(sum(lat) / ok * 1e3) if ok else math.nan,
-            answer=samples.answers.most_common(1)[0][0] if samples.answers else -1,
-            answers=dict(samples.answers),
-            response_bytes=int(percentile(samples.sizes, 50)) if samples.sizes else 0,
-            cpu_ms_per_request={role: ms / max(1, requests) for role, ms in samples.cpu_ms.items()},
-            other_processes_pct=samples.other_pct_s / samples.wall_s if samples.wall_s > 0 else 0.0,
-        )
-
-
-@dataclass(frozen=True)
-class Row:
-    provider: str
-    mode: str
-    direct: PathStats
-    gateway: PathStats
-
-    @property
-    def added_p50_ms(self) -> float:
-        return self.gateway.p50_ms - self.direct.p50_ms
-
-    @property
-    def p50_ratio(self) -> float:
-        return self.gateway.p50_ms / self.direct.p50_ms if self.direct.p50_ms > 0 else math.nan
-
-
-@dataclass(frozen=True)
-class ProviderGap:
-    """Bedrock versus first party for one mode: the added p50 of each, their ratio and difference."""
-
-    mode: str
-    added_bedrock_ms: float
-    added_first_party_ms: float
-    gateway_cpu_bedrock_ms: float = math.nan  # gateway CPU per request (less sensitive to noise)
-    gateway_cpu_first_party_ms: float = math.nan
-
-    @property
-    def ratio(self) -> float:
-        if self.added_first_party_ms <= 0 or math.isnan(self.added_first_party_ms):
-            return math.nan
-        return self.added_bedrock_ms / self.added_first_party_ms
-
-    @property
-    def difference_ms(self) -> float:
-        return self.added_bedrock_ms - self.added_first_party_ms
-
-    @property
-    def cpu_ratio(self) -> float:
-        if not self.gateway_cpu_first_party_ms > 0:
-            return math.nan
-        return self.gateway_cpu_bedrock_ms / self.gateway_cpu_first_party_ms
-
-
-def provider_gaps(rows: Sequence[Row]) -> list[ProviderGap]:
-    by_key = {(r.provider, r.mode): r for r in rows}
-    gaps = []
-    for mode in MODES:
-        bedrock, first_party = by_key.get(("bedrock", mode)), by_key.get(("anthropic", mode))
-        if bedrock is not None and first_party is not None:
-            gaps.append(
-                ProviderGap(
-                    mode,
-                    bedrock.added_p50_ms,
-                    first_party.added_p50_ms,
-                    bedrock.gateway.cpu_ms_per_request.get("gateway", math.nan),
-                    first_party.gateway.cpu_ms_per_request.get("gateway", math.nan),
-                )
-            )
-    return gaps
-
-
-@dataclass
-class Report:
-    environment: dict[str, Any]
-    rows: list[Row]
-
-    @property
-    def gaps(self) -> list[ProviderGap]:
-        return provider_gaps(self.rows)
-
-    @property
-    def errors(self) -> int:
-        return sum(sum(p.errors.values()) for r in self.rows for p in (r.direct, r.gateway))
-
-    def notes(self) -> list[str]:
-        notes = []
-        for r in self.rows:
-            answers = {r.direct.answer, r.gateway.answer}
-            if len(answers) > 1 or len(r.direct.answers) > 1 or len(r.gateway.answers) > 1:
-                notes.append(
-                    f"{r.provider} {r.mode}: answers differ between requests or paths "
-                    f"(direct {r.direct.answers}, gateway {r.gateway.answers})"
-                )
-            if r.mode == "stream" and r.direct.answer != TARGET_DELTAS:
-                notes.append(f"{r.provider} stream: {r.direct.answer} text deltas, not {TARGET_DELTAS}")
-            for name, p in (("direct", r.direct), ("gateway", r.gateway)):
-                if p.errors:
-                    notes.append(f"{r.provider} {r.mode} {name}: {p.requests - p.ok} failed {p.errors}")
-                if p.other_processes_pct >= NOISE_PCT:
-                    notes.append(
-                        f"{r.provider} {r.mode} {name}: processes outside the benchmark used "
-                        f"{p.other_processes_pct:.0f}% of a core"
-                    )
-        return notes
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "environment": self.environment,
-            "rows": [
-                {
-                    "provider": r.provider,
-                    "mode": r.mode,
-                    "direct": asdict(r.direct),
-                    "gateway": asdict(r.gateway),
-                    "added_p50_ms": r.added_p50_ms,
-                    "p50_ratio": r.p50_ratio,
-                }
-                for r in self.rows
-            ],
-            "bedrock_vs_first_party": [
-                {**asdict(g), "ratio": g.ratio, "difference_ms": g.difference_ms, "cpu_ratio": g.cpu_ratio}
-                for g in self.gaps
-            ],
-            "errors": self.errors,
-            "notes": self.notes(),
-        }
-
-    def render(self) -> str:
-        env = self.environment
-        stream_answers = sorted({r.direct.answer for r in self.rows if r.mode == "stream"})
-        message_answers = sorted({r.direct.answer for r in self.rows if r.mode == "nonstream"})
-        answers = [f"{'/'.join(map(str, stream_answers))} text deltas per stream"] if stream_answers else []
-        if message_answers:
-            answers.append(f"{'/'.join(map(str, message_answers))}-char text per Message")
-        pinning = (
-            "gateways pinned to CPU {gateway}, client + emulators to CPU {others}".format(
-                **env["pinned_cpus"]
-            )
-            if env["pinned_cpus"]
-            else "no pinning"
-        )
-        lines = [
-            "switchyard provider latency: what the gateway adds, Bedrock path vs first-party path",
-            f"  concurrency 1: {env['requests']} sequential requests per path after {env['warmup']} "
-            f"warm-up, the paths taking turns in blocks of {env['block']}",
-            f"  request: {MODEL}, {env['request_bytes']} B",
-            f"  answer: {', '.join(answers)} (scripted, the same on every path)",
-            f"  CPU: {env['usable_cpus']} usable core(s); client, emulator and gateway in separate "
-            f"processes ({env['event_loop']}),",
-            f"    the other provider's pair idle; {pinning}",
-            "",
-            f"{'':20} | {'direct (emulator)':^22} | {'gateway -> emulator':^22} |",
-            f"{'provider':<10} {'mode':<9} | {'p50':>7} {'p99':>7} {'resp':>6} | {'p50':>7} {'p99':>7} "
-            f"{'resp':>6} | {'+p50':>7} {'p50 x':>6} {'gw CPU':>7}",
-        ]
-        lines.append("-" * len(lines[-1]))
-        for r in self.rows:
-            d, g = r.direct, r.gateway
-            lines.append(
-                f"{r.provider:<10} {r.mode:<9} | {_f(d.p50_ms)} {_f(d.p99_ms)} {_kb(d.response_bytes)} | "
-                f"{_f(g.p50_ms)} {_f(g.p99_ms)} {_kb(g.response_bytes)} | {_f(r.added_p50_ms)} "
-                f"{_f(r.p50_ratio, 6)} {_f(g.cpu_ms_per_request.get('gateway', math.nan))}"
-            )
-        lines += [
-            "ms; latency = POST to last body byte (aiohttp client); resp = median response body (KB);",
-            "+p50 = gateway p50 - direct p50; p50 x = gateway p50 / direct p50;",
-            "gw CPU = gateway process CPU ms per request during the through-gateway run",
-        ]
-        if self.gaps:
-            lines += ["", "Bedrock vs first party, added p50 (gateway - direct) and gateway CPU per request:"]
-            for gap in self.gaps:
-                lines.append(
-                    f"  {gap.mode:<9}  bedrock {gap.added_bedrock_ms:+.3f} ms, first-party "
-                    f"{gap.added_first_party_ms:+.3f} ms: ratio {_n(gap.ratio)}, difference "
-                    f"{gap.difference_ms:+.3f} ms; CPU {_n(gap.gateway_cpu_bedrock_ms)} vs "
-                    f"{_n(gap.gateway_cpu_first_party_ms)} ms: ratio {_n(gap.cpu_ratio)}"
-                )
-        notes = self.notes()
-        if notes:
-            lines += ["", "NOTES:", *(f"  {n}" for n in notes)]
-        return "\n".join(lines)
-
-
-def _f(v: float, width: int = 7) -> str:
-    return f"{'-':>{width}}" if math.isnan(v) else f"{v:>{width}.3f}"
-
-
-def _n(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.3f}"
-
-
-def _kb(n: int) -> str:
-    return f"{n / 1024:>6.1f}"
-
 
 # --- the procedure --------------------------------------------------------------------------------
 
@@ -537,7 +110,7 @@ def _log(msg: str) -> None:
 def gateway_env(base: Mapping[str, str], emulator: EmulatorProcess, port: int) -> dict[str, str]:
     """The gateway's whole environment: ``base`` without settings that could reach a real
     upstream (AWS, Anthropic, gateway, proxy variables), plus the emulator's settings."""
-    env = {k: v for k, v in base.items() if not k.startswith(_INHERITED_OUT) and k.lower() not in _PROXY_VARS}
+    env = {k: v for k, v in base.items() if not k.startswith(INHERITED_OUT) and k.lower() not in PROXY_VARS}
     env.update(emulator.env)
     env.update(emulator.process_env)
     env.update(GATEWAY_HOST="127.0.0.1", GATEWAY_PORT=str(port), GATEWAY_API_KEYS=CLIENT_KEY)

@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.bench import latency_paths as paths
+from gateway.bench import latency_report as report
 from gateway.bench import provider_latency as pl
 from gateway.bench.eventstream_bench import stream_events
 from gateway.emulator.bedrock_frames import chunk_frame
@@ -48,7 +50,7 @@ def test_provider_latency_report_has_every_row(tmp_path: Path, capsys: pytest.Ca
     for mode in pl.MODES:
         answers = {rows[p, mode][path]["answer"] for p in pl.PROVIDERS for path in ("direct", "gateway")}
         assert len(answers) == 1, (mode, answers)
-    assert rows["bedrock", "stream"]["direct"]["answer"] == pl.TARGET_DELTAS
+    assert rows["bedrock", "stream"]["direct"]["answer"] == paths.TARGET_DELTAS
 
     gaps = {g["mode"]: g for g in report["bedrock_vs_first_party"]}
     assert set(gaps) == set(pl.MODES)
@@ -64,13 +66,13 @@ def test_answer_checks_decode_both_wire_formats() -> None:
     events = stream_events(4)
     sse = b"".join(encode_event(e["type"], e) for e in events)
     frames = b"".join(chunk_frame(e) for e in events)
-    assert pl.sse_deltas(sse) == pl.eventstream_deltas(frames) == 4
+    assert paths.sse_deltas(sse) == paths.eventstream_deltas(frames) == 4
     with pytest.raises(ValueError):
-        pl.sse_deltas(sse[: len(sse) // 2])  # cut short: no message_stop
+        paths.sse_deltas(sse[: len(sse) // 2])  # cut short: no message_stop
     with pytest.raises(ValueError):
-        pl.eventstream_deltas(frames[:-8])
+        paths.eventstream_deltas(frames[:-8])
     message = orjson.dumps({"type": "message", "content": [{"type": "text", "text": "abc"}]})
-    assert pl.message_chars(message) == 3
+    assert paths.message_chars(message) == 3
 
 
 def test_gateway_env_keeps_only_the_emulator_settings() -> None:
@@ -86,6 +88,6 @@ def test_gateway_env_keeps_only_the_emulator_settings() -> None:
 
 
 def test_gap_ratio_needs_a_positive_first_party_figure() -> None:
-    assert pl.ProviderGap("stream", 3.0, 1.5).ratio == 2.0
-    assert pl.ProviderGap("stream", 3.0, 1.5).difference_ms == 1.5
-    assert math.isnan(pl.ProviderGap("stream", 3.0, 0.0).ratio)
+    assert report.ProviderGap("stream", 3.0, 1.5).ratio == 2.0
+    assert report.ProviderGap("stream", 3.0, 1.5).difference_ms == 1.5
+    assert math.isnan(report.ProviderGap("stream", 3.0, 0.0).ratio)

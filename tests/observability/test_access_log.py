@@ -1,0 +1,155 @@
+"""One JSON access-log line per request: the fields, the session id, and never a credential or
+any prompt or completion content (unless GATEWAY_LOG_BODIES=1, and then still no credential)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import orjson
+import pytest
+
+from gateway.logging_setup import JsonFormatter
+from gateway.sessions import session_id_of
+from tests.observability.rig import (
+    HAIKU,
+    KEY,
+    SONNET,
+    TEAM,
+    TEAM_KEY,
+    UPSTREAM_KEY,
+    expected_cost,
+    gateway_rig,
+)
+
+PROMPT = "Tell me about the lighthouse keeper's secret recipe."
+SESSION = "5f0c7a52-8d4e-4c61-a3f1-0b9e2d7c4a18"
+WRONG_KEY = "sk-gw-not-a-valid-key-91ab"
+
+
+def access_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "switchyard.access"]
+
+
+CLIENT_SIDE = ("anthropic", "httpx", "httpcore", "gateway.emulator")  # the test's client and upstream
+
+
+def everything_logged(caplog: pytest.LogCaptureFixture) -> str:
+    """Every record the gateway's process side logged (any logger, any level), as it would be written."""
+    formatter = JsonFormatter()
+    return "\n".join(
+        formatter.format(record) for record in caplog.records if not record.name.startswith(CLIENT_SIDE)
+    )
+
+
+async def _traffic(tmp_path: Path, **env: str) -> tuple[list[Any], list[str]]:
+    """Requests carrying keys and a session; returns (responses, x-client-request-ids)."""
+    settings = {"GATEWAY_FALLBACK_MODEL": HAIKU, "GATEWAY_FALLBACK_AFTER_OVERLOADS": "2", **env}
+    responses: list[Any] = []
+    ids: list[str] = []
+    async with gateway_rig(tmp_path, settings) as rig:
+        bearer = anthropic.AsyncAnthropic(
+            auth_token=TEAM_KEY,
+            base_url=rig.base_url,
+            max_retries=0,
+            default_headers={"X-Claude-Code-Session-Id": SESSION},
+        )
+        raw = await bearer.messages.with_raw_response.create(
+            model=SONNET, max_tokens=32, messages=[{"role": "user", "content": PROMPT}]
+        )
+        responses.append(await raw.parse())
+        ids.append(raw.headers["x-client-request-id"])
+        faulty = rig.client(KEY, **{"x-emulator-fault": "fail_first=2:529", "x-emulator-fault-key": "log"})
+        raw = await faulty.messages.with_raw_response.create(
+            model=SONNET, max_tokens=32, messages=[{"role": "user", "content": PROMPT}]
+        )
+        responses.append(await raw.parse())
+        ids.append(raw.headers["x-client-request-id"])
+        with pytest.raises(anthropic.AuthenticationError):
+            await rig.client(WRONG_KEY).messages.create(model=SONNET, max_tokens=8, messages=[])
+    return responses, ids
+
+
+async def test_one_line_per_request_without_credentials_or_content(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    responses, ids = await _traffic(tmp_path)
+    first, second = access_records(caplog)  # the 401 is answered before a request is formed
+    assert first["event"] == "request" and first["request_id"] == ids[0]
+    assert first["upstream_request_id"] and first["session_id"] == SESSION
+    assert (first["provider"], first["operation"], first["model"], first["team"]) == (
+        "anthropic",
+        "messages",
+        SONNET,
+        TEAM,
+    )
+    assert (first["status"], first["stream"], first["stop_reason"], first["retries"]) == (
+        200,
+        False,
+        "end_turn",
+        0,
+    )
+    assert first["usage"]["output_tokens"] == responses[0].usage.output_tokens
+    assert first["cost_usd"] == pytest.approx(
+        expected_cost("anthropic", SONNET, responses[0].usage), abs=1e-9
+    )
+    assert first["duration_ms"] > 0 and first["cache_break_reason"] is None
+    assert "request_body" not in first
+    assert (second["retries"], second["model_fallback"], second["served_model"]) == (2, HAIKU, HAIKU)
+    assert second["session_id"] is None and second["team"] == "default"
+    assert second["cost_usd"] == pytest.approx(
+        expected_cost("anthropic", HAIKU, responses[1].usage), abs=1e-9
+    )
+
+    logged = everything_logged(caplog)
+    assert "retrying upstream request" in logged and '"event":"request"' in logged  # not vacuous
+    for secret in (KEY, TEAM_KEY, UPSTREAM_KEY, WRONG_KEY):
+        assert secret not in logged
+    assert PROMPT not in logged and "lighthouse" not in logged
+    completion = responses[0].content[0].text
+    assert completion and completion not in logged
+
+
+async def test_log_bodies_adds_the_request_but_still_no_credential(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    await _traffic(tmp_path, GATEWAY_LOG_BODIES="1")
+    first = access_records(caplog)[0]
+    assert first["request_body"]["messages"][0]["content"] == PROMPT
+    logged = everything_logged(caplog)
+    for secret in (KEY, TEAM_KEY, UPSTREAM_KEY, WRONG_KEY):
+        assert secret not in logged
+
+
+def test_access_line_keeps_its_fields_through_the_json_formatter() -> None:
+    record = logging.LogRecord(
+        "switchyard.access", logging.INFO, __file__, 1, '{"event":"request"}', None, None
+    )
+    line = orjson.loads(JsonFormatter().format(record))
+    assert line["event"] == "request" and line["logger"] == "switchyard.access" and line["level"] == "INFO"
+
+
+LEGACY = "user_8c1e_account_0b6a2c3e-1111-4222-8333-444455556666_session_9d2c1b0a-aaaa-4bbb-8ccc-ddddeeeeffff"
+
+
+@pytest.mark.parametrize(
+    ("headers", "payload", "expected"),
+    [
+        ({"X-Claude-Code-Session-Id": "h-1", "x-session-id": "s-3"}, {"metadata": {"user_id": "x"}}, "h-1"),
+        ([("x-claude-code-session-id", " h-1 ")], {}, "h-1"),
+        ({}, {"metadata": {"user_id": '{"device_id":"d","account_uuid":"","session_id":"m-2"}'}}, "m-2"),
+        ({"x-session-id": "s-3"}, {"metadata": {"user_id": '{"device_id":"d"}'}}, "s-3"),
+        ({}, {"metadata": {"user_id": LEGACY}}, "9d2c1b0a-aaaa-4bbb-8ccc-ddddeeeeffff"),
+        ({"x-session-id": "s-3"}, {"metadata": {"user_id": "{not json"}}, "s-3"),
+        ({"X-Claude-Code-Session-Id": "bad id\nwith newline", "x-session-id": "s-3"}, {}, "s-3"),
+        ({"x-session-id": "x" * 129}, {}, None),
+        ({}, {"metadata": "nope"}, None),
+        ({}, {}, None),
+    ],
+)
+def test_session_id_precedence(headers: Any, payload: dict[str, Any], expected: str | None) -> None:
+    assert session_id_of(headers, payload) == expected
