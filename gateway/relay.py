@@ -105,7 +105,9 @@ class StreamRelay:
         fallback: Callable[[], Awaitable[UpstreamResponse]] | None,
         on_idle: Callable[[IdleAction], None],
         clock: Callable[[], float] = time.monotonic,
+        provider: str = "",
     ) -> None:
+        self._provider = provider
         self._request = request
         self._client = client
         self._outcome = outcome
@@ -210,10 +212,11 @@ class StreamRelay:
             self._on_idle(action)
             silent = now - watchdog.last_data
             log.warning(
-                "stream idle %s: no upstream data for %.1fs (x-client-request-id=%s model=%s)",
+                "stream idle %s: no upstream data for %.1fs (x-client-request-id=%s provider=%s model=%s)",
                 action.value,
                 silent,
                 self._client.request_id,
+                self._provider,
                 self._client.model,
             )
             if action is IdleAction.ABORT:
@@ -285,9 +288,10 @@ class StreamRelay:
     async def _recover(self, failure: _StreamFailed) -> web.StreamResponse:
         self._outcome.failure = failure.reason
         log.warning(
-            "upstream stream failed: %s (x-client-request-id=%s model=%s content_forwarded=%s)",
+            "upstream stream failed: %s (x-client-request-id=%s provider=%s model=%s content_forwarded=%s)",
             failure.reason,
             self._client.request_id,
+            self._provider,
             self._client.model,
             self._content_forwarded,
         )

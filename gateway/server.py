@@ -231,6 +231,7 @@ class Gateway:
                         fallback=fallback,
                         on_idle=lambda action: metrics.stream_idle.labels(provider, action.value).inc(),
                         clock=self.clock,
+                        provider=provider,
                     )
                     metrics.inflight_streams.inc()
                     try:
