@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.headers import header_value
 from gateway.providers.base import ClientRequest, UpstreamResponse
@@ -40,6 +41,16 @@ class RetryPolicy:
     deadline_s: float = 600.0
     fallback_model: str | None = None
     fallback_after_overloads: int = 3
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetryPolicy:
+        return cls(
+            max_retries=settings.max_retries,
+            max_delay_s=settings.max_retry_delay_s,
+            deadline_s=settings.request_deadline_s,
+            fallback_model=settings.fallback_model,
+            fallback_after_overloads=settings.fallback_after_overloads,
+        )
 
 
 @dataclass(frozen=True, slots=True)

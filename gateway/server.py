@@ -94,13 +94,7 @@ class Gateway:
         self.drain = Drain()  # shutdown state: readiness, and the deadline open streams watch
         self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
         self.sleep = sleep
-        self.retry_policy = RetryPolicy(
-            max_retries=settings.max_retries,
-            max_delay_s=settings.max_retry_delay_s,
-            deadline_s=settings.request_deadline_s,
-            fallback_model=settings.fallback_model,
-            fallback_after_overloads=settings.fallback_after_overloads,
-        )
+        self.retry_policy = RetryPolicy.from_settings(settings)
         self.stream_settings = StreamSettings(
             idle_warning_s=settings.stream_idle_warning_s,
             idle_timeout_s=settings.stream_idle_timeout_s,

@@ -24,7 +24,7 @@ class StatusEvent:
     error, a model fallback, or plain information. Model callers may yield these between stream
     events; the loop passes them through unchanged."""
 
-    kind: Literal["retry", "fallback", "info"]
+    kind: Literal["retry", "fallback", "idle_warning", "info"]
     message: str
     attempt: int | None = None
     delay_s: float | None = None
