@@ -53,10 +53,31 @@ class ClientRequest:
         )
 
     def with_model(self, model: str) -> ClientRequest:
-        return self.with_payload({**self.payload, "model": model})
+        """The request for another model. Thinking blocks carry signatures bound to the model that
+        wrote them (replaying them to another model is a 400), so assistant turns lose them."""
+        payload = {**self.payload, "model": model}
+        messages = payload.get("messages")
+        if isinstance(messages, list):
+            payload["messages"] = [_without_thinking(m) for m in messages]
+        return self.with_payload(payload)
 
     def as_non_streaming(self) -> ClientRequest:
         return self.with_payload({k: v for k, v in self.payload.items() if k != "stream"})
+
+
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def _without_thinking(message: Any) -> Any:
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return message
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in _THINKING)]
+    if len(kept) == len(content):
+        return message
+    return {**message, "content": kept or [{"type": "text", "text": ""}]}
 
 
 class UpstreamResponse(ABC):

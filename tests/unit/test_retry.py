@@ -204,3 +204,28 @@ def test_parse_retry_after_forms() -> None:
 def test_backoff_jitter_range() -> None:
     assert backoff_delay(0, lambda: 1.0) == 0.375
     assert backoff_delay(10, lambda: 0.0) == 8.0
+
+
+async def test_model_fallback_strips_thinking_signatures() -> None:
+    payload = {
+        "model": "claude-opus-4-8",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "t", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "x"},
+                    {"type": "tool_use", "id": "tu", "name": "n", "input": {}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu", "content": "r"}]},
+        ],
+    }
+    request = ClientRequest(Operation.MESSAGES, b"{}", payload, [], "rid")
+    switched = request.with_model("claude-sonnet-4-6")
+    assistant = switched.payload["messages"][1]["content"]
+    assert [b["type"] for b in assistant] == ["tool_use"]
+    assert b"signature" not in switched.body and switched.model == "claude-sonnet-4-6"
+    assert request.payload["messages"][1]["content"][0]["type"] == "thinking"  # original untouched
