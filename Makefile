@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python -m gateway.bench --json bench-results.json
 	$(BIN)/python -m gateway.bench.eventstream_bench
 	$(BIN)/python -m gateway.bench.provider_latency
+	$(BIN)/python -m gateway.bench.cache_efficiency
 
 # Re-pin after changing dependencies: installs the newest allowed versions into a scratch venv.
 constraints:
