@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from gateway.bench import cache_efficiency as ce
+from gateway.bench import cache_report as report
 from gateway.bench.cc_session import ClaudeCodeSession, with_cch
 from gateway.emulator.recorder import RecordedRequest
 
@@ -115,9 +116,9 @@ def test_session_is_shaped_like_claude_code() -> None:
         "cache_control": {"type": "ephemeral"},
     }
 
-    headers = session.headers([ce.CM], {"x-emulator-scenario": "agent"})
-    assert ce.CM not in headers["anthropic-beta"].split(",")
-    assert ce.CM in session.headers()["anthropic-beta"].split(",")
+    headers = session.headers([report.CM], {"x-emulator-scenario": "agent"})
+    assert report.CM not in headers["anthropic-beta"].split(",")
+    assert report.CM in session.headers()["anthropic-beta"].split(",")
     assert headers["X-Claude-Code-Session-Id"] == session.session_id
     assert "x-api-key" not in {k.lower() for k in headers}
 
@@ -175,7 +176,7 @@ def test_prefix_changes_name_what_broke() -> None:
 def test_toggle_spec_and_validation() -> None:
     assert ce.parse_toggles("4:x,5:x,5:y") == {4: ("x",), 5: ("x", "y")}
     with pytest.raises(ValueError):
-        ce.validate(ce.Options(toggles={1: (ce.CM,)}))  # turn 1 must send it, or nothing latches
+        ce.validate(ce.Options(toggles={1: (report.CM,)}))  # turn 1 must send it, or nothing latches
     with pytest.raises(ValueError):
         ce.validate(ce.Options(toggles={4: ("claude-code-20250219",)}))  # not a latched beta
     assert ce.Options(turns=30).switch_turns == (20, 21)
