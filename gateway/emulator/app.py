@@ -99,15 +99,9 @@ def request_id_of(request: web.Request) -> str:
     return request[_REQUEST_ID]
 
 
-@web.middleware
-async def record_and_render_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Record every request, then render :class:`ApiError` in the Anthropic envelope.
-
-    Platform apps (Vertex, Foundry) put it first and add their own middleware after it for
-    errors in their platform's shape.
-    """
-    state = get_state(request.app)
-    request[_REQUEST_ID] = new_request_id()
+async def record_request(request: web.Request, state: EmulatorState, timestamp: float) -> bool:
+    """Append ``request`` (raw path, headers as received, body) to the log; ``True`` when the body
+    was over the size limit (recorded empty)."""
     too_large = False
     try:
         body = await request.read()
@@ -122,9 +116,22 @@ async def record_and_render_errors(request: web.Request, handler: Handler) -> we
                 for k, v in request.raw_headers
             ),
             body=body,
-            timestamp=state.config.clock.time(),
+            timestamp=timestamp,
         )
     )
+    return too_large
+
+
+@web.middleware
+async def record_and_render_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Record every request, then render :class:`ApiError` in the Anthropic envelope.
+
+    Platform apps (Vertex, Foundry) put it first and add their own middleware after it for
+    errors in their platform's shape.
+    """
+    state = get_state(request.app)
+    request[_REQUEST_ID] = new_request_id()
+    too_large = await record_request(request, state, state.config.clock.time())
     try:
         if too_large:
             raise ApiError(413)

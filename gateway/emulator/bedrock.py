@@ -36,7 +36,7 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from .app import STATE_KEY, EmulatorState, get_state
+from .app import STATE_KEY, EmulatorState, get_state, record_request
 from .bedrock_body import parse_object, validate_invoke
 from .bedrock_config import BEDROCK_STATE_KEY, BedrockOptions, BedrockState, get_bedrock_state
 from .bedrock_exceptions import BedrockError, from_api_error, stream_code, stream_member, validation
@@ -51,7 +51,7 @@ from .events import Turn, render_message, render_stream
 from .faults import apply_faults, plan_of
 from .json_types import JSONObject
 from .limits import apply_limits
-from .recorder import RecordedRequest, RequestLog
+from .recorder import RequestLog
 from .scenarios import SCENARIO_HEADER, TOOL_HEADER, TOOLS_HEADER, Scenario, select_scenario
 from .scripted_model import respond
 from .sts import CONTAINER_CREDENTIALS_PATH, CredentialIssuer, handle_container, handle_sts
@@ -92,23 +92,7 @@ async def _record_and_render_errors(request: web.Request, handler: Handler) -> w
     state = get_state(request.app)
     request[_REQUEST_ID] = str(uuid.uuid4())
     request[_STARTED] = state.config.clock.time()
-    too_large = False
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        body, too_large = b"", True
-    state.log.append(
-        RecordedRequest(
-            method=request.method,
-            path=request.raw_path,
-            headers=tuple(
-                (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
-                for k, v in request.raw_headers
-            ),
-            body=body,
-            timestamp=request[_STARTED],
-        )
-    )
+    too_large = await record_request(request, state, request[_STARTED])
     try:
         if too_large:
             raise validation("Input is too long.")
