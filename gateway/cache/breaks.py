@@ -53,7 +53,7 @@ def changed_segment(previous: PrefixHashes, current: PrefixHashes) -> BreakReaso
         return BreakReason.BETAS_CHANGED
     if previous.tools != current.tools:
         return BreakReason.TOOLS_CHANGED
-    if previous.system_static != current.system_static or previous.system_dynamic != current.system_dynamic:
+    if previous.system != current.system:
         return BreakReason.SYSTEM_CHANGED
     shared = len(previous.messages)
     if shared and (len(current.messages) < shared or current.messages[shared - 1] != previous.messages[-1]):

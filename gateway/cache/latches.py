@@ -6,7 +6,9 @@ otherwise change the cache key and re-bill the whole prefix (50-70K tokens in a 
 Sending every such beta all the time is not the answer either (it changes behaviour and the cache
 key for everyone), so only betas a session has actually used are latched.
 
-Two eligibilities are decided at the session's first request and never flipped afterwards:
+Two eligibilities are decided at the session's first request that carries a cache breakpoint
+(a side call without any, such as Claude Code's title generation, decides nothing) and never
+flipped afterwards:
 
 * ``ttl_1h``: whether the session's breakpoints use the 1-hour TTL;
 * ``global_scope``: whether its static system prompt uses ``scope: "global"``.
@@ -21,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.providers.betas import iter_cache_controlled
+from gateway.prompt.breakpoints import locate_breakpoints
 
 DEFAULT_LATCHED_BETAS: Final = frozenset(
     {
@@ -51,17 +53,18 @@ class Latches:
 
 
 def observe(payload: Mapping[str, Any], betas: Iterable[str], latchable: frozenset[str]) -> Latches:
-    """What this request would latch if it were the session's first."""
-    uses_1h = False
-    uses_global = False
-    for block in iter_cache_controlled(payload):
-        control = block["cache_control"]
-        uses_1h = uses_1h or control.get("ttl") == "1h"
-        uses_global = uses_global or control.get("scope") == "global"
+    """What this request would latch if it were the session's first.
+
+    Every breakpoint counts (nested ``tool_result`` content and the top-level automatic one
+    included); a request without any leaves both eligibilities undecided (``None``)."""
+    latched = frozenset(b for b in betas if b in latchable)
+    breakpoints = locate_breakpoints(payload)
     top = payload.get("cache_control")
-    if isinstance(top, Mapping):
-        uses_1h = uses_1h or top.get("ttl") == "1h"
-    return Latches(frozenset(b for b in betas if b in latchable), uses_1h, uses_global)
+    if not breakpoints and not isinstance(top, Mapping):
+        return Latches(latched)
+    uses_1h = any(b.ttl == "1h" for b in breakpoints) or (isinstance(top, Mapping) and top.get("ttl") == "1h")
+    uses_global = any(b.global_scope for b in breakpoints)
+    return Latches(latched, uses_1h, uses_global)
 
 
 def merged_betas(client_betas: list[str], latched: frozenset[str]) -> list[str]:

@@ -15,7 +15,8 @@ Applied in this order (each step only when needed; an untouched body keeps the c
 4. At most 4 breakpoints: when a client sends more, the ones protecting the longest prefixes are
    kept (and ``scope: "global"`` ones first), and the dropped ones are logged, instead of a 400.
 5. ``GATEWAY_AUTO_CACHE=1``: a request carrying no breakpoint at all gets two: at the end of
-   tools+system and on the last block of the last user message.
+   tools+system and on the last block of the last user message (with the 1-hour TTL when the
+   session's latch says so).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ log = logging.getLogger("switchyard.cache")
 
 _CCH: Final = re.compile(r"cch=[0-9a-fA-F]+;")
 EPHEMERAL: Final = {"type": "ephemeral"}
+ONE_HOUR: Final = {"type": "ephemeral", "ttl": "1h"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,29 +53,40 @@ class Normalised:
     notes: list[str] = field(default_factory=list)
 
 
-def _controls(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every block carrying a cache_control, in prefix order (tools, system, messages, nested)."""
+def _controls(payload: dict[str, Any], *, outer_first: bool = False) -> list[dict[str, Any]]:
+    """Every block carrying a cache_control (tools, system, messages and blocks nested in them, such
+    as ``tool_result`` content), in prefix order: a nested block's prefix ends inside the block
+    holding it, so it comes first. ``outer_first`` lists a block before its nested ones instead,
+    the other order an upstream may check TTLs in."""
     found: list[dict[str, Any]] = []
-    for section in ("tools", "system"):
-        items = payload.get(section)
-        if isinstance(items, list):
-            found.extend(b for b in items if isinstance(b, dict) and isinstance(b.get("cache_control"), dict))
+
+    def visit(block: Any) -> None:
+        if not isinstance(block, dict):
+            return
+        marked = isinstance(block.get("cache_control"), dict)
+        if marked and outer_first:
+            found.append(block)
+        nested = block.get("content")
+        if isinstance(nested, list):
+            for item in nested:
+                visit(item)
+        if marked and not outer_first:
+            found.append(block)
+
+    tools = payload.get("tools")
+    if isinstance(tools, list):
+        found.extend(t for t in tools if isinstance(t, dict) and isinstance(t.get("cache_control"), dict))
+    system = payload.get("system")
+    if isinstance(system, list):
+        for block in system:
+            visit(block)
     messages = payload.get("messages")
     if isinstance(messages, list):
         for message in messages:
             content = message.get("content") if isinstance(message, dict) else None
-            if not isinstance(content, list):
-                continue
-            for block in content:
-                if not isinstance(block, dict):
-                    continue
-                nested = block.get("content")
-                if isinstance(nested, list):
-                    found.extend(
-                        b for b in nested if isinstance(b, dict) and isinstance(b.get("cache_control"), dict)
-                    )
-                if isinstance(block.get("cache_control"), dict):
-                    found.append(block)
+            if isinstance(content, list):
+                for block in content:
+                    visit(block)
     return found
 
 
@@ -81,12 +94,14 @@ def normalise(payload: Mapping[str, Any], rules: CacheRules, latches: Latches) -
     result = Normalised(copy.deepcopy(dict(payload)))
     body = result.payload
     _billing(body, rules, result)
-    controls = _controls(body)
-    _scope(controls, rules, latches, result)
-    _ttl(controls, latches, result)
+    # the top-level (automatic caching) marker marks the prompt's last block: it comes last
+    top = [body] if isinstance(body.get("cache_control"), dict) else []
+    marked = [*_controls(body), *top]
+    _scope(marked, rules, latches, result)
+    _ttl(marked, [*_controls(body, outer_first=True), *top], latches, result)
     _limit(result)
-    if rules.auto_cache and not controls and body.get("cache_control") is None:
-        _auto_cache(body, result)
+    if rules.auto_cache and not marked:
+        _auto_cache(body, result, ONE_HOUR if latches.ttl_1h else EPHEMERAL)
     return result
 
 
@@ -107,15 +122,20 @@ def _scope(controls: list[dict[str, Any]], rules: CacheRules, latches: Latches, 
     allowed = rules.provider == "anthropic" and latches.global_scope is not False
     if allowed:
         return
+    removed = False
     for block in controls:
         control = block["cache_control"]
         if "scope" in control:
             block["cache_control"] = {k: v for k, v in control.items() if k != "scope"}
-            result.changed = True
-            result.notes.append("scope removed")
+            removed = True
+    if removed:
+        result.changed = True
+        result.notes.append("scope removed")
 
 
-def _ttl(controls: list[dict[str, Any]], latches: Latches, result: Normalised) -> None:
+def _ttl(
+    controls: list[dict[str, Any]], outer_first: list[dict[str, Any]], latches: Latches, result: Normalised
+) -> None:
     if latches.ttl_1h is not None:
         for block in controls:
             control = block["cache_control"]
@@ -125,13 +145,22 @@ def _ttl(controls: list[dict[str, Any]], latches: Latches, result: Normalised) -
             elif not latches.ttl_1h and control.get("ttl") == "1h":
                 block["cache_control"] = {k: v for k, v in control.items() if k != "ttl"}
                 result.changed = True
-    # 1h entries must precede 5m ones: upgrade any 5m breakpoint that comes before a 1h one
-    last_1h = max((i for i, b in enumerate(controls) if b["cache_control"].get("ttl") == "1h"), default=-1)
-    for block in controls[: max(last_1h, 0)]:
-        if block["cache_control"].get("ttl") != "1h":
-            block["cache_control"] = _with_ttl(block["cache_control"], "1h")
-            result.changed = True
-            result.notes.append("5m breakpoint before a 1h one upgraded")
+    # 1h entries must precede 5m ones: upgrade any 5m breakpoint that comes before a 1h one, in
+    # prefix order and with blocks before their nested ones (the two orders differ only inside a
+    # block whose nested content is marked too), until both hold; upgrades only add 1h entries,
+    # so this ends
+    upgraded, again = False, True
+    while again:
+        again = False
+        for order in (controls, outer_first):
+            last = max((i for i, b in enumerate(order) if b["cache_control"].get("ttl") == "1h"), default=-1)
+            for block in order[: max(last, 0)]:
+                if block["cache_control"].get("ttl") != "1h":
+                    block["cache_control"] = _with_ttl(block["cache_control"], "1h")
+                    upgraded = again = True
+    if upgraded:
+        result.changed = True
+        result.notes.append("5m breakpoint before a 1h one upgraded")
 
 
 def _with_ttl(control: Mapping[str, Any], ttl: str) -> dict[str, Any]:
@@ -152,18 +181,18 @@ def _limit(result: Normalised) -> None:
     log.info("more than 4 cache breakpoints: dropped %s", dropped)
 
 
-def _auto_cache(body: dict[str, Any], result: Normalised) -> None:
+def _auto_cache(body: dict[str, Any], result: Normalised, control: Mapping[str, str]) -> None:
     placed = False
     system = body.get("system")
     tools = body.get("tools")
     if isinstance(system, str) and system:
-        body["system"] = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]
+        body["system"] = [{"type": "text", "text": system, "cache_control": dict(control)}]
         placed = True
     elif isinstance(system, list) and system and isinstance(system[-1], dict):
-        system[-1] = {**system[-1], "cache_control": dict(EPHEMERAL)}
+        system[-1] = {**system[-1], "cache_control": dict(control)}
         placed = True
     elif isinstance(tools, list) and tools and isinstance(tools[-1], dict):
-        tools[-1] = {**tools[-1], "cache_control": dict(EPHEMERAL)}
+        tools[-1] = {**tools[-1], "cache_control": dict(control)}
         placed = True
     messages = body.get("messages")
     if isinstance(messages, list):
@@ -175,7 +204,7 @@ def _auto_cache(body: dict[str, Any], result: Normalised) -> None:
             if isinstance(content, str):
                 content = [{"type": "text", "text": content}]
             if isinstance(content, list) and content and isinstance(content[-1], dict):
-                content = [*content[:-1], {**content[-1], "cache_control": dict(EPHEMERAL)}]
+                content = [*content[:-1], {**content[-1], "cache_control": dict(control)}]
                 messages[index] = {**message, "content": content}
                 placed = True
             break

@@ -4,10 +4,12 @@ break detection after it.
 ``before`` runs for every Messages request: it finds the session (no session id means no
 latching), merges the request into the session's latches, applies them (latched betas go back into
 ``anthropic-beta``; the TTL and scope eligibilities shape ``cache_control``), normalises cache
-markers for the upstream and hashes the prefix. Nothing in the body changes unless a rule had to
-change it, so an unchanged prefix stays byte-identical turn after turn. ``after`` compares the
-upstream's cache reads with what the session's unchanged prefix should have earned, classifies a
-break, counts it and writes one structured log line.
+markers for the upstream and hashes the prefix as sent (with the cache-key betas actually sent).
+Nothing in the body changes unless a rule had to change it, so an unchanged prefix stays
+byte-identical turn after turn. ``after`` compares the upstream's cache reads with what the
+session's unchanged prefix should have earned, classifies a break, counts it, writes one structured
+log line and records the request as the session's last one (unless it failed or carried no
+breakpoint: a side call leaves the session's cached prefix, and its record, alone).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class CacheContext:
     previous: PreviousRequest | None
     latches: Latches
     notes: tuple[str, ...]
+    at: float  # when ``before`` ran (wall-clock seconds of the pipeline's clock)
 
 
 def build_store(settings: Settings, on_error: Callable[[], None]) -> SessionStore:
@@ -76,7 +79,7 @@ class CachePipeline:
             auto_cache=settings.auto_cache,
         )
         self._on_break = on_break
-        self._clock = clock
+        self.clock = clock  # wall-clock seconds; injectable so tests can move time
 
     @property
     def store(self) -> SessionStore:
@@ -85,13 +88,12 @@ class CachePipeline:
     async def before(self, client: ClientRequest) -> tuple[ClientRequest, CacheContext]:
         betas = parse_beta_header(v for k, v in client.headers if k.lower() == "anthropic-beta")
         session_id = session_id_of(client.headers, client.payload)
-        now = self._clock()
+        now = self.clock()
         latches = Latches()
         previous: PreviousRequest | None = None
         if session_id is not None:
             observed = observe(client.payload, betas, self._latchable)
-            hashes_for_store = prefix_hashes(client.payload, merged_betas(betas, observed.betas))
-            latches, previous = await self._store.begin(session_id, observed, hashes_for_store, now)
+            latches, previous = await self._store.begin(session_id, observed)
         result = normalise(client.payload, self._rules, latches)
         sent_betas = merged_betas(betas, latches.betas)
         updated = client
@@ -103,8 +105,8 @@ class CachePipeline:
             updated = ClientRequest(
                 updated.operation, updated.body, updated.payload, headers, updated.request_id
             )
-        hashes = prefix_hashes(updated.payload, sent_betas)
-        return updated, CacheContext(session_id, hashes, previous, latches, tuple(result.notes))
+        hashes = prefix_hashes(updated.payload, [b for b in sent_betas if b in self._latchable])
+        return updated, CacheContext(session_id, hashes, previous, latches, tuple(result.notes), now)
 
     def normalise_only(self, client: ClientRequest) -> ClientRequest:
         """count_tokens: the same cache_control rules, without touching the session's latches."""
@@ -115,7 +117,7 @@ class CachePipeline:
         """Classify a cache break (``None`` when there was none) and record the request's cache use."""
         if status != 200 or context.session_id is None:
             return None
-        now = self._clock()
+        now = self.clock()
         reason = classify(context.previous, context.hashes, usage, now)
         record: dict[str, Any] | None = None
         if reason is not None:
@@ -140,5 +142,7 @@ class CachePipeline:
                     ).decode()
                 )
         cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
-        self._store.finish(context.session_id, cached, record)
+        request = PreviousRequest(context.hashes, context.at, cached) if context.hashes.ttls else None
+        if request is not None or record is not None:
+            self._store.finish(context.session_id, request, record)
         return reason.value if reason is not None else None

@@ -1,15 +1,18 @@
 """Hashes of a request's cacheable prefix, segment by segment.
 
 The prompt cache keys on the exact prefix ``tools -> system -> messages`` (per model, and per the
-betas that change how the prompt is rendered). To explain a cache miss the gateway hashes each
-segment of every request and compares with the session's previous request: the first segment that
-differs is why the cache broke.
+betas that change how the prompt is rendered: the caller passes only those, the latchable ones).
+To explain a cache miss the gateway hashes each segment of every request and compares with the
+session's previous request: the first segment that differs is why the cache broke.
 
 * ``cache_control`` markers are left out of every hash: moving a breakpoint (Claude Code moves the
-  message breakpoint to the newest block every turn) does not change the prefix.
+  message breakpoint to the newest block every turn) does not change the prefix. (Only where the
+  system prompt splits into its static and dynamic parts, reported for diagnosis, follows its
+  first marker; whether the system prompt changed is decided on the whole of it.)
 * The leading ``x-anthropic-billing-header`` system block is left out too: it carries a per-request
   value in some client modes and is not part of what a cache hit depends on (see normalise.py for
   the upstreams where it would be).
+* A string system prompt or message content hashes as the single text block it stands for.
 * Messages are hashed cumulatively, so ``messages[i]`` is the hash of the whole history up to and
   including message ``i``.
 """
@@ -56,12 +59,21 @@ def is_billing_block(block: Any) -> bool:
 
 
 def system_blocks(payload: Mapping[str, Any]) -> list[Any]:
+    """The system prompt as blocks (a string is one text block), without the leading billing block."""
     system = payload.get("system")
     if isinstance(system, str):
-        return [{"type": "text", "text": system}]
+        return [{"type": "text", "text": system}] if system else []
     if not isinstance(system, list):
         return []
-    return [block for block in system if not is_billing_block(block)]
+    return system[1:] if system and is_billing_block(system[0]) else list(system)
+
+
+def _as_blocks(message: Any) -> Any:
+    """A message whose content is a string, as the single text block the API renders it as (the
+    automatic breakpoint turns the one it marks into that block)."""
+    if isinstance(message, Mapping) and isinstance(message.get("content"), str):
+        return {**message, "content": [{"type": "text", "text": message["content"]}]}
+    return message
 
 
 def _has_marker(block: Any) -> bool:
@@ -73,8 +85,9 @@ class PrefixHashes:
     model: str
     betas: str
     tools: str
-    system_static: str
-    system_dynamic: str
+    system: str  # the whole system prompt
+    system_static: str  # up to and including its first marked block
+    system_dynamic: str  # the rest
     messages: tuple[str, ...]
     ttls: tuple[str, ...]  # the ttl of every breakpoint, in prefix order
     first_message: str  # hash of messages[0] alone (a summary replacing history changes it)
@@ -94,6 +107,7 @@ class PrefixHashes:
             "model": self.model,
             "betas": self.betas,
             "tools": self.tools,
+            "system": self.system,
             "system_static": self.system_static,
             "system_dynamic": self.system_dynamic,
             "messages": len(self.messages),
@@ -118,7 +132,7 @@ def prefix_hashes(payload: Mapping[str, Any], betas: Iterable[str]) -> PrefixHas
     first = ""
     if isinstance(messages, list):
         for index, message in enumerate(messages):
-            encoded = canonical(message)
+            encoded = canonical(_as_blocks(message))
             running = _digest(running, encoded).encode()
             history.append(running.decode())
             if index == 0:
@@ -128,6 +142,7 @@ def prefix_hashes(payload: Mapping[str, Any], betas: Iterable[str]) -> PrefixHas
         model=model if isinstance(model, str) else "",
         betas=_digest(*(b.encode() for b in sorted(set(betas)))),
         tools=_digest(canonical(tools if isinstance(tools, list) else [])),
+        system=_digest(canonical(blocks)),
         system_static=_digest(canonical(blocks[:split])),
         system_dynamic=_digest(canonical(blocks[split:])),
         messages=tuple(history),

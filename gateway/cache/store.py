@@ -1,10 +1,13 @@
 """Where session latches and the last request's prefix live: in memory, or in Redis for fleets.
 
-``begin`` is the one call per request: it merges what this request observed into the session's
-latches (a set union for betas; the first request's choice for the eligibilities), swaps in this
-request's prefix hashes and returns the merged latches with the previous request's record. For
-Redis it is a single pipelined transaction (one round trip). ``finish`` records how many tokens the
-request left in the cache; for Redis that write is sent in the background, off the request's path.
+``begin`` is the one call per request on its path: it merges what this request observed into the
+session's latches (a set union for betas; the first decided choice for the eligibilities) and
+returns the merged latches with the record of the session's last request. For Redis it is a single
+pipelined transaction (one round trip). ``finish`` records what the request sent upstream (the
+prefix hashes of the body after normalisation, with the betas actually sent) and how many tokens
+it left in the cache, so the next request is compared with what the upstream really saw; a request
+without breakpoints (a side call) or that failed leaves the record alone. For Redis that write is
+sent in the background, off the request's path.
 
 The Redis store keeps an in-memory view of every session it has seen. If Redis is down or slow,
 requests keep flowing on that view (the failure is logged and counted, and Redis is not asked again
@@ -18,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.cache.breaks import PreviousRequest
@@ -52,15 +56,16 @@ def _merge(current: Latches, observed: Latches) -> Latches:
 
 class SessionStore(ABC):
     @abstractmethod
-    async def begin(
-        self, session_id: str, observed: Latches, hashes: PrefixHashes, now: float
-    ) -> tuple[Latches, PreviousRequest | None]:
-        """Merge ``observed`` into the session's latches, record ``hashes``; return the merged
-        latches and the previous request's record."""
+    async def begin(self, session_id: str, observed: Latches) -> tuple[Latches, PreviousRequest | None]:
+        """Merge ``observed`` into the session's latches; return the merged latches and the
+        record of the session's last request."""
 
     @abstractmethod
-    def finish(self, session_id: str, cached: int, break_record: dict[str, Any] | None) -> None:
-        """Record what the request left in the cache (and its cache break, if any)."""
+    def finish(
+        self, session_id: str, request: PreviousRequest | None, break_record: dict[str, Any] | None
+    ) -> None:
+        """Record what the request sent and left in the cache (``None``: keep the previous
+        record), and its cache break, if any."""
 
     @abstractmethod
     def view(self, session_id: str) -> SessionView | None:
@@ -101,14 +106,10 @@ class MemorySessionStore(SessionStore):
         view.touched = now
         return view
 
-    def merge(
-        self, session_id: str, observed: Latches, hashes: PrefixHashes, now: float
-    ) -> tuple[Latches, PreviousRequest | None]:
+    def merge(self, session_id: str, observed: Latches) -> tuple[Latches, PreviousRequest | None]:
         view = self._get(session_id)
         view.latches = _merge(view.latches, observed)
-        previous = view.previous
-        view.previous = PreviousRequest(hashes, now, None)
-        return view.latches, previous
+        return view.latches, view.previous
 
     def adopt(self, session_id: str, latches: Latches, previous: PreviousRequest | None) -> None:
         """Take what the shared store knows (it wins: it has seen every replica's requests)."""
@@ -117,17 +118,17 @@ class MemorySessionStore(SessionStore):
         if previous is not None:
             view.previous = previous
 
-    async def begin(
-        self, session_id: str, observed: Latches, hashes: PrefixHashes, now: float
-    ) -> tuple[Latches, PreviousRequest | None]:
-        return self.merge(session_id, observed, hashes, now)
+    async def begin(self, session_id: str, observed: Latches) -> tuple[Latches, PreviousRequest | None]:
+        return self.merge(session_id, observed)
 
-    def finish(self, session_id: str, cached: int, break_record: dict[str, Any] | None) -> None:
+    def finish(
+        self, session_id: str, request: PreviousRequest | None, break_record: dict[str, Any] | None
+    ) -> None:
         view = self._sessions.get(session_id)
         if view is None:
             return
-        if view.previous is not None:
-            view.previous = replace(view.previous, cached=cached)
+        if request is not None:
+            view.previous = request
         if break_record is not None:
             view.recent_breaks.append(break_record)
 
@@ -136,6 +137,31 @@ class MemorySessionStore(SessionStore):
         if view is None or self._clock() - view.touched > self._idle_s:
             return None
         return view
+
+
+def _stored_latches(members: set[bytes], fields: list[bytes | None]) -> Latches:
+    """Latches from a session's Redis beta set and ``HMGET ttl_1h global ...`` fields."""
+    return Latches(
+        betas=frozenset(m.decode() for m in members),
+        ttl_1h=None if fields[0] is None else fields[0] == b"1",
+        global_scope=None if fields[1] is None else fields[1] == b"1",
+    )
+
+
+def _stored_request(fields: list[bytes | None]) -> PreviousRequest | None:
+    """The last request's record from ``HMGET ... prefix at cached``; an unreadable one (written
+    by another version, or damaged) counts as none rather than failing the request."""
+    prefix, at, cached = fields[2:5]
+    if prefix is None:
+        return None
+    try:
+        count = -1 if cached is None else int(cached)
+        return PreviousRequest(
+            PrefixHashes.from_json(prefix), float(at or 0.0), count if count >= 0 else None
+        )
+    except (ValueError, TypeError, KeyError) as exc:
+        log.warning("unreadable session record in Redis (%s: %s); ignoring it", type(exc).__name__, exc)
+        return None
 
 
 class RedisSessionStore(SessionStore):
@@ -154,12 +180,21 @@ class RedisSessionStore(SessionStore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         import redis.asyncio as redis_asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
 
+        # one immediate retry on a fresh connection: after a Redis restart every pooled connection
+        # is dead, and the first command on each must not count as an outage (nor start a back-off)
         self._redis = redis_asyncio.Redis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry_on_timeout=False
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=[RedisConnectionError],
         )
         self._local = local
-        self._idle_s = int(idle_s)
+        self._idle_s = max(1, math.ceil(idle_s))  # EXPIRE takes whole seconds (0 would delete)
         self._timeout_s = timeout_s
         self._on_error = on_error
         self._clock = clock
@@ -173,6 +208,8 @@ class RedisSessionStore(SessionStore):
 
     def _failed(self, action: str, exc: BaseException) -> None:
         self._on_error()
+        if not self._available():
+            return  # a concurrent call already failed and started this back-off: don't escalate
         self._down_until = time.monotonic() + self._backoff
         log.warning(
             "session store unavailable (%s: %s); serving from memory, retrying in %.1fs",
@@ -185,11 +222,9 @@ class RedisSessionStore(SessionStore):
     def _available(self) -> bool:
         return time.monotonic() >= self._down_until
 
-    async def begin(
-        self, session_id: str, observed: Latches, hashes: PrefixHashes, now: float
-    ) -> tuple[Latches, PreviousRequest | None]:
+    async def begin(self, session_id: str, observed: Latches) -> tuple[Latches, PreviousRequest | None]:
         # the local view first: it is the answer whenever Redis cannot give one
-        local_latches, local_previous = self._local.merge(session_id, observed, hashes, now)
+        local_latches, local_previous = self._local.merge(session_id, observed)
         if not self._available():
             return local_latches, local_previous
         key, betas_key = self._keys(session_id)
@@ -204,7 +239,6 @@ class RedisSessionStore(SessionStore):
                 if local_latches.global_scope is not None:
                     pipe.hsetnx(key, "global", int(local_latches.global_scope))
                 pipe.hmget(key, "ttl_1h", "global", "prefix", "at", "cached")
-                pipe.hset(key, mapping={"prefix": hashes.to_json(), "at": repr(now), "cached": -1})
                 pipe.expire(key, self._idle_s)
                 pipe.expire(betas_key, self._idle_s)
                 replies = await pipe.execute()
@@ -213,35 +247,34 @@ class RedisSessionStore(SessionStore):
             return local_latches, local_previous
         self._backoff = 0.5
         offset = 1 if local_latches.betas else 0
-        members: set[bytes] = replies[offset]
-        fields = replies[-4]
-        latches = Latches(
-            betas=frozenset(m.decode() for m in members),
-            ttl_1h=None if fields[0] is None else fields[0] == b"1",
-            global_scope=None if fields[1] is None else fields[1] == b"1",
-        )
-        previous = None
-        if fields[2] is not None:
-            cached = int(fields[4]) if fields[4] is not None else -1
-            previous = PreviousRequest(
-                PrefixHashes.from_json(fields[2]), float(fields[3] or 0.0), cached if cached >= 0 else None
-            )
-        self._local.adopt(session_id, latches, None)
-        return _merge(latches, local_latches), previous
+        latches = _stored_latches(replies[offset], replies[-3])
+        previous = _stored_request(replies[-3])
+        self._local.adopt(session_id, latches, previous)
+        # a Redis that lost the session (restarted, flushed) knows no previous request: ours stands
+        return _merge(latches, local_latches), previous if previous is not None else local_previous
 
-    def finish(self, session_id: str, cached: int, break_record: dict[str, Any] | None) -> None:
-        self._local.finish(session_id, cached, break_record)
-        if not self._available():
+    def finish(
+        self, session_id: str, request: PreviousRequest | None, break_record: dict[str, Any] | None
+    ) -> None:
+        self._local.finish(session_id, request, break_record)
+        if request is None or not self._available():
             return
         key, _ = self._keys(session_id)
-        task = asyncio.get_running_loop().create_task(self._write_cached(key, cached))
+        task = asyncio.get_running_loop().create_task(self._write_request(key, request))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _write_cached(self, key: str, cached: int) -> None:
+    async def _write_request(self, key: str, request: PreviousRequest) -> None:
+        cached = -1 if request.cached is None else request.cached
         try:
             async with asyncio.timeout(self._timeout_s * 2):
-                await self._redis.hset(key, "cached", cached)
+                pipe = self._redis.pipeline(transaction=True)
+                pipe.hset(
+                    key,
+                    mapping={"prefix": request.hashes.to_json(), "at": repr(request.at), "cached": cached},
+                )
+                pipe.expire(key, self._idle_s)
+                await pipe.execute()
         except Exception as exc:
             self._failed("finish", exc)
 
@@ -249,7 +282,14 @@ class RedisSessionStore(SessionStore):
         return self._local.view(session_id)
 
     async def describe(self, session_id: str) -> SessionView | None:
-        view = self._local.view(session_id) or SessionView()
+        local = self._local.view(session_id)
+        view = (
+            SessionView()
+            if local is None
+            else SessionView(
+                local.latches, local.previous, deque(local.recent_breaks, maxlen=RECENT_BREAKS), local.touched
+            )
+        )
         if self._available():
             key, betas_key = self._keys(session_id)
             try:
@@ -261,23 +301,9 @@ class RedisSessionStore(SessionStore):
             except Exception as exc:
                 self._failed("describe", exc)
             else:
-                if members or fields[2] is not None:
-                    view.latches = _merge(
-                        Latches(
-                            frozenset(m.decode() for m in members),
-                            None if fields[0] is None else fields[0] == b"1",
-                            None if fields[1] is None else fields[1] == b"1",
-                        ),
-                        view.latches,
-                    )
-                    if fields[2] is not None:
-                        cached = int(fields[4]) if fields[4] is not None else -1
-                        view.previous = PreviousRequest(
-                            PrefixHashes.from_json(fields[2]),
-                            float(fields[3] or 0.0),
-                            cached if cached >= 0 else None,
-                        )
-        if view.previous is None and not view.latches.betas and view.latches.ttl_1h is None:
+                view.latches = _merge(_stored_latches(members, fields), view.latches)
+                view.previous = _stored_request(fields) or view.previous
+        if view.previous is None and view.latches == Latches():
             return None
         return view
 

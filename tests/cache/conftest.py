@@ -1,0 +1,397 @@
+"""Helpers for the cache-aware pipeline tests: Claude Code turns from the captured fixtures, a
+gateway+emulator stack per provider whose clocks the test moves, and a throwaway redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from gateway.cache.pipeline import CachePipeline
+from gateway.config import Settings
+from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.emulator.clock import ManualClock
+from gateway.emulator.recorder import RecordedRequest
+from gateway.metrics import GatewayMetrics
+from gateway.server import Gateway, create_app
+from gateway.service import RunningServer, running
+from tests.conformance.conftest import FIRST_PARTY_KEY, GATEWAY_KEY
+from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
+from tests.providers.foundry_harness import foundry_upstream
+from tests.providers.vertex_harness import vertex_upstream
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real-clients"
+TOOL_BASH = ["015_cc_tool_bash_turn1", "016_cc_tool_bash_turn2", "017_cc_tool_bash_turn3"]
+SKIPPED_HEADERS = frozenset({"host", "content-length", "connection", "accept-encoding"})
+SESSION_HEADER = "X-Claude-Code-Session-Id"
+
+
+# -- Claude Code turns ----------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One captured request: headers in wire order and the body, editable before it is sent."""
+
+    headers: list[tuple[str, str]]
+    body: dict[str, Any]
+    path: str = "/v1/messages?beta=true"
+
+    @classmethod
+    def load(cls, name: str) -> Turn:
+        fixture = json.loads((FIXTURES / f"{name}.json").read_text())
+        headers = [(k, v) for k, v in fixture["headers"] if k.lower() not in SKIPPED_HEADERS]
+        return cls(headers, fixture["body"], fixture["raw_path"])
+
+    def copy(self) -> Turn:
+        return Turn(list(self.headers), copy.deepcopy(self.body), self.path)
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    def set_header(self, name: str, value: str | None) -> Turn:
+        self.headers = [(k, v) for k, v in self.headers if k.lower() != name.lower()]
+        if value is not None:
+            self.headers.append((name, value))
+        return self
+
+    @property
+    def betas(self) -> list[str]:
+        value = self.header("anthropic-beta")
+        return [] if value is None else value.split(",")
+
+    def without_betas(self, *names: str) -> Turn:
+        kept = [b for b in self.betas if b not in names]
+        return self.set_header("anthropic-beta", ",".join(kept) if kept else None)
+
+    def with_session(self, session_id: str | None) -> Turn:
+        """The turn as another session sends it (``None``: no session id anywhere)."""
+        self.set_header(SESSION_HEADER, session_id)
+        metadata = self.body.get("metadata")
+        if isinstance(metadata, dict):
+            if session_id is None:
+                del self.body["metadata"]
+            else:
+                user = json.loads(metadata["user_id"])
+                metadata["user_id"] = json.dumps({**user, "session_id": session_id}, separators=(",", ":"))
+        return self
+
+    def markers(self) -> list[dict[str, Any]]:
+        """Every block-level cache_control of the body, in prefix order (nested ones too)."""
+        return [block["cache_control"] for block in marked_blocks(self.body)]
+
+    def strip_markers(self) -> Turn:
+        for block in marked_blocks(self.body):
+            del block["cache_control"]
+        return self
+
+    def fold_system_messages(self) -> Turn:
+        """The turn as Claude Code sends it where ``mid-conversation-system`` is not offered
+        (Bedrock): role ``system`` messages become ``<system-reminder>`` blocks at the start of
+        ``messages[0]`` and the beta is not sent."""
+        messages = self.body["messages"]
+        texts = [m["content"] for m in messages if m["role"] == "system"]
+        self.body["messages"] = [m for m in messages if m["role"] != "system"]
+        first = self.body["messages"][0]
+        reminders = [{"type": "text", "text": f"<system-reminder>\n{t}\n</system-reminder>"} for t in texts]
+        first["content"] = [*reminders, *first["content"]]
+        return self.without_betas("mid-conversation-system-2026-04-07")
+
+    def wire(self) -> bytes:
+        return json.dumps(self.body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def marked_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+
+    def visit(block: Any) -> None:
+        if isinstance(block, dict):
+            nested = block.get("content")
+            for sub in nested if isinstance(nested, list) else []:
+                visit(sub)
+            if isinstance(block.get("cache_control"), dict):
+                found.append(block)
+
+    for section in ("tools", "system"):
+        items = body.get(section)
+        for block in items if isinstance(items, list) else []:
+            visit(block)
+    for message in body.get("messages", []):
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            visit(block)
+    return found
+
+
+def claude_code_session(session_id: str, *, cloud: bool = False) -> list[Turn]:
+    """Turns 1-3 of the captured Claude Code tool session, re-labelled as ``session_id``."""
+    turns = [Turn.load(name).with_session(session_id) for name in TOOL_BASH]
+    return [t.fold_system_messages() for t in turns] if cloud else turns
+
+
+def strip_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_markers(v) for v in value]
+    return value
+
+
+def ordered_bytes(value: Any) -> bytes:
+    """``value`` serialised in its own key order (json.loads keeps the wire order)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """``message_start`` usage of an SSE answer (or ``usage`` of a JSON one)."""
+        if self.body.startswith(b"{"):
+            return orjson.loads(self.body)["usage"]  # type: ignore[no-any-return]
+        for line in self.body.split(b"\n"):
+            if line.startswith(b"data: ") and b'"message_start"' in line:
+                return orjson.loads(line[6:])["message"]["usage"]  # type: ignore[no-any-return]
+        raise AssertionError(f"no message_start in {self.body[:300]!r}")
+
+    @property
+    def cached(self) -> int:
+        usage = self.usage
+        return int(usage["cache_read_input_tokens"]) + int(usage["cache_creation_input_tokens"])
+
+    @property
+    def read(self) -> int:
+        return int(self.usage["cache_read_input_tokens"])
+
+
+async def post(
+    http: aiohttp.ClientSession, base_url: str, turn: Turn, *, key: str | None = GATEWAY_KEY
+) -> Answer:
+    headers = [(k, v) for k, v in turn.headers if k.lower() not in ("x-api-key", "authorization")]
+    if key is not None:
+        headers.append(("x-api-key", key))
+    async with http.post(base_url + turn.path, data=turn.wire(), headers=headers) as response:
+        return Answer(response.status, await response.read(), dict(response.headers))
+
+
+# -- a gateway and an emulator on a manual clock ---------------------------------------------------
+
+
+def pipeline_of(app: web.Application) -> CachePipeline:
+    """The cache pipeline of the gateway ``create_app`` built (found through its routes)."""
+    for route in app.router.routes():
+        owner = getattr(route.handler, "__self__", None)
+        if isinstance(owner, Gateway):
+            return owner.cache
+    raise LookupError("no Gateway behind this app")
+
+
+@dataclass
+class CacheStack:
+    provider: str
+    gateway: RunningServer
+    app: web.Application
+    emulator: RunningEmulator
+    metrics: GatewayMetrics
+    clock: ManualClock
+    http: aiohttp.ClientSession
+
+    @property
+    def base_url(self) -> str:
+        return self.gateway.base_url
+
+    async def send(self, turn: Turn, *, key: str | None = GATEWAY_KEY) -> Answer:
+        return await post(self.http, self.base_url, turn, key=key)
+
+    async def session(self, session_id: str, *, key: str | None = GATEWAY_KEY) -> tuple[int, Any]:
+        headers = {"x-api-key": key} if key is not None else {}
+        async with self.http.get(f"{self.base_url}/v1/sessions/{session_id}", headers=headers) as response:
+            return response.status, await response.json(content_type=None)
+
+    def model_requests(self) -> list[RecordedRequest]:
+        """Upstream requests that reached a model endpoint (not token endpoints)."""
+        return [r for r in self.emulator.requests if r.method == "POST" and "/token" not in r.path]
+
+    def breaks(self) -> dict[str, float]:
+        return cache_breaks(self.metrics, self.provider)
+
+    def advance(self, seconds: float) -> None:
+        """Move the emulator's and the gateway's clocks together."""
+        self.clock.advance(seconds)
+
+
+def cache_breaks(metrics: GatewayMetrics, provider: str) -> dict[str, float]:
+    """Non-zero ``gateway_cache_breaks_total`` samples of ``provider``, by reason."""
+    found: dict[str, float] = {}
+    for family in metrics.registry.collect():
+        if family.name != "gateway_cache_breaks":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels["provider"] == provider and sample.value:
+                found[sample.labels["reason"]] = sample.value
+    return found
+
+
+def upstream_betas(request: RecordedRequest) -> list[str]:
+    """The betas an upstream request carried: the header, or Bedrock's ``anthropic_beta`` body field."""
+    header = request.header("anthropic-beta")
+    if header is not None:
+        return [b.strip() for b in header.split(",") if b.strip()]
+    body = request.json()
+    return list(body.get("anthropic_beta", [])) if isinstance(body, dict) else []
+
+
+@contextlib.asynccontextmanager
+async def clocked_upstream(
+    provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: ManualClock
+) -> AsyncIterator[tuple[dict[str, str], RunningEmulator]]:
+    """``tests.conformance.conftest.upstream_env`` with the emulator on ``clock`` (its prompt
+    cache TTLs follow it)."""
+    if provider == "anthropic":
+        config = EmulatorConfig(api_keys=frozenset({FIRST_PARTY_KEY}), clock=clock)
+        async with run_emulator(config) as emulator:
+            yield {"ANTHROPIC_API_KEY": FIRST_PARTY_KEY, "ANTHROPIC_BASE_URL": emulator.base_url}, emulator
+    elif provider == "bedrock":
+        async with bedrock_upstream(tmp_path, config=EmulatorConfig(clock=clock)) as (env, emulator):
+            apply_aws_env(monkeypatch, env)
+            yield env, emulator
+    elif provider == "vertex":
+        async with vertex_upstream(tmp_path, monkeypatch, clock=clock) as (env, emulator):
+            yield env, emulator
+    else:
+        async with foundry_upstream(tmp_path, clock=clock) as (env, emulator):
+            yield env, emulator
+
+
+@contextlib.asynccontextmanager
+async def cache_stack(
+    provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **settings: str
+) -> AsyncIterator[CacheStack]:
+    """A gateway (built by the provider factory, as ``provider_stack`` does) in front of
+    ``provider``'s emulator; the emulator's clock and the gateway's cache clock are one
+    ``ManualClock`` starting now."""
+    clock = ManualClock(time.time())
+    async with clocked_upstream(provider, tmp_path, monkeypatch, clock) as (env, emulator):
+        config = Settings.from_environ(
+            {"GATEWAY_API_KEYS": GATEWAY_KEY, "GATEWAY_MAX_RETRIES": "0", **env, **settings}
+        )
+        assert config.provider.value == provider
+        metrics = GatewayMetrics()
+        app = create_app(config, metrics=metrics)
+        pipeline_of(app).clock = clock.time
+        async with running(app, "127.0.0.1", 0) as gateway, aiohttp.ClientSession() as http:
+            yield CacheStack(provider, gateway, app, emulator, metrics, clock, http)
+
+
+# -- redis-server ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RedisServer:
+    """A redis-server on a loopback port, without persistence; ``stop``/``start`` keep the port."""
+
+    binary: str
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        assert self.process is None
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--bind",
+                "127.0.0.1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2) as sock,
+            ):
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        """Terminate the server (SIGTERM) and wait for it to exit."""
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        self.process = None
+
+    def client(self) -> Any:
+        import redis.asyncio
+
+        return redis.asyncio.Redis.from_url(self.url)
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip(
+            "redis-server is not installed (apt-get install redis-server; CI installs it via .ci/run)"
+        )
+    server = RedisServer(binary)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def until(predicate: Any, timeout_s: float = 5.0) -> None:
+    """Wait (polling every 10 ms) until ``await predicate()`` is true."""
+    deadline = time.monotonic() + timeout_s
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
