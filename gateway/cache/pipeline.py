@@ -127,6 +127,7 @@ class CachePipeline:
                 "reason": reason.value,
                 "cache_read_input_tokens": usage.cache_read_input_tokens,
                 "expected": context.previous.cached if context.previous else None,
+                "upstream_reason": usage.cache_miss_reason,
             }
             if reason is not BreakReason.FIRST_REQUEST:
                 log.info(
@@ -138,6 +139,7 @@ class CachePipeline:
                             "reason": reason.value,
                             "cache_read_input_tokens": usage.cache_read_input_tokens,
                             "expected_cache_read": record["expected"],
+                            "upstream_cache_miss_reason": usage.cache_miss_reason,
                         }
                     ).decode()
                 )

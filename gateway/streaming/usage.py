@@ -25,6 +25,7 @@ class Usage:
     cache_read_input_tokens: int = 0
     cache_write_5m_tokens: int = 0
     cache_write_1h_tokens: int = 0
+    cache_miss_reason: str | None = None  # the upstream's own diagnostics.cache_miss_reason, if sent
 
     @property
     def cache_creation_input_tokens(self) -> int:
@@ -77,8 +78,19 @@ def usage_from_message(body: bytes) -> tuple[Usage, str | None]:
     reported = message.get("usage")
     if isinstance(reported, Mapping):
         usage.update(reported)
+    usage.cache_miss_reason = miss_reason(message)
     stop = message.get("stop_reason")
     return usage, stop if isinstance(stop, str) else None
+
+
+def miss_reason(message: Mapping[str, Any]) -> str | None:
+    """``diagnostics.cache_miss_reason`` of a Message (sent when the request asked for it)."""
+    diagnostics = message.get("diagnostics")
+    if isinstance(diagnostics, Mapping):
+        reason = diagnostics.get("cache_miss_reason")
+        if isinstance(reason, str) and reason:
+            return reason
+    return None
 
 
 _CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delta"})
@@ -124,8 +136,10 @@ class StreamObserver:
             elif name == "message_start":
                 self.message_started = True
                 message = _decode(event.data).get("message")
-                if isinstance(message, Mapping) and isinstance(message.get("usage"), Mapping):
-                    self.usage.update(message["usage"])
+                if isinstance(message, Mapping):
+                    if isinstance(message.get("usage"), Mapping):
+                        self.usage.update(message["usage"])
+                    self.usage.cache_miss_reason = miss_reason(message)
             elif name == "message_stop":
                 self.message_stopped = True
             elif name == "error":

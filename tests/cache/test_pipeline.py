@@ -129,3 +129,37 @@ async def test_failed_requests_are_not_recorded(turns: list[Turn]) -> None:
     view = harness.store.view(SESSION)
     assert view is not None and view.previous is not None
     assert len(view.previous.hashes.messages) == 2  # still turn 1
+
+
+async def test_the_upstreams_own_miss_reason_is_recorded_beside_ours(turns: list[Turn]) -> None:
+    harness = Harness()
+    await harness.turn(turns[0], read=0)
+    client = request(turns[1])
+    _, context = await harness.pipeline.before(client)
+    usage = Usage(
+        input_tokens=5,
+        cache_read_input_tokens=0,
+        cache_write_5m_tokens=100,
+        cache_miss_reason="previous_message_not_found",
+    )
+    reason = harness.pipeline.after(context, usage, 200, "anthropic")
+    assert reason == "unknown"  # nothing changed in the prefix: only the upstream knows why
+    view = harness.store.view(SESSION)
+    assert view is not None
+    assert view.recent_breaks[-1]["upstream_reason"] == "previous_message_not_found"
+
+
+def test_the_observer_reads_diagnostics() -> None:
+    from gateway.streaming.sse import encode_event
+    from gateway.streaming.usage import StreamObserver, usage_from_message
+
+    message = {
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+        "diagnostics": {"cache_miss_reason": "tools_changed"},
+    }
+    observer = StreamObserver()
+    observer.feed(encode_event("message_start", {"type": "message_start", "message": message}))
+    assert observer.usage.cache_miss_reason == "tools_changed"
+    import orjson
+
+    assert usage_from_message(orjson.dumps(message))[0].cache_miss_reason == "tools_changed"
