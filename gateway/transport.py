@@ -193,3 +193,36 @@ def open_upstream(base_url: str, settings: Settings) -> Upstream:
         proxy=proxy_for(base_url, settings),
         first_byte_timeout_s=settings.first_byte_timeout_s,
     )
+
+
+class UpstreamPool:
+    """A provider's one pooled upstream session: opened by ``start()``, closed by ``close()``."""
+
+    __slots__ = ("_upstream",)
+
+    def __init__(self) -> None:
+        self._upstream: Upstream | None = None
+
+    def open(self, base_url: str, settings: Settings) -> Upstream:
+        if self._upstream is None:
+            self._upstream = open_upstream(base_url, settings)
+        return self._upstream
+
+    async def close(self) -> None:
+        if self._upstream is not None:
+            await self._upstream.close()
+            self._upstream = None
+
+    @property
+    def upstream(self) -> Upstream | None:
+        return self._upstream
+
+    def require(self) -> Upstream:
+        if self._upstream is None:
+            raise RuntimeError("provider used before start()")
+        return self._upstream
+
+    @property
+    def proxy_label(self) -> str:
+        """For start-up logs: whether requests go through an egress proxy."""
+        return "yes" if self._upstream is not None and self._upstream.proxy else "no"

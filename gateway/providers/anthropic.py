@@ -12,7 +12,7 @@ from __future__ import annotations
 from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.providers.base import ClientRequest, Provider, UpstreamResponse
-from gateway.transport import HttpUpstreamResponse, Upstream, open_upstream
+from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
 
 
 class AnthropicProvider(Provider):
@@ -20,7 +20,7 @@ class AnthropicProvider(Provider):
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._upstream: Upstream | None = None
+        self._pool = UpstreamPool()
         if settings.anthropic_api_key is not None:
             self._auth: tuple[str, str] | None = ("x-api-key", settings.anthropic_api_key.get_secret_value())
             self._credential_source = "ANTHROPIC_API_KEY"
@@ -33,13 +33,10 @@ class AnthropicProvider(Provider):
             self._credential_source = "none"
 
     async def start(self) -> None:
-        if self._upstream is None:
-            self._upstream = open_upstream(self._settings.anthropic_base_url, self._settings)
+        self._pool.open(self._settings.anthropic_base_url, self._settings)
 
     async def close(self) -> None:
-        if self._upstream is not None:
-            await self._upstream.close()
-            self._upstream = None
+        await self._pool.close()
 
     def not_ready_reason(self) -> str | None:
         if self._auth is None:
@@ -47,12 +44,11 @@ class AnthropicProvider(Provider):
         return None
 
     def describe(self) -> dict[str, str]:
-        upstream = self._upstream
         return {
             "provider": self.name,
             "base_url": self._settings.anthropic_base_url,
             "credential_source": self._credential_source,
-            "proxy": "yes" if upstream is not None and upstream.proxy else "no",
+            "proxy": self._pool.proxy_label,
         }
 
     async def messages(self, request: ClientRequest) -> UpstreamResponse:
@@ -83,6 +79,4 @@ class AnthropicProvider(Provider):
         return [*headers, self._auth]
 
     def _connection(self) -> Upstream:
-        if self._upstream is None:
-            raise RuntimeError("provider used before start()")
-        return self._upstream
+        return self._pool.require()

@@ -41,7 +41,7 @@ from gateway.providers.bedrock_request import (
 from gateway.providers.betas import BetaPolicy
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.streaming.eventstream import EventStreamResponse, EventStreamToSSE
-from gateway.transport import Upstream, open_upstream
+from gateway.transport import Upstream, UpstreamPool
 
 log = logging.getLogger("switchyard.bedrock")
 
@@ -90,7 +90,7 @@ class BedrockProvider(Provider):
             if token is not None
             else SigV4ChainAuth(self._region, settings.aws_profile)
         )
-        self._upstream: Upstream | None = None
+        self._pool = UpstreamPool()
 
     @property
     def auth(self) -> BedrockAuth:
@@ -98,14 +98,11 @@ class BedrockProvider(Provider):
         return self._auth
 
     async def start(self) -> None:
-        if self._upstream is None:
-            self._upstream = open_upstream(self._base_url, self._settings)
+        self._pool.open(self._base_url, self._settings)
         await self._auth.start()
 
     async def close(self) -> None:
-        if self._upstream is not None:
-            await self._upstream.close()
-            self._upstream = None
+        await self._pool.close()
 
     def not_ready_reason(self) -> str | None:
         return self._auth.not_ready_reason()
@@ -115,13 +112,12 @@ class BedrockProvider(Provider):
         return await self._auth.reload()
 
     def describe(self) -> dict[str, str]:
-        upstream = self._upstream
         return {
             "provider": self.name,
             "region": self._region,
             "base_url": self._base_url,
             "credential_source": self._auth.source,
-            "proxy": "yes" if upstream is not None and upstream.proxy else "no",
+            "proxy": self._pool.proxy_label,
         }
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
@@ -226,9 +222,7 @@ class BedrockProvider(Provider):
         )
 
     def _connection(self) -> Upstream:
-        if self._upstream is None:
-            raise RuntimeError("provider used before start()")
-        return self._upstream
+        return self._pool.require()
 
 
 def _input_tokens(raw: bytes) -> int | None:

@@ -34,7 +34,7 @@ from gateway.providers.foundry_auth import (
 from gateway.providers.foundry_errors import foundry_error_response
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.providers.token_cache import TokenCache, TokenFetch
-from gateway.transport import HttpUpstreamResponse, Upstream, open_upstream
+from gateway.transport import HttpUpstreamResponse, UpstreamPool
 
 
 def foundry_base_url(settings: Settings) -> str | None:
@@ -73,7 +73,7 @@ class FoundryProvider(Provider):
         self._base_url = foundry_base_url(settings)
         self._resolver = resolver_for(settings)
         self._policy = BetaPolicy.from_settings(settings.beta_policy)
-        self._upstream: Upstream | None = None
+        self._pool = UpstreamPool()
         self._static_auth: list[tuple[str, str]] = []
         self._entra: EntraTokens | None = None
         self._needs_azure_identity = False
@@ -100,26 +100,22 @@ class FoundryProvider(Provider):
             raise ConfigError(
                 f"ANTHROPIC_FOUNDRY_API_KEY: not set, and Entra ID auth needs to {AZURE_IDENTITY_HINT}"
             )
-        if self._upstream is None:
-            self._upstream = open_upstream(self._base_url, self._settings)
+        self._pool.open(self._base_url, self._settings)
 
     async def close(self) -> None:
-        if self._upstream is not None:
-            await self._upstream.close()
-            self._upstream = None
+        await self._pool.close()
 
     def not_ready_reason(self) -> str | None:
-        if self._upstream is None:
+        if self._pool.upstream is None:
             return "Foundry provider not started"
         return None
 
     def describe(self) -> dict[str, str]:
-        upstream = self._upstream
         return {
             "provider": self.name,
             "base_url": self._base_url or "",
             "credential_source": self._credential_source,
-            "proxy": "yes" if upstream is not None and upstream.proxy else "no",
+            "proxy": self._pool.proxy_label,
         }
 
     async def refresh_credentials(self) -> bool:
@@ -145,14 +141,12 @@ class FoundryProvider(Provider):
         return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
 
     async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:
-        if self._upstream is None:
-            raise RuntimeError("provider used before start()")
         prepared = prepare(request, ProviderName.FOUNDRY, self._resolver, self._policy)
         auth = self._static_auth
         if self._entra is not None:
             auth = [("authorization", f"Bearer {await self._entra.bearer()}")]
         headers = foundry_headers(request.headers, prepared, auth)
-        response = await self._upstream.request(
+        response = await self._pool.require().request(
             "POST", path, headers=headers, body=prepared.body_bytes(request)
         )
         result: UpstreamResponse

@@ -36,7 +36,7 @@ from gateway.providers.betas import BetaPolicy
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.providers.vertex_auth import GoogleCredentials, load_google_credentials
 from gateway.providers.vertex_errors import vertex_error_response
-from gateway.transport import HttpUpstreamResponse, Upstream, open_upstream
+from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
 
 VERTEX_API_VERSION: Final = "vertex-2023-10-16"
 _NOT_TO_VERTEX: Final = frozenset({"anthropic-version", "anthropic-beta", "content-type"})
@@ -98,7 +98,7 @@ class VertexProvider(Provider):
         self._clock = clock
         self._credentials: GoogleCredentials | None = None
         self._project = settings.vertex_project_id or ""
-        self._upstream: Upstream | None = None
+        self._pool = UpstreamPool()
 
     async def start(self) -> None:
         if not self._region:
@@ -111,13 +111,10 @@ class VertexProvider(Provider):
                 "ANTHROPIC_VERTEX_PROJECT_ID: required: the Google credentials "
                 f"({self._credentials.source}) name no project"
             )
-        if self._upstream is None:
-            self._upstream = open_upstream(self._base_url, self._settings)
+        self._pool.open(self._base_url, self._settings)
 
     async def close(self) -> None:
-        if self._upstream is not None:
-            await self._upstream.close()
-            self._upstream = None
+        await self._pool.close()
 
     def not_ready_reason(self) -> str | None:
         if self._credentials is None or not self._project:
@@ -125,14 +122,13 @@ class VertexProvider(Provider):
         return None
 
     def describe(self) -> dict[str, str]:
-        upstream = self._upstream
         return {
             "provider": self.name,
             "base_url": self._base_url,
             "project": self._project,
             "region": self._region,
             "credential_source": self._credentials.source if self._credentials else "not loaded",
-            "proxy": "yes" if upstream is not None and upstream.proxy else "no",
+            "proxy": self._pool.proxy_label,
         }
 
     async def refresh_credentials(self) -> bool:
@@ -188,6 +184,7 @@ class VertexProvider(Provider):
         return result
 
     def _ready(self) -> tuple[Upstream, GoogleCredentials]:
-        if self._upstream is None or self._credentials is None:
+        upstream = self._pool.upstream
+        if upstream is None or self._credentials is None:
             raise RuntimeError("provider used before start()")
-        return self._upstream, self._credentials
+        return upstream, self._credentials
