@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -33,7 +34,11 @@ UPSTREAM_KEY = "sk-up-key-reload"
 OLD_KEY = "sk-client-old-5d1e"
 NEW_KEY = "sk-client-new-a7c3"
 METRICS_KEY = "sk-metrics-only-09b2"
-MESSAGE = {"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+MESSAGE: dict[str, Any] = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 16,
+    "messages": [{"role": "user", "content": "hi"}],
+}
 
 
 def _free_port() -> int:

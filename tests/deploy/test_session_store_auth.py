@@ -49,7 +49,8 @@ def _free_port() -> int:
 
 def _redis_container() -> Manifest:
     statefulset = one(render("anthropic"), "StatefulSet", "switchyard-redis")
-    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    containers: list[Manifest] = statefulset["spec"]["template"]["spec"]["containers"]
+    (container,) = containers
     return container
 
 
