@@ -87,6 +87,8 @@ class Settings(BaseModel):
     api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")
     api_keys_file: Path | None = Field(None, alias="GATEWAY_API_KEYS_FILE")
     allow_unauthenticated: bool = Field(False, alias="GATEWAY_ALLOW_UNAUTHENTICATED")
+    # the keys file is re-read when it changes (polled this often; 0: only on SIGHUP)
+    api_keys_reload_s: float = Field(5.0, alias="GATEWAY_API_KEYS_RELOAD_S", ge=0, le=300)
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
 
     # first-party upstream

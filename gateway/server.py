@@ -8,10 +8,11 @@ log record the outcome. Every error the gateway makes has the Anthropic error sh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
 from aiohttp import web
@@ -23,6 +24,7 @@ from gateway.drain import DRAIN_KEY, Drain
 from gateway.errors import GatewayError, error_body
 from gateway.headers import forwardable_request_headers, header_value
 from gateway.inbound import Authenticator, client_request
+from gateway.key_reload import KeyReloader
 from gateway.keys import KeyRing
 from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics, overhead_seconds
 from gateway.pricing import load_price_table
@@ -39,6 +41,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SETTINGS_KEY = web.AppKey("settings", Settings)
 PROVIDER_KEY = web.AppKey("provider", Provider)
 METRICS_KEY = web.AppKey("metrics", GatewayMetrics)
+KEY_RELOADER_KEY = web.AppKey("key_reloader", KeyReloader)  # set when GATEWAY_API_KEYS_FILE is
 
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
 
@@ -88,7 +91,11 @@ class Gateway:
         self.settings = settings
         self.provider = provider
         self.metrics = metrics
-        self.auth = Authenticator(KeyRing(settings.inbound_keys), settings.allow_unauthenticated)
+        self.keys = KeyRing(settings.inbound_keys)
+        self.auth = Authenticator(self.keys, settings.allow_unauthenticated)
+        self.key_reloader = KeyReloader.for_settings(
+            settings, self.keys, on_reload=lambda ring: metrics.prime(provider.name, ring)
+        )
         self.new_request_id = request_id_factory
         self.clock = clock
         self.drain = Drain()  # shutdown state: readiness, and the deadline open streams watch
@@ -101,7 +108,7 @@ class Gateway:
             ping_every_s=settings.downstream_ping_s,
             nonstreaming_fallback=settings.nonstreaming_fallback,
         )
-        metrics.prime(provider.name, settings.inbound_keys)
+        metrics.prime(provider.name, self.keys)
         store = build_store(settings, on_error=metrics.session_store_errors.inc)
         self.cache = CachePipeline(
             settings,
@@ -126,7 +133,7 @@ class Gateway:
         return web.json_response({"status": "ready", "provider": self.provider.name})
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
-        self.auth.team_for(request)
+        self.auth.check_metrics(request)
         response = web.Response(body=self.metrics.exposition())
         response.headers["content-type"] = EXPOSITION_CONTENT_TYPE
         return response
@@ -303,7 +310,7 @@ class Gateway:
         if client.operation is Operation.MESSAGES:
             served = outcome.model_fallback or client.model  # tokens and spend go to the model that answered
             cost = load_price_table(self.settings.pricing_file).cost(provider, served, outcome.usage)
-            metrics.prime(provider, self.settings.inbound_keys)
+            metrics.prime(provider, self.keys)
             metrics.observe_usage(provider, served, team, outcome.usage)
             metrics.observe_cost(provider, served, team, cost)
         if outcome.error_type is not None and outcome.status == 200:
@@ -346,6 +353,18 @@ def create_app(
     app[PROVIDER_KEY] = provider
     app[METRICS_KEY] = metrics
     app[DRAIN_KEY] = gateway.drain
+    if gateway.key_reloader is not None:
+        reloader = gateway.key_reloader
+        app[KEY_RELOADER_KEY] = reloader
+
+        async def watch_keys(_: web.Application) -> AsyncIterator[None]:
+            task = asyncio.create_task(reloader.run())
+            yield
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        app.cleanup_ctx.append(watch_keys)
     app.router.add_post("/v1/messages", gateway.messages)
     app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
     app.router.add_get("/v1/models", gateway.models)

@@ -14,6 +14,7 @@ Shutdown (``switchyard serve`` on SIGTERM or SIGINT), in this order:
 4. the provider is closed and the process exits 0.
 
 A second signal during the drain expires it at once (open streams end with the error event).
+SIGHUP re-reads ``GATEWAY_API_KEYS_FILE`` (``gateway.key_reload``); the process keeps serving.
 The whole shutdown takes at most the drain timeout plus a few seconds: a Kubernetes
 ``terminationGracePeriodSeconds`` must exceed ``GATEWAY_DRAIN_TIMEOUT_S`` (see ``k8s/``).
 """
@@ -136,11 +137,19 @@ async def drain(server: RunningServer, state: Drain, *, delay_s: float, timeout_
 
 def serve(settings: Settings) -> None:
     """``switchyard serve``: run the gateway until SIGINT/SIGTERM, then drain and return."""
-    from gateway.server import create_app
+    from gateway.key_reload import SIGHUP
+    from gateway.server import KEY_RELOADER_KEY, create_app
 
     async def main(stop: asyncio.Event) -> None:
         app = create_app(settings)
         state = app[DRAIN_KEY]
+        reloader = app.get(KEY_RELOADER_KEY)
+        loop = asyncio.get_running_loop()
+        # kill -HUP re-reads GATEWAY_API_KEYS_FILE now (and never takes the default action: exit)
+        if reloader is not None:
+            loop.add_signal_handler(signal.SIGHUP, reloader.reload, SIGHUP)
+        else:
+            loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored: no GATEWAY_API_KEYS_FILE")
         async with running(app, settings.host, settings.port) as server:
             log.info("switchyard listening on %s", server.base_url)
             await stop.wait()
