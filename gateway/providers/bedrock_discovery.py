@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -93,9 +94,37 @@ def on_demand_model_ids(summaries: Iterable[Mapping[str, Any]]) -> set[str]:
     }
 
 
-def _client(settings: Settings, signing: _Signing, url: str) -> Any:
-    session = Session()
-    session.register_component("credential_provider", CredentialResolver(providers=[]))
+class _Sessions:
+    """One botocore session per fetcher (loading the service model costs ~0.2 s; a client from a
+    warm session ~10 ms), created on first use in the executor; clients are made per read because
+    the SigV4 keys rotate."""
+
+    def __init__(self, bearer_token: str | None) -> None:
+        self._bearer_token = bearer_token
+        self._session: Any = None
+        self._lock = threading.Lock()
+
+    def client(self, settings: Settings, signing: _Signing, url: str) -> Any:
+        with self._lock:
+            if self._session is None:
+                session = Session()
+                session.register_component("credential_provider", CredentialResolver(providers=[]))
+                if self._bearer_token is not None:
+                    session.register_component("token_provider", _StaticTokenProvider(self._bearer_token))
+                self._session = session
+            return self._session.create_client(
+                SERVICE,
+                region_name=settings.aws_region,
+                endpoint_url=url,
+                verify=str(settings.ca_bundle) if settings.ca_bundle is not None else True,
+                config=_config(settings, url, bearer=self._bearer_token is not None),
+                aws_access_key_id=signing.access_key,
+                aws_secret_access_key=signing.secret_key,
+                aws_session_token=signing.session_token,
+            )
+
+
+def _config(settings: Settings, url: str, *, bearer: bool) -> Config:
     proxy = proxy_for(url, settings)
     cert: str | tuple[str, str] | None = None
     if settings.client_cert is not None:
@@ -104,35 +133,27 @@ def _client(settings: Settings, signing: _Signing, url: str) -> Any:
             if settings.client_key is not None
             else str(settings.client_cert)
         )
-    timeout = settings.model_discovery_timeout_s
-    options: dict[str, Any] = {
-        "connect_timeout": min(timeout, settings.upstream_connect_timeout_s),
-        "read_timeout": timeout,
-        "retries": {"total_max_attempts": 1},
-        "proxies": {url.split(":", 1)[0]: proxy} if proxy else {},
-        "client_cert": cert,
-        "user_agent_extra": "switchyard-model-discovery",
-    }
-    if signing.bearer_token is not None:
-        session.register_component("token_provider", _StaticTokenProvider(signing.bearer_token))
-        options["signature_version"] = "bearer"
-    else:
-        options["signature_version"] = "v4"
-    return session.create_client(
-        SERVICE,
-        region_name=settings.aws_region,
-        endpoint_url=url,
-        verify=str(settings.ca_bundle) if settings.ca_bundle is not None else True,
-        config=Config(**options),
-        aws_access_key_id=signing.access_key,
-        aws_secret_access_key=signing.secret_key,
-        aws_session_token=signing.session_token,
+    # half the read's bound per call, so a hung endpoint is reported as botocore's timeout
+    timeout = settings.model_discovery_timeout_s / 2
+    return Config(
+        connect_timeout=min(timeout, settings.upstream_connect_timeout_s),
+        read_timeout=timeout,
+        retries={"total_max_attempts": 1},
+        proxies={url.split(":", 1)[0]: proxy} if proxy else {},
+        client_cert=cert,
+        user_agent_extra="switchyard-model-discovery",
+        signature_version="bearer" if bearer else "v4",
     )
 
 
-def list_anthropic_models(settings: Settings, signing: _Signing, url: str) -> frozenset[str]:
+def list_anthropic_models(
+    settings: Settings, signing: _Signing, url: str, sessions: _Sessions
+) -> frozenset[str]:
     """Blocking: the Anthropic profile ids and on-demand base ids the control plane lists."""
-    client = _client(settings, signing, url)
+    try:
+        client = sessions.client(settings, signing, url)
+    except BotoCoreError as exc:
+        raise DiscoveryError(type(exc).__name__) from None
     try:
         ids: set[str] = set()
         token: str | None = None
@@ -174,10 +195,12 @@ async def _signing(settings: Settings, auth: BedrockAuth) -> _Signing:
 def bedrock_fetcher(settings: Settings, auth: BedrockAuth) -> Fetch:
     """A :data:`~gateway.providers.model_discovery.Fetch` reading Bedrock's control plane."""
     url = control_url(settings)
+    token = settings.aws_bearer_token_bedrock
+    sessions = _Sessions(token.get_secret_value() if token is not None else None)
 
     async def fetch() -> frozenset[str]:
         signing = await _signing(settings, auth)
-        call = functools.partial(list_anthropic_models, settings, signing, url)
+        call = functools.partial(list_anthropic_models, settings, signing, url, sessions)
         return await asyncio.get_running_loop().run_in_executor(None, call)
 
     return fetch

@@ -5,15 +5,16 @@ each ``{"type":"model","id","display_name","created_at"}``, in this order:
 
 * with model discovery on and a catalogue read (Bedrock, Vertex AI): every table model the cloud
   lists, and every other Anthropic model the cloud lists, named by the reverse of the naming
-  pattern (``us.anthropic.claude-opus-5-5`` -> ``claude-opus-5-5``); an id is listed only if the
-  gateway would serve it (resolution round-trips to a listed id);
+  pattern (``us.anthropic.claude-opus-5-5`` -> ``claude-opus-5-5``, Vertex
+  ``claude-3-haiku@20240307`` -> ``claude-3-haiku-20240307``); an id is listed only if the gateway
+  would serve it (resolution round-trips to a listed id);
 * otherwise: the table rows that name an id for this cloud (Foundry: every row);
 * then every ``GATEWAY_MODEL_MAP`` name not listed yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gateway.config import ProviderName
@@ -74,15 +75,18 @@ def _from_table(provider: ProviderName) -> list[dict[str, str]]:
 
 
 def _discovered(resolver: ModelResolver, served: ServedModels) -> list[dict[str, str]]:
-    reverse = (
-        model_patterns.client_id_from_bedrock
-        if resolver.provider is ProviderName.BEDROCK
-        else model_patterns.client_id_from_vertex
-    )
+    natives: Iterable[str] = served.ids
+    if resolver.provider is ProviderName.BEDROCK:
+        reverse = model_patterns.client_id_from_bedrock
+    else:
+        reverse = model_patterns.client_id_from_vertex
+        # a Model Garden name listed with a dated version is listed as that dated id
+        dated = {native.partition("@")[0] for native in served.ids if "@" in native}
+        natives = [native for native in served.ids if "@" in native or native not in dated]
     newer = sorted(
         {
             client_id
-            for native in served.ids
+            for native in natives
             if (client_id := reverse(native)) is not None and catalogue_entry(client_id) is None
         },
         reverse=True,
