@@ -190,19 +190,18 @@ class ModelResolver:
         raise UnknownModel(model, self.provider)
 
     def candidates(self, model: str) -> list[str]:
-        """Upstream ids for ``model`` by table, else pattern, in order of preference."""
+        """Upstream ids for ``model`` in order of preference: the table's, then the pattern's (on
+        Bedrock each as the geography's profile, then as the base id). Without a catalogue the
+        first is used; with one, the first the cloud lists."""
         entry = catalogue_entry(model)
         if self.provider is ProviderName.BEDROCK:
-            base = (
-                entry.bedrock
-                if entry is not None and entry.bedrock
-                else model_patterns.bedrock_base_id(model)
-            )
-            if base is None:
-                return []
-            return [f"{self.bedrock_prefix}.{base}", base] if self.bedrock_prefix else [base]
-        native = entry.vertex if entry is not None and entry.vertex else model_patterns.vertex_id(model)
-        return [native] if native is not None else []
+            bases = [entry.bedrock if entry is not None else None, model_patterns.bedrock_base_id(model)]
+            out = []
+            for base in dict.fromkeys(b for b in bases if b):
+                out.extend([f"{self.bedrock_prefix}.{base}", base] if self.bedrock_prefix else [base])
+            return out
+        ids = [entry.vertex if entry is not None else None, model_patterns.vertex_id(model)]
+        return list(dict.fromkeys(i for i in ids if i))
 
     def _is_native(self, model: str) -> bool:
         if self.provider is ProviderName.BEDROCK:

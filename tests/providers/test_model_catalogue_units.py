@@ -188,6 +188,19 @@ async def test_bedrock_with_a_catalogue_serves_only_what_is_listed() -> None:
             resolver.resolve(unlisted)
 
 
+async def test_a_catalogue_may_confirm_the_pattern_over_the_table() -> None:
+    catalogue = await catalogue_of("us.anthropic.claude-opus-4-6")  # not the table's "-v1" id
+    resolver = ModelResolver(BEDROCK, {}, "us", catalogue)
+    assert resolver.candidates("claude-opus-4-6") == [
+        "us.anthropic.claude-opus-4-6-v1",
+        "anthropic.claude-opus-4-6-v1",
+        "us.anthropic.claude-opus-4-6",
+        "anthropic.claude-opus-4-6",
+    ]
+    assert resolver.resolve("claude-opus-4-6") == "us.anthropic.claude-opus-4-6"
+    assert bedrock().resolve("claude-opus-4-6") == "us.anthropic.claude-opus-4-6-v1"  # no catalogue
+
+
 async def test_vertex_with_a_catalogue_checks_model_names() -> None:
     resolver = ModelResolver(VERTEX, {}, None, await catalogue_of("claude-opus-5-5", "claude-haiku-4-5"))
     assert resolver.resolve("claude-opus-5-5") == "claude-opus-5-5"
