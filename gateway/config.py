@@ -108,6 +108,8 @@ class Settings(BaseModel):
     aws_bearer_token_bedrock: SecretStr | None = Field(None, alias="AWS_BEARER_TOKEN_BEDROCK")
     bedrock_base_url: str | None = Field(None, alias="ANTHROPIC_BEDROCK_BASE_URL")
     bedrock_profile_prefix: str | None = Field(None, alias="GATEWAY_BEDROCK_PROFILE_PREFIX")
+    # Bedrock control plane (model discovery), default https://bedrock.{AWS_REGION}.amazonaws.com
+    bedrock_control_url: str | None = Field(None, alias="GATEWAY_BEDROCK_CONTROL_URL")
 
     # Google Vertex AI
     vertex_project_id: str | None = Field(None, alias="ANTHROPIC_VERTEX_PROJECT_ID")
@@ -124,6 +126,10 @@ class Settings(BaseModel):
     # model names and beta policy (JSON text or a path to a JSON file)
     model_map: dict[str, str] = Field(default_factory=dict, alias="GATEWAY_MODEL_MAP")
     beta_policy: dict[str, list[str]] = Field(default_factory=dict, alias="GATEWAY_BETA_POLICY")
+    # model discovery from the cloud's control plane (Bedrock, Vertex AI); interval 0: start-up only
+    model_discovery: bool = Field(False, alias="GATEWAY_MODEL_DISCOVERY")
+    model_discovery_interval_s: float = Field(3600.0, alias="GATEWAY_MODEL_DISCOVERY_INTERVAL_S", ge=0)
+    model_discovery_timeout_s: float = Field(10.0, alias="GATEWAY_MODEL_DISCOVERY_TIMEOUT_S", gt=0)
 
     # egress
     https_proxy: str | None = Field(
@@ -180,6 +186,7 @@ class Settings(BaseModel):
         "use_foundry",
         "nonstreaming_fallback",
         "log_bodies",
+        "model_discovery",
         mode="before",
     )
     @classmethod
@@ -204,7 +211,9 @@ class Settings(BaseModel):
     def _check_base_url(cls, value: str) -> str:
         return _http_url(value)
 
-    @field_validator("bedrock_base_url", "vertex_base_url", "foundry_base_url", mode="before")
+    @field_validator(
+        "bedrock_base_url", "vertex_base_url", "foundry_base_url", "bedrock_control_url", mode="before"
+    )
     @classmethod
     def _check_optional_url(cls, value: object) -> object:
         if value in (None, ""):

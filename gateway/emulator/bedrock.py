@@ -12,8 +12,10 @@ path would split an ARN at its ``/``):
   delta (``modelStreamErrorException`` unless ``x-emulator-stream-exception`` names another);
 * ``POST /model/{foundationModelId}/count-tokens``: ``{"input":{"invokeModel":{"body":<base64>}}}``
   -> ``{"inputTokens": N}`` (the shared token rule);
+* ``GET /inference-profiles`` and ``GET /foundation-models``: the control-plane lists of what the
+  routes above serve (:mod:`.bedrock_control`; Claude Code's Bedrock mode calls the first);
 * ``POST /`` and ``GET /container-credentials``: STS and container credentials (:mod:`.sts`);
-* anything else (e.g. Claude Code's ``GET /inference-profiles``): 404 ``UnknownOperationException``.
+* anything else: 404 ``UnknownOperationException``.
 
 Model routes check credentials first (:mod:`.bedrock_sigv4`), then the model (unknown: 404
 ``ResourceNotFoundException``), then the body (:mod:`.bedrock_body`). Scenarios, the scripted
@@ -39,6 +41,7 @@ from aiohttp.typedefs import Handler
 from .app import STATE_KEY, EmulatorState, get_state, record_request
 from .bedrock_body import parse_object, validate_invoke
 from .bedrock_config import BEDROCK_STATE_KEY, BedrockOptions, BedrockState, get_bedrock_state
+from .bedrock_control import CONTROL_PATHS, handle_control
 from .bedrock_exceptions import BedrockError, from_api_error, stream_code, stream_member, validation
 from .bedrock_frames import chunk_frame, exception_frame
 from .bedrock_models import resolve_foundation_model, resolve_model
@@ -110,6 +113,8 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
         return await handle_sts(request, bedrock.issuer, bedrock.options.web_identity_tokens)
     if path == CONTAINER_CREDENTIALS_PATH and request.method == "GET":
         return handle_container(request, bedrock.issuer, bedrock.options.container_token)
+    if path in CONTROL_PATHS and request.method == "GET":
+        return await handle_control(request, path, request[_REQUEST_ID])
     parts = path.split("/")
     if len(parts) == 4 and parts[1] == "model" and parts[3] in ACTIONS and request.method == "POST":
         return await _handle_model(request, unquote(parts[2]), parts[3])

@@ -5,7 +5,10 @@ Routes (matched on the raw, still-encoded path; the ``:verb`` is part of the las
 * ``POST /v1/projects/{p}/locations/{l}/publishers/anthropic/models/{model}:rawPredict`` (JSON)
   and ``...:streamRawPredict`` (Anthropic SSE, framed exactly as first party);
 * ``POST /v1/projects/{p}/locations/{l}/publishers/anthropic/models/count-tokens:rawPredict``;
-* ``POST /token``: the service-account token endpoint (:mod:`.google_oauth`).
+* ``POST /token``: the service-account token endpoint (:mod:`.google_oauth`);
+* ``GET /v1beta1/publishers/anthropic/models``: Model Garden's list of the Claude models served
+  (:mod:`.vertex_models`, which also holds the Vertex ids the predict routes accept); token
+  checked as in step 1, a bad ``pageSize``/``pageToken`` is 400 ``INVALID_ARGUMENT``.
 
 Checks, in order, and the shape of their errors:
 
@@ -65,6 +68,7 @@ from .google_oauth import TOKEN_PATH, handle_token
 from .json_types import JSONObject
 from .recorder import RequestLog
 from .validation import Endpoint, check_betas, parse_json_body, validate_body
+from .vertex_models import PUBLISHER_MODELS_PATH, publisher_models_page, vertex_model
 
 VERTEX_VERSION: Final = "vertex-2023-10-16"
 CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
@@ -89,7 +93,6 @@ UNAUTHENTICATED_MESSAGE: Final = (
 )
 
 _ROUTE = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/publishers/anthropic/models/([^/]+)$")
-_DATED = re.compile(r"-\d{8}$")
 
 
 class GoogleRpcError(Exception):
@@ -127,19 +130,6 @@ def parse_route(raw_path: str) -> Route | None:
         return None
     unquote = urllib.parse.unquote
     return Route(unquote(match.group(1)), unquote(match.group(2)), unquote(model), verb)
-
-
-def vertex_model(catalog: ModelCatalog, model_id: str) -> ModelSpec | None:
-    """The catalogue model of a Vertex id: ``name@YYYYMMDD`` is ``name-YYYYMMDD``; an undated id
-    must be a catalogue id without a date (``claude-opus-4-8``); first-party aliases are unknown."""
-    name, at, date = model_id.partition("@")
-    if at:
-        if not re.fullmatch(r"\d{8}", date):
-            return None
-        spec = catalog.resolve(f"{name}-{date}")
-        return spec if spec is not None and spec.id == f"{name}-{date}" else None
-    spec = catalog.resolve(model_id)
-    return spec if spec is not None and spec.id == model_id and not _DATED.search(model_id) else None
 
 
 def accepted_versions() -> frozenset[str]:
@@ -261,6 +251,17 @@ async def handle_predict(request: web.Request) -> web.StreamResponse:
     return await answer_messages(request, validated, scenario)
 
 
+async def handle_publisher_models(request: web.Request) -> web.StreamResponse:
+    config = get_state(request.app).config
+    _check_token(request, config, get_tokens(request.app))
+    page = publisher_models_page(
+        config.catalog, request.query.get("pageSize"), request.query.get("pageToken")
+    )
+    if page is None:
+        raise GoogleRpcError(400, "Invalid pageSize or pageToken.")
+    return web.Response(body=orjson.dumps(page), content_type="application/json", charset="UTF-8")
+
+
 async def handle_unknown(request: web.Request) -> web.StreamResponse:
     raise GoogleRpcError(404, "The requested URL was not found on this server.")
 
@@ -297,5 +298,6 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     app[TOKENS_KEY] = TokenRegistry()
     app.router.add_post(TOKEN_PATH, handle_token)
     app.router.add_post("/v1/projects/{tail:.+}", handle_predict)
+    app.router.add_get(PUBLISHER_MODELS_PATH, handle_publisher_models)
     app.router.add_route("*", "/{tail:.*}", handle_unknown)
     return app

@@ -30,6 +30,7 @@ from gateway.config import ProviderName, Settings
 from gateway.errors import GatewayError, UpstreamUnavailable, error_body
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.bedrock_auth import BearerAuth, BedrockAuth, SigV4ChainAuth
+from gateway.providers.bedrock_discovery import bedrock_fetcher
 from gateway.providers.bedrock_errors import http_error, stream_error
 from gateway.providers.bedrock_request import (
     count_tokens_body,
@@ -39,6 +40,8 @@ from gateway.providers.bedrock_request import (
     upstream_headers,
 )
 from gateway.providers.betas import BetaPolicy
+from gateway.providers.model_discovery import ModelCatalogue
+from gateway.providers.model_listing import describe_model_map, models_page
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.streaming.eventstream import EventStreamResponse, EventStreamToSSE
 from gateway.transport import Upstream, UpstreamPool
@@ -82,7 +85,6 @@ class BedrockProvider(Provider):
         self._base_url = (
             settings.bedrock_base_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
         ).rstrip("/")
-        self._resolver = resolver_for(settings)
         self._policy = BetaPolicy.from_settings(settings.beta_policy)
         token = settings.aws_bearer_token_bedrock
         self._auth: BedrockAuth = (
@@ -90,6 +92,17 @@ class BedrockProvider(Provider):
             if token is not None
             else SigV4ChainAuth(self._region, settings.aws_profile)
         )
+        self.catalogue: ModelCatalogue | None = (
+            ModelCatalogue(
+                bedrock_fetcher(settings, self._auth),
+                source="Bedrock control plane",
+                interval_s=settings.model_discovery_interval_s,
+                timeout_s=settings.model_discovery_timeout_s,
+            )
+            if settings.model_discovery
+            else None
+        )
+        self._resolver = resolver_for(settings, self.catalogue)
         self._pool = UpstreamPool()
 
     @property
@@ -100,8 +113,12 @@ class BedrockProvider(Provider):
     async def start(self) -> None:
         self._pool.open(self._base_url, self._settings)
         await self._auth.start()
+        if self.catalogue is not None:
+            await self.catalogue.start()
 
     async def close(self) -> None:
+        if self.catalogue is not None:
+            await self.catalogue.close()
         await self._pool.close()
 
     def not_ready_reason(self) -> str | None:
@@ -118,17 +135,12 @@ class BedrockProvider(Provider):
             "base_url": self._base_url,
             "credential_source": self._auth.source,
             "proxy": self._pool.proxy_label,
+            "model_discovery": self.catalogue.describe() if self.catalogue is not None else "off",
+            "model_map": describe_model_map(self._settings.model_map),
         }
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        data = self._resolver.served()
-        payload = {
-            "data": data,
-            "has_more": False,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
-        return _json_response(200, orjson.dumps(payload))
+        return _json_response(200, orjson.dumps(models_page(self._resolver)))
 
     async def messages(self, request: ClientRequest) -> UpstreamResponse:
         prepared = self._prepare(request)

@@ -32,6 +32,7 @@ from gateway.providers.foundry_auth import (
     default_token_source,
 )
 from gateway.providers.foundry_errors import foundry_error_response
+from gateway.providers.model_listing import models_page
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.providers.token_cache import TokenCache, TokenFetch
 from gateway.transport import HttpUpstreamResponse, UpstreamPool
@@ -131,13 +132,7 @@ class FoundryProvider(Provider):
         return await self._post("/v1/messages/count_tokens", request)
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        data = self._resolver.served()
-        payload = {
-            "data": data,
-            "has_more": False,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
+        payload = models_page(self._resolver)
         return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
 
     async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:

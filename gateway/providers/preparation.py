@@ -21,6 +21,7 @@ from gateway.errors import GatewayError
 from gateway.headers import header_value
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import BetaPolicy, parse_beta_header
+from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.models import ModelResolver, UnknownModel, bedrock_geography
 
 log = logging.getLogger("switchyard.preparation")
@@ -41,13 +42,13 @@ class PreparedRequest:
         return orjson.dumps(self.payload) if self.body_changed else original.body
 
 
-def resolver_for(settings: Settings) -> ModelResolver:
+def resolver_for(settings: Settings, catalogue: ModelCatalogue | None = None) -> ModelResolver:
     prefix = settings.bedrock_profile_prefix
     if settings.provider is ProviderName.BEDROCK and prefix is None and settings.aws_region:
         prefix = bedrock_geography(settings.aws_region)
     if prefix in ("", "none"):
         prefix = None
-    return ModelResolver(settings.provider, dict(settings.model_map), prefix)
+    return ModelResolver(settings.provider, dict(settings.model_map), prefix, catalogue)
 
 
 def prepare(
@@ -56,15 +57,15 @@ def prepare(
     resolver: ModelResolver,
     policy: BetaPolicy,
 ) -> PreparedRequest:
-    """Map the model and apply the beta policy. Unknown models are a 404 ``not_found_error``."""
+    """Map the model and apply the beta policy. Unservable models are a 404 ``not_found_error``."""
     payload = copy.deepcopy(dict(request.payload))
     model = request.model
     upstream_model = model
     if model:
         try:
             upstream_model = resolver.resolve(model)
-        except UnknownModel:
-            raise GatewayError(404, f"model: {model}", error_type="not_found_error") from None
+        except UnknownModel as exc:
+            raise GatewayError(404, exc.message, error_type="not_found_error") from None
     betas = parse_beta_header(value for name, value in request.headers if name.lower() == "anthropic-beta")
     decision = policy.apply(provider, betas, payload)
     if decision.dropped:

@@ -33,8 +33,11 @@ from gateway.config import ConfigError, ProviderName, Settings
 from gateway.errors import GatewayError, UpstreamUnavailable
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
+from gateway.providers.model_discovery import ModelCatalogue
+from gateway.providers.model_listing import describe_model_map, models_page
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.providers.vertex_auth import GoogleCredentials, load_google_credentials
+from gateway.providers.vertex_discovery import vertex_fetcher
 from gateway.providers.vertex_errors import vertex_error_response
 from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
 
@@ -93,12 +96,27 @@ class VertexProvider(Provider):
         self._settings = settings
         self._region = settings.vertex_region or ""
         self._base_url = vertex_base_url(self._region, settings.vertex_base_url)
-        self._resolver = resolver_for(settings)
         self._policy = BetaPolicy.from_settings(settings.beta_policy)
         self._clock = clock
         self._credentials: GoogleCredentials | None = None
         self._project = settings.vertex_project_id or ""
         self._pool = UpstreamPool()
+        self.catalogue: ModelCatalogue | None = (
+            ModelCatalogue(
+                vertex_fetcher(
+                    self._pool.require,
+                    self._bearer,
+                    self._base_url,
+                    settings.model_discovery_timeout_s,
+                ),
+                source="Vertex AI publisher models",
+                interval_s=settings.model_discovery_interval_s,
+                timeout_s=settings.model_discovery_timeout_s,
+            )
+            if settings.model_discovery
+            else None
+        )
+        self._resolver = resolver_for(settings, self.catalogue)
 
     async def start(self) -> None:
         if not self._region:
@@ -112,8 +130,12 @@ class VertexProvider(Provider):
                 f"({self._credentials.source}) name no project"
             )
         self._pool.open(self._base_url, self._settings)
+        if self.catalogue is not None:
+            await self.catalogue.start()
 
     async def close(self) -> None:
+        if self.catalogue is not None:
+            await self.catalogue.close()
         await self._pool.close()
 
     def not_ready_reason(self) -> str | None:
@@ -129,6 +151,8 @@ class VertexProvider(Provider):
             "region": self._region,
             "credential_source": self._credentials.source if self._credentials else "not loaded",
             "proxy": self._pool.proxy_label,
+            "model_discovery": self.catalogue.describe() if self.catalogue is not None else "off",
+            "model_map": describe_model_map(self._settings.model_map),
         }
 
     async def refresh_credentials(self) -> bool:
@@ -153,14 +177,9 @@ class VertexProvider(Provider):
         return await self._post(path, vertex_body(prepared, keep_model=True), request, prepared)
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        data = self._resolver.served()
-        payload = {
-            "data": data,
-            "has_more": False,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
-        return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
+        return BufferedResponse(
+            200, orjson.dumps(models_page(self._resolver)), [("content-type", "application/json")]
+        )
 
     async def _post(
         self, path: str, body: bytes, request: ClientRequest, prepared: PreparedRequest
@@ -179,9 +198,16 @@ class VertexProvider(Provider):
                 raise UpstreamUnavailable(f"upstream error body lost: {type(exc).__name__}") from None
             finally:
                 response.release()
-            result = vertex_error_response(response.status, raw, response.headers.items(), request.request_id)
+            result = vertex_error_response(
+                response.status, raw, response.headers.items(), request.request_id, request.model
+            )
         result.dropped_betas = tuple(prepared.dropped_betas)
         return result
+
+    async def _bearer(self) -> str:
+        if self._credentials is None:
+            raise RuntimeError("provider used before start()")
+        return await self._credentials.bearer()
 
     def _ready(self) -> tuple[Upstream, GoogleCredentials]:
         upstream = self._pool.upstream
