@@ -122,6 +122,8 @@ class Settings(BaseModel):
     # model names and beta policy (JSON text or a path to a JSON file)
     model_map: dict[str, str] = Field(default_factory=dict, alias="GATEWAY_MODEL_MAP")
     beta_policy: dict[str, list[str]] = Field(default_factory=dict, alias="GATEWAY_BETA_POLICY")
+    # upstream models that refuse role "system" messages: "*" or fnmatch patterns of model ids
+    fold_system_messages: frozenset[str] = Field(frozenset(), alias="GATEWAY_FOLD_SYSTEM_MESSAGES")
 
     # egress
     https_proxy: str | None = Field(
@@ -227,7 +229,7 @@ class Settings(BaseModel):
             return value or None
         return value
 
-    @field_validator("latched_betas", "normalise_billing_header", mode="before")
+    @field_validator("latched_betas", "normalise_billing_header", "fold_system_messages", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str):
