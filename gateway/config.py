@@ -229,7 +229,7 @@ class Settings(BaseModel):
             return value or None
         return value
 
-    @field_validator("latched_betas", "normalise_billing_header", "fold_system_messages", mode="before")
+    @field_validator("latched_betas", "normalise_billing_header", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str):
@@ -238,6 +238,13 @@ class Settings(BaseModel):
                 return frozenset()
             return frozenset(item.strip() for item in value.split(",") if item.strip())
         return value
+
+    @field_validator("fold_system_messages", mode="before")
+    @classmethod
+    def _fold_targets(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in TRUTHY:
+            return frozenset({"*"})
+        return cls._comma_list(value)
 
     @field_validator("session_store")
     @classmethod

@@ -93,6 +93,8 @@ def test_fold_targets_match_client_or_upstream_model_ids() -> None:
     settings = Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "*sonnet-4-5*, us.anthropic.*"})
     assert settings.fold_system_messages == frozenset({"*sonnet-4-5*", "us.anthropic.*"})
     assert Settings.from_environ({}).fold_system_messages == frozenset()
+    assert Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "true"}).fold_system_messages == {"*"}
+    assert Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "off"}).fold_system_messages == frozenset()
 
 
 def shaped(
