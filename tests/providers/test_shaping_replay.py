@@ -262,3 +262,34 @@ async def test_claude_code_2_1_332_turns_on_vertex(
         == (answers[0].usage.cache_creation_input_tokens or 0)
         > 0
     )
+
+
+async def test_folding_for_a_target_configured_to_refuse_system_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = EmulatorConfig(clock=ManualClock())
+    async with bedrock_harness.bedrock_upstream(tmp_path, config=config) as (env, emulator):
+        bedrock_harness.apply_aws_env(monkeypatch, env)
+        fold = {"GATEWAY_FOLD_SYSTEM_MESSAGES": "us.anthropic.claude-opus-4-8*"}
+        async with (
+            bedrock_harness.bedrock_gateway(env, **fold) as (server, _),
+            anthropic.AsyncAnthropic(
+                api_key=bedrock_harness.GATEWAY_KEY, base_url=server.base_url, max_retries=0
+            ) as client,
+        ):
+            answers = [await send(client, body, headers) for body, headers in cc332_turns()]
+    sent = [r.json() for r in model_requests(emulator)]
+    assert [[m["role"] for m in body["messages"]] for body in sent] == [
+        ["user"],
+        ["user", "assistant", "user"],
+    ]
+    system_text = cc332_turns()[0][0]["messages"][1]["content"][0]["text"]
+    assert (
+        sent[0]["messages"][0]["content"][-1]["text"]
+        == f"<system-reminder>\n{system_text}\n</system-reminder>"
+    )
+    assert (
+        (answers[1].usage.cache_read_input_tokens or 0)
+        == (answers[0].usage.cache_creation_input_tokens or 0)
+        > 0
+    )
