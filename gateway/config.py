@@ -130,6 +130,8 @@ class Settings(BaseModel):
     model_discovery: bool = Field(False, alias="GATEWAY_MODEL_DISCOVERY")
     model_discovery_interval_s: float = Field(3600.0, alias="GATEWAY_MODEL_DISCOVERY_INTERVAL_S", ge=0)
     model_discovery_timeout_s: float = Field(10.0, alias="GATEWAY_MODEL_DISCOVERY_TIMEOUT_S", gt=0)
+    # upstream models that refuse role "system" messages: "*" or fnmatch patterns of model ids
+    fold_system_messages: frozenset[str] = Field(frozenset(), alias="GATEWAY_FOLD_SYSTEM_MESSAGES")
 
     # egress
     https_proxy: str | None = Field(
@@ -247,6 +249,13 @@ class Settings(BaseModel):
                 return frozenset()
             return frozenset(item.strip() for item in value.split(",") if item.strip())
         return value
+
+    @field_validator("fold_system_messages", mode="before")
+    @classmethod
+    def _fold_targets(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in TRUTHY:
+            return frozenset({"*"})
+        return cls._comma_list(value)
 
     @field_validator("session_store")
     @classmethod

@@ -18,7 +18,8 @@ path would split an ARN at its ``/``):
 * anything else: 404 ``UnknownOperationException``.
 
 Model routes check credentials first (:mod:`.bedrock_sigv4`), then the model (unknown: 404
-``ResourceNotFoundException``), then the body (:mod:`.bedrock_body`). Scenarios, the scripted
+``ResourceNotFoundException``), then the body and the ``anthropic-beta`` header
+(:mod:`.bedrock_body`, with Bedrock's own beta lists from :mod:`.cloud_betas`). Scenarios, the scripted
 model, limits, the prompt cache and the request log are the first-party emulator's (shared
 ``EmulatorState`` under ``STATE_KEY``, so ``RunningEmulator.requests``/``cache``/``clock`` work).
 Errors: ``x-amzn-ErrorType`` + ``x-amzn-RequestId`` + ``{"message"}`` (:mod:`.bedrock_exceptions`).
@@ -140,7 +141,9 @@ async def _handle_model(request: web.Request, model_id: str, action: str) -> web
     if spec is None:
         raise BedrockError("ResourceNotFoundException", f"Could not resolve the model {model_id!r}.")
     stream = action == "invoke-with-response-stream"
-    validated = validate_invoke(parse_object(raw), spec, state.config, stream=stream)
+    validated = validate_invoke(
+        parse_object(raw), spec, state.config, stream=stream, header_betas=_header_betas(request)
+    )
     scenario = _scenario(request, validated, state.config.default_scenario)
     output = apply_limits(
         respond(validated, scenario),
@@ -164,6 +167,10 @@ async def _handle_model(request: web.Request, model_id: str, action: str) -> web
     return web.Response(
         body=orjson.dumps(render_message(turn)), content_type="application/json", headers=headers
     )
+
+
+def _header_betas(request: web.Request) -> list[str]:
+    return request.headers.getall("anthropic-beta", [])
 
 
 def _scenario(request: web.Request, validated: ValidatedRequest, default: str) -> Scenario:
@@ -252,7 +259,9 @@ async def _count_tokens(
         decoded = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise validation("Invalid base64 in input.invokeModel.body") from None
-    validated = validate_invoke(parse_object(decoded), spec, state.config, stream=False)
+    validated = validate_invoke(
+        parse_object(decoded), spec, state.config, stream=False, header_betas=_header_betas(request)
+    )
     scenario = _scenario(request, validated, "text")
     if scenario.name == "error" and scenario.error_status is not None:
         raise ApiError(scenario.error_status)

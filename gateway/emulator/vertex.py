@@ -24,8 +24,12 @@ Checks, in order, and the shape of their errors:
    undocumented; the emulator is strict so a client that picks the wrong verb fails loudly);
 5. model-server checks, Anthropic-shaped (as Vertex relays them): ``anthropic_version`` required
    (``vertex-2023-10-16`` or the installed SDK's ``ANTHROPIC_API_VERSION``); a body ``model`` on
-   predict calls, and ``tags``, are ``Extra inputs are not permitted``; betas as first party, and
-   ``request-tags-2026-08-21`` is unsupported; then the first-party body validation.
+   predict calls, ``tags`` (providers.md s10) and ``context_management`` (Claude Code's Vertex mode
+   never sends it: 050/051, providers.md s7; [UNVERIFIED] against Vertex itself) are ``Extra
+   inputs are not permitted``; a beta outside Vertex's list (:mod:`.cloud_betas`: what Claude
+   Code's Vertex mode sends, and the 1M-context beta) is ``Unsupported beta header: <name>``;
+   then the first-party body validation (which refuses a message's ``output_config`` without the
+   first-party ``per-turn-control`` beta).
 
 google.rpc errors are ``{"error":{"code","message","status"}}``, wrapped in a JSON array on
 ``:streamRawPredict`` (a server-streaming REST method answers a JSON array, errors included).
@@ -59,21 +63,22 @@ from .app import (
     request_id_of,
     scenario_for,
 )
+from .betas import parse_beta_header
 from .cache_model import PromptCache
 from .catalog import ModelCatalog, ModelSpec
+from .cloud_betas import VERTEX_BETAS, first_outside
 from .config import EmulatorConfig
 from .errors import invalid_request
 from .faults import apply_faults
 from .google_oauth import TOKEN_PATH, handle_token
 from .json_types import JSONObject
 from .recorder import RequestLog
-from .validation import Endpoint, check_betas, parse_json_body, validate_body
+from .validation import Endpoint, parse_json_body, validate_body
 from .vertex_models import PUBLISHER_MODELS_PATH, publisher_models_page, vertex_model
 
 VERTEX_VERSION: Final = "vertex-2023-10-16"
 CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
 COUNT_TOKENS_MODEL: Final = "count-tokens"
-REQUEST_TAGS_BETA: Final = "request-tags-2026-08-21"
 PLATFORM_STATUSES: Final = frozenset({401, 403, 404, 429, 503, 504})
 
 GOOGLE_STATUS_NAMES: Final = {
@@ -184,9 +189,18 @@ def _model_server_body(body: JSONObject, endpoint: Endpoint) -> JSONObject:
         raise invalid_request(f"anthropic_version: Input should be '{VERTEX_VERSION}'")
     if endpoint == "messages" and "model" in body:
         raise invalid_request("model: Extra inputs are not permitted")
-    if "tags" in body:
-        raise invalid_request("tags: Extra inputs are not permitted")
+    for key in ("tags", "context_management"):
+        if key in body:
+            raise invalid_request(f"{key}: Extra inputs are not permitted")
     return {key: value for key, value in body.items() if key != "anthropic_version"}
+
+
+def _check_betas(values: list[str], config: EmulatorConfig) -> tuple[str, ...]:
+    names = parse_beta_header(values)
+    unsupported = first_outside(names, VERTEX_BETAS) if config.check_betas else None
+    if unsupported is not None:
+        raise invalid_request(f"Unsupported beta header: {unsupported}")
+    return tuple(dict.fromkeys(names))
 
 
 def _platform_error(route: Route, status: int) -> GoogleRpcError:
@@ -223,9 +237,7 @@ async def handle_predict(request: web.Request) -> web.StreamResponse:
     spec = None if counting else _spec(route, route.model, config.catalog)
     raw = await request.read()
     _check_size(len(raw), config.vertex_max_request_bytes)
-    betas = check_betas(request.headers.getall("anthropic-beta", []), config)
-    if REQUEST_TAGS_BETA in betas:
-        raise invalid_request(f"Unsupported beta header: {REQUEST_TAGS_BETA}")
+    betas = _check_betas(request.headers.getall("anthropic-beta", []), config)
     endpoint: Endpoint = "count_tokens" if counting else "messages"
     body = _model_server_body(parse_json_body(raw), endpoint)
     if counting:

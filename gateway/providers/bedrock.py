@@ -3,7 +3,8 @@
 Native InvokeModel (not Converse) keeps the Anthropic body intact, so ``cache_control`` (with its
 ``ttl``), thinking, tools and every other Messages field reach the model as the client sent them.
 Per request: :func:`~gateway.providers.preparation.prepare` maps the model name and applies the
-Bedrock beta policy; :mod:`.bedrock_request` reshapes the body and path; :mod:`.bedrock_auth`
+Bedrock rows of the shaping table (:mod:`.shaping`: which betas go in the header, which in the
+body, which are dropped with their body fields); :mod:`.bedrock_request` reshapes the body and path; :mod:`.bedrock_auth`
 signs (SigV4) or adds the Bedrock API key; non-200 answers become Anthropic errors
 (:mod:`.bedrock_errors`); streams are re-framed from the AWS event stream to SSE
 (:mod:`gateway.streaming.eventstream`) with gateway-made pings in silent gaps.
@@ -146,8 +147,8 @@ class BedrockProvider(Provider):
         prepared = self._prepare(request)
         stream = request.stream
         path = model_path(prepared.model, "invoke-with-response-stream" if stream else "invoke")
-        body = invoke_body_bytes(prepared.payload, prepared.betas)
-        headers = await self._signed(path, request, body)
+        body = invoke_body_bytes(prepared.payload, prepared.body_betas)
+        headers = await self._signed(path, request, prepared, body)
         response = await self._connection().request("POST", path, headers=headers, body=body)
         upstream: UpstreamResponse
         if stream and response.status == 200 and response.content_type == EVENT_STREAM:
@@ -169,8 +170,8 @@ class BedrockProvider(Provider):
                 "takes foundation-model ids, not inference profile or provisioned-model ARNs"
             )
         path = model_path(model_id, "count-tokens")
-        body = count_tokens_body(prepared.payload, prepared.betas)
-        headers = await self._signed(path, request, body)
+        body = count_tokens_body(prepared.payload, prepared.body_betas)
+        headers = await self._signed(path, request, prepared, body)
         try:
             response = await self._connection().request("POST", path, headers=headers, body=body)
         except GatewayError as exc:
@@ -199,14 +200,23 @@ class BedrockProvider(Provider):
         return out
 
     def _prepare(self, request: ClientRequest) -> PreparedRequest:
-        prepared = prepare(request, ProviderName.BEDROCK, self._resolver, self._policy)
+        prepared = prepare(
+            request,
+            ProviderName.BEDROCK,
+            self._resolver,
+            self._policy,
+            fold_targets=self._settings.fold_system_messages,
+        )
         if not prepared.model:
             raise GatewayError(400, "model: Field required", error_type="invalid_request_error")
         return prepared
 
-    async def _signed(self, path: str, request: ClientRequest, body: bytes) -> list[tuple[str, str]]:
+    async def _signed(
+        self, path: str, request: ClientRequest, prepared: PreparedRequest, body: bytes
+    ) -> list[tuple[str, str]]:
         url = self._connection().base_url + path
-        return await self._auth.authorize("POST", url, upstream_headers(request.headers), body)
+        headers = upstream_headers(request.headers, prepared.betas)
+        return await self._auth.authorize("POST", url, headers, body)
 
     def _event_stream(self, response: aiohttp.ClientResponse, request: ClientRequest) -> EventStreamResponse:
         mapper = functools.partial(stream_error, request_id=request.request_id)

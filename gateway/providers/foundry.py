@@ -5,8 +5,10 @@
   ``/v1/messages/count_tokens``.
 * Body and SSE are first-party: ``model`` is the deployment name (client names pass through unless
   ``GATEWAY_MODEL_MAP`` maps them), ``stream`` stays in the body. The client's bytes go upstream
-  unchanged unless the model map or the beta policy changed something
-  (:func:`~gateway.providers.preparation.prepare`).
+  unchanged unless the model map, ``GATEWAY_BETA_POLICY`` or ``GATEWAY_FOLD_SYSTEM_MESSAGES``
+  changed something (:func:`~gateway.providers.preparation.prepare`); Foundry has no rows in the
+  shaping table (:mod:`.shaping`): it is the first-party surface (providers.md section 4) and
+  Claude Code 2.1.197 and 2.1.332 work against it with their first-party betas (issue 11).
 * Headers: the client's forwardable ones, with ``anthropic-version`` (required by Foundry; the
   first-party default ``2023-06-01`` when the client sent none) and ``anthropic-beta``; the
   credential from :mod:`.foundry_auth`; no ``x-client-request-id``.
@@ -136,7 +138,13 @@ class FoundryProvider(Provider):
         return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
 
     async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:
-        prepared = prepare(request, ProviderName.FOUNDRY, self._resolver, self._policy)
+        prepared = prepare(
+            request,
+            ProviderName.FOUNDRY,
+            self._resolver,
+            self._policy,
+            fold_targets=self._settings.fold_system_messages,
+        )
         auth = self._static_auth
         if self._entra is not None:
             auth = [("authorization", f"Bearer {await self._entra.bearer()}")]

@@ -11,10 +11,13 @@
   "vertex-2023-10-16"`` (the documented value); ``stream`` stays. count_tokens goes to
   ``.../models/count-tokens:rawPredict`` and keeps ``model`` (the Vertex id) in the body.
 * Headers: the client's forwardable ones without ``anthropic-version`` (Vertex takes the version in
-  the body); the betas the policy kept go in ``anthropic-beta`` (never in the body); the
-  credential is Google's OAuth access token (:mod:`.vertex_auth`); no ``x-client-request-id``.
-* Betas Vertex does not accept are dropped with their body halves by the shared policy, so the
-  request tags (``tags`` and ``request-tags-2026-08-21``) never reach Vertex.
+  the body); the betas the Vertex rows of the shaping table (:mod:`.shaping`) keep go in
+  ``anthropic-beta`` (never in the body), renamed where Vertex knows the feature by another name;
+  the credential is Google's OAuth access token (:mod:`.vertex_auth`); no ``x-client-request-id``.
+* Betas Vertex does not accept are dropped with their body halves by the same table, so the
+  first-party-only fields (``context_management``, a message's ``output_config``,
+  ``cache_control.scope``) and the request tags (``tags``) never reach Vertex; mid-conversation
+  ``role: "system"`` messages do, unless ``GATEWAY_FOLD_SYSTEM_MESSAGES`` names the model.
 * Responses: success bytes (JSON or Anthropic SSE) are relayed as they are; errors are translated
   by :mod:`.vertex_errors`. ``GET /v1/models`` is answered locally from the model map.
 """
@@ -162,7 +165,7 @@ class VertexProvider(Provider):
         return await self._credentials.refresh()
 
     async def messages(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = prepare(request, ProviderName.VERTEX, self._resolver, self._policy)
+        prepared = self._prepare(request)
         if not prepared.model:
             raise GatewayError(400, "model: Field required")
         verb = "streamRawPredict" if request.stream else "rawPredict"
@@ -170,7 +173,7 @@ class VertexProvider(Provider):
         return await self._post(path, vertex_body(prepared, keep_model=False), request, prepared)
 
     async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = prepare(request, ProviderName.VERTEX, self._resolver, self._policy)
+        prepared = self._prepare(request)
         if not prepared.model:
             raise GatewayError(400, "model: Field required")
         path = model_path(self._project, self._region, "count-tokens", "rawPredict")
@@ -179,6 +182,15 @@ class VertexProvider(Provider):
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
         return BufferedResponse(
             200, orjson.dumps(models_page(self._resolver)), [("content-type", "application/json")]
+        )
+
+    def _prepare(self, request: ClientRequest) -> PreparedRequest:
+        return prepare(
+            request,
+            ProviderName.VERTEX,
+            self._resolver,
+            self._policy,
+            fold_targets=self._settings.fold_system_messages,
         )
 
     async def _post(
