@@ -88,7 +88,7 @@ class BedrockProvider(Provider):
         self._auth: BedrockAuth = (
             BearerAuth(token.get_secret_value())
             if token is not None
-            else SigV4ChainAuth(self._region, settings.aws_profile)
+            else SigV4ChainAuth(self._region, settings.aws_profile, settings)
         )
         self._pool = UpstreamPool()
 
@@ -105,6 +105,10 @@ class BedrockProvider(Provider):
         await self._pool.close()
 
     def not_ready_reason(self) -> str | None:
+        return self._auth.not_ready_reason()
+
+    async def readiness(self) -> str | None:
+        await self._auth.recheck()
         return self._auth.not_ready_reason()
 
     async def refresh_credentials(self) -> bool:
