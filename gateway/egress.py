@@ -63,7 +63,11 @@ class EgressError(UpstreamUnavailable):
 
 def trust_store(ca_bundle: Path | None) -> str:
     """What TLS certificates are checked against, for messages."""
-    return f"the CA bundle {ca_bundle} (GATEWAY_CA_BUNDLE)" if ca_bundle is not None else "the system trust store"
+    return (
+        f"the CA bundle {ca_bundle} (GATEWAY_CA_BUNDLE)"
+        if ca_bundle is not None
+        else "the system trust store"
+    )
 
 
 def host_port(url: str | None) -> str:
@@ -97,7 +101,11 @@ def scrub(text: str) -> str:
 
 
 # -- the failures ---------------------------------------------------------------------------------
-def proxy_refusal(status: int, reason: str | None, proxy: str, target: str) -> EgressFailure:
+def proxy_refusal(
+    status: int, reason: str | None, proxy: str, target: str, *, tunnel: bool = True
+) -> EgressFailure:
+    """The proxy refused: ``tunnel`` the CONNECT to ``target``, else a plain-http request to it."""
+    asked = f"the CONNECT to {target}" if tunnel else f"the request to {target}"
     try:
         phrase = reason or HTTPStatus(status).phrase
     except ValueError:
@@ -105,26 +113,28 @@ def proxy_refusal(status: int, reason: str | None, proxy: str, target: str) -> E
     if status == 407:
         return EgressFailure(
             EgressKind.PROXY_AUTH,
-            f"proxy authentication failed: the egress proxy {proxy} answered 407 {phrase} to the "
-            f"CONNECT to {target} (check the user and password in HTTPS_PROXY / HTTP_PROXY)",
+            f"proxy authentication failed: the egress proxy {proxy} answered 407 {phrase} to "
+            f"{asked} (check the user and password in HTTPS_PROXY / HTTP_PROXY)",
             retryable=False,
         )
     if status == 403:
         return EgressFailure(
             EgressKind.PROXY_REFUSED,
-            f"the egress proxy {proxy} refused the CONNECT to {target}: 403 {phrase} (its access "
-            "rules do not allow this host or port)",
+            f"the egress proxy {proxy} refused {asked}: 403 {phrase} (its access rules do not "
+            "allow this host or port)",
             retryable=False,
         )
     return EgressFailure(
         EgressKind.PROXY_ERROR,
-        f"the egress proxy {proxy} could not open a tunnel to {target}: {status} {phrase}",
+        f"the egress proxy {proxy} could not complete {asked}: {status} {phrase}",
         retryable=status >= 500,
     )
 
 
 def proxy_unreachable(proxy: str, detail: str) -> EgressFailure:
-    return EgressFailure(EgressKind.PROXY_UNREACHABLE, f"proxy unreachable: egress proxy {proxy}: {detail}", True)
+    return EgressFailure(
+        EgressKind.PROXY_UNREACHABLE, f"proxy unreachable: egress proxy {proxy}: {detail}", True
+    )
 
 
 def tls_verify_failed(target: str, detail: str, ca_bundle: Path | None) -> EgressFailure:
@@ -234,13 +244,17 @@ def classify_sync(
     proxy_name = host_port(proxy) if proxy else "?"
     tunnel = _TUNNEL.search(texts)
     if tunnel is not None:
-        return proxy_refusal(int(tunnel.group(1)), (tunnel.group(2) or "").strip() or None, proxy_name, target)
+        return proxy_refusal(
+            int(tunnel.group(1)), (tunnel.group(2) or "").strip() or None, proxy_name, target
+        )
     for item in chain:
         if isinstance(item, ssl.SSLCertVerificationError):
             return tls_verify_failed(target, _verify_detail(item), ca_bundle)
     verify = _VERIFY.search(texts)
     if verify is not None or "CERTIFICATE_VERIFY_FAILED" in texts:
-        verify_detail = f"certificate verify failed: {verify.group(1).strip()}" if verify else "certificate verify failed"
+        verify_detail = (
+            f"certificate verify failed: {verify.group(1).strip()}" if verify else "certificate verify failed"
+        )
         return tls_verify_failed(target, verify_detail, ca_bundle)
     names: set[str] = set()
     for item in chain:
@@ -248,12 +262,14 @@ def classify_sync(
     detail = _sync_detail(chain, texts)
     if names & _PROXY_TYPES and proxy is not None:
         return proxy_unreachable(proxy_name, detail or "connection failed")
+    if detail is not None:  # before timeouts: urllib3's NewConnectionError is a ConnectTimeoutError
+        return unreachable(target, detail)
     if names & _TIMEOUT_TYPES or any(isinstance(item, TimeoutError) for item in chain):
         return EgressFailure(EgressKind.TIMEOUT, f"{target} did not answer in time", True)
     if "SSLError" in names:
         return EgressFailure(EgressKind.TLS, f"TLS handshake with {target} failed", False)
-    if detail is not None or names & _CONNECT_TYPES:
-        return unreachable(target, detail or "connection failed")
+    if names & _CONNECT_TYPES:
+        return unreachable(target, "connection failed")
     return None
 
 

@@ -72,7 +72,9 @@ class Upstream:
         if response.status == 407 and self.proxy is not None:
             # a plain-http upstream through the proxy: only a proxy answers 407
             response.release()
-            failure = proxy_refusal(407, response.reason, host_port(self.proxy), host_port(self.base_url))
+            failure = proxy_refusal(
+                407, response.reason, host_port(self.proxy), host_port(self.base_url), tunnel=False
+            )
             raise EgressError(failure)
         return response
 

@@ -8,6 +8,7 @@ CIDR in ``NO_PROXY``. :func:`egress_session` returns a botocore ``Session`` that
 
 * verifies TLS against ``GATEWAY_CA_BUNDLE`` / ``SSL_CERT_FILE`` when set (the session's
   ``ca_bundle``, which every client it creates uses);
+* makes one attempt per call (the gateway's own retry loop decides whether to try again);
 * chooses the proxy of every client it creates by that client's endpoint, with the gateway's
   rules (:func:`gateway.transport.proxy_for`: ``HTTPS_PROXY`` / ``HTTP_PROXY`` by scheme, unless
   ``NO_PROXY`` exempts the host, CIDR ranges included) and never from the environment;
@@ -45,6 +46,7 @@ class EgressSession(Session):  # type: ignore[misc]  # botocore is untyped
     def __init__(self, settings: Settings) -> None:
         super().__init__()
         self._egress = settings
+        self.http_sessions: list[URLLib3Session] = []  # made here, closed by close_http()
         if settings.ca_bundle is not None:
             self.set_config_variable("ca_bundle", str(settings.ca_bundle))
 
@@ -57,7 +59,9 @@ class EgressSession(Session):  # type: ignore[misc]  # botocore is untyped
         asked: Config | None = kwargs.pop("config", None)
 
         def config(proxies: dict[str, str]) -> Config:
-            base = Config(proxies=proxies)  # an explicit mapping: botocore never reads the environment
+            # an explicit proxy mapping: botocore never reads the environment; one attempt: the
+            # gateway's retry loop decides about retries (botocore's would add up to 5 per try)
+            base = Config(proxies=proxies, retries={"total_max_attempts": 1})
             return base.merge(asked) if asked is not None else base
 
         client = super().create_client(service_name, *args, config=config({}), **kwargs)
@@ -67,6 +71,11 @@ class EgressSession(Session):  # type: ignore[misc]  # botocore is untyped
         if proxies:
             client = super().create_client(service_name, *args, config=config(proxies), **kwargs)
         return client
+
+    def close_http(self) -> None:
+        """Close the pooled connections of the HTTP sessions this module made."""
+        for http in self.http_sessions:
+            http.close()
 
 
 class _SettingsProxies(ProxyConfiguration):  # type: ignore[misc]
@@ -101,9 +110,9 @@ def egress_session(settings: Settings, region: str, profile: str | None) -> Egre
         container = None
     if container is not None and hasattr(container, "_fetcher"):
         # the same provider instance serves role profiles with credential_source = EcsContainer
-        container._fetcher = ContainerMetadataFetcher(
-            session=egress_http_session(settings, timeout=ContainerMetadataFetcher.TIMEOUT_SECONDS)
-        )
+        http = egress_http_session(settings, timeout=ContainerMetadataFetcher.TIMEOUT_SECONDS)
+        session.http_sessions.append(http)
+        container._fetcher = ContainerMetadataFetcher(session=http)
     return session
 
 

@@ -103,6 +103,7 @@ class BedrockProvider(Provider):
 
     async def close(self) -> None:
         await self._pool.close()
+        await self._auth.close()
 
     def not_ready_reason(self) -> str | None:
         return self._auth.not_ready_reason()

@@ -100,6 +100,9 @@ class BedrockAuth(ABC):
     async def recheck(self) -> None:  # noqa: B027 - optional hook
         """Not ready because fetches failed: try once more (``/readyz`` calls this)."""
 
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the credential calls' connections."""
+
     @abstractmethod
     async def authorize(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
@@ -140,9 +143,7 @@ class SigV4ChainAuth(BedrockAuth):
         self._region = region
         self._profile = profile
         self._settings = settings
-        self.health = CredentialHealth(
-            settings.credential_failures_not_ready, settings.credential_recheck_s
-        )
+        self.health = CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s)
         self._session = self._new_session()
         self._credentials: Any = None  # botocore Credentials / RefreshableCredentials
         self._frozen: Any = None  # botocore ReadOnlyCredentials
@@ -165,6 +166,9 @@ class SigV4ChainAuth(BedrockAuth):
     def not_ready_reason(self) -> str | None:
         return self._problem or self.health.not_ready_reason()
 
+    async def close(self) -> None:
+        self._session.close_http()
+
     async def recheck(self) -> None:
         if self.health.recheck_due():
             try:
@@ -181,6 +185,7 @@ class SigV4ChainAuth(BedrockAuth):
             return False
         self._reload_after = time.monotonic() + RESOLVE_RETRY_S
         before = self._frozen
+        self._session.close_http()
         self._session = self._new_session()
         await self._resolve()
         try:

@@ -86,9 +86,7 @@ class CredentialHealth:
         self.consecutive_failures += 1
         self.last_failure = cause
         self._next_recheck = self._clock() + self.recheck_s
-        log.warning(
-            "upstream credential fetch failed (%d consecutive): %s", self.consecutive_failures, cause
-        )
+        log.warning("upstream credential fetch failed (%d consecutive): %s", self.consecutive_failures, cause)
 
     def not_ready_reason(self) -> str | None:
         if self.consecutive_failures < self.threshold:

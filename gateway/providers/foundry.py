@@ -79,6 +79,7 @@ class FoundryProvider(Provider):
         self._pool = UpstreamPool()
         self._static_auth: list[tuple[str, str]] = []
         self._entra: EntraTokens | None = None
+        self._close_source: Callable[[], None] | None = None
         self._needs_azure_identity = False
         if settings.foundry_api_key is not None:
             key = settings.foundry_api_key.get_secret_value()
@@ -86,7 +87,8 @@ class FoundryProvider(Provider):
             self._credential_source = "ANTHROPIC_FOUNDRY_API_KEY"
         else:
             if token_source is None:
-                token_source = default_token_source(settings.foundry_entra_scope, settings)
+                default = default_token_source(settings.foundry_entra_scope, settings)
+                token_source, self._close_source = default, default.close
                 self._needs_azure_identity = True
                 self._credential_source = "Entra ID (DefaultAzureCredential)"
             else:
@@ -109,6 +111,8 @@ class FoundryProvider(Provider):
 
     async def close(self) -> None:
         await self._pool.close()
+        if self._close_source is not None:
+            self._close_source()
 
     def not_ready_reason(self) -> str | None:
         if self._pool.upstream is None:

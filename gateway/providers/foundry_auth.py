@@ -49,23 +49,34 @@ def credential_token_source(credential: Any, scope: str) -> TokenFetch:
     return fetch
 
 
-def default_token_source(scope: str, settings: Settings) -> TokenFetch:
+class DefaultTokenSource:
     """``DefaultAzureCredential`` for ``scope`` with the gateway's egress settings, created on the
-    first fetch and then reused."""
-    state: dict[str, TokenFetch] = {}
+    first fetch and then reused; ``close()`` releases its connections."""
 
-    def fetch() -> tuple[str, float]:
-        source = state.get("source")
-        if source is None:
+    def __init__(self, scope: str, settings: Settings) -> None:
+        self._scope = scope
+        self._settings = settings
+        self._credential: Any = None
+        self._options: dict[str, Any] = {}
+
+    def __call__(self) -> tuple[str, float]:
+        if self._credential is None:
             from azure.identity import DefaultAzureCredential
 
             from gateway.providers.requests_egress import azure_transport_options
 
-            credential = DefaultAzureCredential(**azure_transport_options(settings))
-            source = state["source"] = credential_token_source(credential, scope)
-        return source()
+            self._options = azure_transport_options(self._settings)
+            self._credential = DefaultAzureCredential(**self._options)
+        return credential_token_source(self._credential, self._scope)()
 
-    return fetch
+    def close(self) -> None:
+        if self._credential is not None:
+            self._credential.close()
+            self._options["transport"].session.close()  # not owned by the transport
+
+
+def default_token_source(scope: str, settings: Settings) -> DefaultTokenSource:
+    return DefaultTokenSource(scope, settings)
 
 
 PREFIX: Final = "the gateway could not get a Microsoft Entra ID token"
@@ -89,7 +100,9 @@ def describe_entra_failure(exc: BaseException, settings: Settings) -> Credential
     if code is not None:
         return CredentialFailure(f"{PREFIX}: Entra ID refused the credential: {code.group(0)}")
     if isinstance(exc, OSError):
-        return CredentialFailure(f"{PREFIX}: its token source could not be reached", status=502, retryable=True)
+        return CredentialFailure(
+            f"{PREFIX}: its token source could not be reached", status=502, retryable=True
+        )
     return CredentialFailure(f"{PREFIX}: {type(exc).__name__}")
 
 

@@ -116,6 +116,8 @@ class VertexProvider(Provider):
 
     async def close(self) -> None:
         await self._pool.close()
+        if self._credentials is not None:
+            self._credentials.close()
 
     def not_ready_reason(self) -> str | None:
         if self._credentials is None or not self._project:

@@ -52,6 +52,11 @@ class GoogleCredentials:
     project_id: str | None
     source: str
     tokens: TokenCache
+    http: Any = None  # the requests session of the token calls (closed with the provider)
+
+    def close(self) -> None:
+        if self.http is not None:
+            self.http.close()
 
     async def bearer(self) -> str:
         """A valid access token, refreshed when due; failures become Anthropic-shaped errors."""
@@ -90,7 +95,9 @@ def describe_google_failure(exc: BaseException, credentials: Any, settings: Sett
         account = getattr(credentials, "service_account_email", None)
         named = f" {account}" if isinstance(account, str) and account else ""
         if getattr(exc, "retryable", False):
-            return CredentialFailure(f"{PREFIX}: {where} is unavailable; retry later", status=503, retryable=True)
+            return CredentialFailure(
+                f"{PREFIX}: {where} is unavailable; retry later", status=503, retryable=True
+            )
         if "account not found" in description.lower():
             return CredentialFailure(f"{PREFIX}: unknown service account{named} ({error}: account not found)")
         if "signature" in description.lower():
@@ -99,7 +106,9 @@ def describe_google_failure(exc: BaseException, credentials: Any, settings: Sett
                 f"{error}: key rejected"
             )
         if "timeframe" in description.lower() or "iat and exp" in description.lower():
-            return CredentialFailure(f"{PREFIX}: {error}: the gateway's clock is off (JWT outside its time window)")
+            return CredentialFailure(
+                f"{PREFIX}: {error}: the gateway's clock is off (JWT outside its time window)"
+            )
         return CredentialFailure(f"{PREFIX}: {where} refused the credential: {error}")
     return CredentialFailure(f"{PREFIX}: {type(exc).__name__}")
 
@@ -123,13 +132,11 @@ def _expiry_seconds(expiry: datetime.datetime | None) -> float:
     return expiry.timestamp()
 
 
-def _refresher(credentials: Any, settings: Settings) -> TokenFetch:
+def _refresher(credentials: Any, settings: Settings, http: Any) -> TokenFetch:
     from google.auth.exceptions import GoogleAuthError
     from google.auth.transport.requests import Request
 
-    from gateway.providers.requests_egress import EgressRequestsSession
-
-    request = Request(session=EgressRequestsSession(settings))
+    request = Request(session=http)
 
     def fetch() -> tuple[str, float]:
         try:
@@ -175,11 +182,15 @@ async def load_google_credentials(
     """Load ADC off the event loop; raise ``ConfigError`` when there are none."""
     loop = asyncio.get_running_loop()
     credentials, project, source = await loop.run_in_executor(None, _load, settings)
+    from gateway.providers.requests_egress import EgressRequestsSession
+
+    http = EgressRequestsSession(settings)
     return GoogleCredentials(
         project_id=project or None,
         source=source,
+        http=http,
         tokens=TokenCache(
-            _refresher(credentials, settings),
+            _refresher(credentials, settings, http),
             clock=clock,
             health=CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s),
         ),

@@ -29,6 +29,7 @@ from gateway.emulator import EmulatorConfig, ManualClock
 from gateway.emulator.bedrock_config import (
     DEFAULT_API_KEY,
     DEFAULT_CONTAINER_TOKEN,
+    DEFAULT_WEB_IDENTITY_TOKEN,
     BedrockOptions,
     get_bedrock_state,
 )
@@ -202,7 +203,6 @@ async def test_credentials_that_cannot_be_refreshed_are_401(
         async with bedrock_gateway(env, GATEWAY_CREDENTIAL_RECHECK_S="0.001") as (server, provider):
             sdk = client(server.base_url)
             await sdk.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES)
-            token = Path(env["AWS_WEB_IDENTITY_TOKEN_FILE"]).read_text()
             write(env["AWS_WEB_IDENTITY_TOKEN_FILE"], "revoked-token")
             for failures in range(1, 4):  # the default threshold: 3 consecutive failed fetches
                 assert provider.not_ready_reason() is None
@@ -218,7 +218,9 @@ async def test_credentials_that_cannot_be_refreshed_are_401(
                 reason = (await response.json())["reason"]
             # /readyz itself retried the fetch (the recheck interval had passed): a fourth failure
             assert "4 consecutive failures" in reason and "InvalidIdentityToken" in reason
-            write(env["AWS_WEB_IDENTITY_TOKEN_FILE"], token)  # fixed: /readyz retries and recovers
+            write(
+                env["AWS_WEB_IDENTITY_TOKEN_FILE"], DEFAULT_WEB_IDENTITY_TOKEN
+            )  # fixed: /readyz retries and recovers
             async with aiohttp.ClientSession() as http, http.get(f"{server.base_url}/readyz") as response:
                 assert response.status == 200
             assert provider.not_ready_reason() is None
