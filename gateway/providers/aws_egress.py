@@ -65,9 +65,9 @@ class EgressSession(Session):  # type: ignore[misc]  # botocore is untyped
             return base.merge(asked) if asked is not None else base
 
         client = super().create_client(service_name, *args, config=config({}), **kwargs)
-        proxies = _proxies(str(client.meta.endpoint_url), self._egress)
         if asked is not None and asked.proxies is not None:
             return client  # the caller chose its own proxies
+        proxies = _proxies(str(client.meta.endpoint_url), self._egress)
         if proxies:
             client = super().create_client(service_name, *args, config=config(proxies), **kwargs)
         return client

@@ -130,7 +130,10 @@ async def test_stream_fallback_reports_the_proxy_refusal(pki: LocalPKI) -> None:
             GATEWAY_STREAM_IDLE_TIMEOUT_S="0.2",
         ):
             client = anthropic.AsyncAnthropic(
-                api_key=KEY, base_url=url, max_retries=0, default_headers={"x-emulator-fault": "stall_after=2:1"}
+                api_key=KEY,
+                base_url=url,
+                max_retries=0,
+                default_headers={"x-emulator-fault": "stall_after=2:1"},
             )
             async with client:
                 with pytest.raises(anthropic.APIStatusError) as info:
