@@ -148,6 +148,10 @@ class Settings(BaseModel):
     upstream_connect_timeout_s: float = Field(10.0, alias="GATEWAY_UPSTREAM_CONNECT_TIMEOUT_S", gt=0)
     first_byte_timeout_s: float = Field(600.0, alias="GATEWAY_FIRST_BYTE_TIMEOUT_S", gt=0)
     downstream_ping_s: float = Field(15.0, alias="GATEWAY_DOWNSTREAM_PING_S", gt=0)
+    # upstream credentials (STS, Google token endpoint, Entra ID): /readyz is not ready after this
+    # many consecutive failed fetches, and retries the fetch itself at most this often
+    credential_failures_not_ready: int = Field(3, alias="GATEWAY_CREDENTIAL_FAILURES_NOT_READY", ge=1)
+    credential_recheck_s: float = Field(30.0, alias="GATEWAY_CREDENTIAL_RECHECK_S", gt=0)
 
     # resilience: stream idle watchdog, non-streaming fallback, bounded retries, model fallback
     stream_idle_warning_s: float = Field(45.0, alias="GATEWAY_STREAM_IDLE_WARNING_S", gt=0)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -21,6 +22,7 @@ from gateway.access_log import log_request
 from gateway.cache.pipeline import CacheContext, CachePipeline, build_store
 from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
+from gateway.egress import scrub
 from gateway.errors import GatewayError, error_body
 from gateway.headers import forwardable_request_headers, header_value
 from gateway.inbound import Authenticator, client_request
@@ -73,6 +75,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _json_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
     except web.HTTPException as exc:
         return _json_error(exc.status, "invalid_request_error", exc.reason)
+    except Exception as exc:
+        # aiohttp would log the traceback with the exception's text (which may hold a proxy URL
+        # with credentials) and answer text/plain: log it scrubbed, answer in the Anthropic shape
+        trace = scrub("".join(traceback.format_exception(exc)))
+        log.error("unhandled error on %s %s: %s", request.method, request.path, trace)
+        return _json_error(500, "api_error", "internal gateway error")
 
 
 class Gateway:
@@ -127,7 +135,7 @@ class Gateway:
         return self.drain.draining
 
     async def readyz(self, request: web.Request) -> web.Response:
-        reason = "draining" if self.draining else self.provider.not_ready_reason()
+        reason = "draining" if self.draining else await self.provider.readiness()
         if reason is not None:
             return web.json_response({"status": "not ready", "reason": reason}, status=503)
         return web.json_response({"status": "ready", "provider": self.provider.name})
@@ -206,6 +214,7 @@ class Gateway:
                 exc = attempt.error
                 outcome.status = exc.status
                 outcome.error_type = exc.error_type
+                outcome.failure = exc.message
                 metrics.upstream_errors.labels(provider, exc.error_type).inc()
                 for name, value in extra.items():
                     exc.headers.setdefault(name, value)
@@ -245,6 +254,11 @@ class Gateway:
             finally:
                 outcome.upstream_done_at = self.clock()
                 upstream.close()
+        except Exception as exc:
+            if outcome.status == 0 and not isinstance(exc, GatewayError):  # the middleware answers 500
+                outcome.status, outcome.error_type = 500, "api_error"
+                outcome.failure = f"internal error: {type(exc).__name__}"
+            raise
         finally:
             metrics.inflight_requests.dec()
             if cache_context is not None:

@@ -91,7 +91,7 @@ class BedrockProvider(Provider):
         self._auth: BedrockAuth = (
             BearerAuth(token.get_secret_value())
             if token is not None
-            else SigV4ChainAuth(self._region, settings.aws_profile)
+            else SigV4ChainAuth(self._region, settings.aws_profile, settings)
         )
         self.catalogue: ModelCatalogue | None = (
             ModelCatalogue(
@@ -121,8 +121,13 @@ class BedrockProvider(Provider):
         if self.catalogue is not None:
             await self.catalogue.close()
         await self._pool.close()
+        await self._auth.close()
 
     def not_ready_reason(self) -> str | None:
+        return self._auth.not_ready_reason()
+
+    async def readiness(self) -> str | None:
+        await self._auth.recheck()
         return self._auth.not_ready_reason()
 
     async def refresh_credentials(self) -> bool:

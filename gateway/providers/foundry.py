@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -24,14 +25,16 @@ import aiohttp
 import orjson
 
 from gateway.config import ConfigError, ProviderName, Settings
-from gateway.errors import UpstreamUnavailable
+from gateway.errors import GatewayError, UpstreamUnavailable
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
+from gateway.providers.credentials_health import CredentialHealth
 from gateway.providers.foundry_auth import (
     AZURE_IDENTITY_HINT,
     EntraTokens,
     azure_identity_available,
     default_token_source,
+    mapped_token_source,
 )
 from gateway.providers.foundry_errors import foundry_error_response
 from gateway.providers.model_listing import models_page
@@ -79,6 +82,7 @@ class FoundryProvider(Provider):
         self._pool = UpstreamPool()
         self._static_auth: list[tuple[str, str]] = []
         self._entra: EntraTokens | None = None
+        self._close_source: Callable[[], None] | None = None
         self._needs_azure_identity = False
         if settings.foundry_api_key is not None:
             key = settings.foundry_api_key.get_secret_value()
@@ -86,12 +90,15 @@ class FoundryProvider(Provider):
             self._credential_source = "ANTHROPIC_FOUNDRY_API_KEY"
         else:
             if token_source is None:
-                token_source = default_token_source(settings.foundry_entra_scope)
+                default = default_token_source(settings.foundry_entra_scope, settings)
+                token_source, self._close_source = default, default.close
                 self._needs_azure_identity = True
                 self._credential_source = "Entra ID (DefaultAzureCredential)"
             else:
                 self._credential_source = "Entra ID (token source)"
-            self._entra = EntraTokens(TokenCache(token_source, clock=clock))
+            health = CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s)
+            cache = TokenCache(mapped_token_source(token_source, settings), clock=clock, health=health)
+            self._entra = EntraTokens(cache)
 
     async def start(self) -> None:
         if self._base_url is None:
@@ -107,11 +114,22 @@ class FoundryProvider(Provider):
 
     async def close(self) -> None:
         await self._pool.close()
+        if self._close_source is not None:
+            self._close_source()
 
     def not_ready_reason(self) -> str | None:
         if self._pool.upstream is None:
             return "Foundry provider not started"
-        return None
+        health = self._entra.cache.health if self._entra is not None else None
+        return health.not_ready_reason() if health is not None else None
+
+    async def readiness(self) -> str | None:
+        """Retry a failing Entra ID token fetch when due (see :mod:`.credentials_health`)."""
+        health = self._entra.cache.health if self._entra is not None else None
+        if self._entra is not None and health is not None and health.recheck_due():
+            with contextlib.suppress(GatewayError):
+                await self._entra.bearer()
+        return self.not_ready_reason()
 
     def describe(self) -> dict[str, str]:
         return {

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -140,11 +141,23 @@ class VertexProvider(Provider):
         if self.catalogue is not None:
             await self.catalogue.close()
         await self._pool.close()
+        if self._credentials is not None:
+            self._credentials.close()
 
     def not_ready_reason(self) -> str | None:
         if self._credentials is None or not self._project:
             return "Vertex AI provider not started (no Google credentials or project yet)"
-        return None
+        health = self._credentials.tokens.health
+        return health.not_ready_reason() if health is not None else None
+
+    async def readiness(self) -> str | None:
+        """Retry a failing token fetch when due (see :mod:`.credentials_health`), then report."""
+        credentials = self._credentials
+        health = credentials.tokens.health if credentials is not None else None
+        if credentials is not None and health is not None and health.recheck_due():
+            with contextlib.suppress(GatewayError):
+                await credentials.bearer()
+        return self.not_ready_reason()
 
     def describe(self) -> dict[str, str]:
         return {
