@@ -415,18 +415,18 @@ class Settings(BaseModel):
             {"provider_choice", "use_bedrock", "use_vertex", "use_foundry", "aws_region", "vertex_region"}
             | {"foundry_resource", "foundry_base_url"}
         )
-        return [
+        checks: list[tuple[frozenset[str], Callable[[], None]]] = [
             (frozenset({"api_keys", "api_keys_file"}), self._load_keys),
             (frozenset({"client_cert", "client_key"}), self._check_client_pair),
             (provider_fields, self._check_provider_settings),
             (frozenset({"stream_idle_warning_s", "stream_idle_timeout_s"}), self._check_idle_order),
             (frozenset({"drain_delay_s", "drain_timeout_s"}), self._check_drain_order),
-            *(
-                [(frozenset({"api_keys", "api_keys_file", "allow_unauthenticated"}), self._check_open)]
-                if serving
-                else []
-            ),
         ]
+        if serving:
+            checks.append(
+                (frozenset({"api_keys", "api_keys_file", "allow_unauthenticated"}), self._check_open)
+            )
+        return checks
 
     def _load_keys(self) -> None:
         keys = list(parse_key_list(self.api_keys.get_secret_value()))
