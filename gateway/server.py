@@ -35,6 +35,7 @@ from gateway.providers.betas import BetaPolicy
 from gateway.providers.models import metric_label
 from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
 from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, with_retry
+from gateway.startup_summary import strip_userinfo
 
 log = logging.getLogger("switchyard.server")
 
@@ -389,7 +390,8 @@ def create_app(
 
     async def start_provider(_: web.Application) -> None:
         await provider.start()
-        log.info("provider ready: %s", orjson.dumps(provider.describe()).decode())
+        facts = {key: strip_userinfo(value) or "" for key, value in provider.describe().items()}
+        log.info("provider ready: %s", orjson.dumps(facts).decode())  # no URL userinfo
 
     async def close_provider(_: web.Application) -> None:
         await provider.close()

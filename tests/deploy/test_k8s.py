@@ -44,6 +44,7 @@ from tests.deploy.manifests import (
     secret_template,
     settings_env_names,
 )
+from tests.support.tls import make_pki
 
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 CRD_GROUPS = ("monitoring.coreos.com/",)
@@ -312,8 +313,9 @@ def _settings_for(manifests: tuple[Manifest, ...] | list[Manifest], tmp_path: Pa
                     i for i in volume["secret"]["items"] if f"{mount['mountPath']}/{i['path']}" == value
                 )
                 local.write_text(secret_data[item["key"]])
-            else:  # a ConfigMap the operator creates (the CA bundle)
-                local.write_text("-----BEGIN CERTIFICATE-----\n")
+            else:  # a ConfigMap the operator creates (the CA bundle): start-up loads it as PEM
+                (tmp_path / "pki").mkdir(exist_ok=True)
+                local.write_bytes(make_pki(tmp_path / "pki").ca_cert.read_bytes())
             environ[name] = str(local)
         else:
             environ[name] = value
