@@ -307,7 +307,7 @@ async def test_bedrock_periodic_refresh_recovers_with_real_botocore(
     apply_aws_env(monkeypatch, env)
     monkeypatch.setattr(bedrock_discovery, "PAGE_SIZE", 5)  # several ListInferenceProfiles pages
     settings = Settings.from_environ(env)
-    auth = SigV4ChainAuth("us-east-1", None)
+    auth = SigV4ChainAuth("us-east-1", None, settings)
     await auth.start()
     sleep = StepSleep()
     catalogue = ModelCatalogue(bedrock_fetcher(settings, auth), interval_s=300, timeout_s=10, sleep=sleep)
