@@ -110,7 +110,7 @@ class Settings(BaseModel):
     api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")
     """Comma-separated inbound keys clients must present (team `default`)."""
     api_keys_file: Path | None = Field(None, alias="GATEWAY_API_KEYS_FILE")
-    """File of inbound keys, one per line as `key [team]`; `#` comments."""
+    """File of inbound keys, one per line as `key [team] [role=client|metrics]`; `#` comments."""
     allow_unauthenticated: bool = Field(False, alias="GATEWAY_ALLOW_UNAUTHENTICATED")
     """`1`: start without any inbound key (an open gateway, deliberately)."""
     api_keys_reload_s: float = Field(5.0, alias="GATEWAY_API_KEYS_RELOAD_S", ge=0, le=300)
