@@ -148,6 +148,10 @@ class Settings(BaseModel):
     request_deadline_s: float = Field(600.0, alias="GATEWAY_REQUEST_DEADLINE_S", gt=0)
     fallback_model: str | None = Field(None, alias="GATEWAY_FALLBACK_MODEL")
     fallback_after_overloads: int = Field(3, alias="GATEWAY_FALLBACK_AFTER_OVERLOADS", ge=1)
+    # the retry budget for clients that retry themselves (gateway.retry_budget)
+    client_retrying_max_retries: int = Field(1, alias="GATEWAY_CLIENT_RETRYING_MAX_RETRIES", ge=0)
+    client_retry_limit: int = Field(10, alias="GATEWAY_CLIENT_RETRY_LIMIT", ge=0)
+    client_retry_window_s: float = Field(300.0, alias="GATEWAY_CLIENT_RETRY_WINDOW_S", ge=0)
 
     # operations
     log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
