@@ -8,7 +8,8 @@ the others: 1 + (1 + R) upstream attempts for R client retries, 12 for the defau
 the budget: 11 x 11 = 121).
 
 Claude Code's own back-off (0.5 s doubling to a 32 s cap, about 3 minutes for 10 retries, whatever
-``retry-after`` says below that) cannot be shortened from outside, so the default run is opt-in
+``retry-after`` says below that) could not be shortened from outside (2.1.332's
+``CLAUDE_CODE_OVERLOADED_RETRY_BASE_DELAY_MS`` changed nothing in ``-p`` runs), so the default run is opt-in
 (``SWITCHYARD_SLOW_TESTS=1``); the suite runs R = 3 (``CLAUDE_CODE_MAX_RETRIES``), a few seconds.
 Measured by hand (README, "Retries"): 2.1.332 and 2.1.197 made 11 attempts each, 12 upstream
 attempts in 178-186 s through the gateway (11 in 189-197 s directly).
