@@ -3,8 +3,12 @@
     python dashboards/build.py           # rewrite the JSON files
     python dashboards/build.py --check   # exit 1 if a committed file differs from this source
 
-Every panel queries the metrics of ``gateway/metrics.py`` through the ``$datasource`` variable and
-honours the ``$provider``, ``$model`` and ``$team`` variables wherever the metric has that label.
+Every panel queries the metrics of ``gateway/metrics.py`` through the ``$datasource`` variable,
+honours the ``$job``, ``$namespace`` and ``$instance`` variables (the scrape target: one deployment
+among several on one Prometheus, one pod) in every selector, and ``$provider``, ``$model`` and
+``$team`` wherever the metric has that label. No panel shows NaN: a ratio's denominator is
+filtered to ``> 0`` (a team or window without traffic shows nothing, not 0/0), and latency
+quantiles to ``>= 0`` (``histogram_quantile`` of empty buckets is NaN).
 ``tests/observability`` evaluates every expression against a real Prometheus.
 """
 
@@ -19,7 +23,10 @@ from typing import Any
 OUT = Path(__file__).resolve().parent / "grafana"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 
-P = 'provider=~"$provider"'
+# the scrape target: Prometheus attaches job and instance, the Prometheus Operator namespace too
+# (a target without a namespace label still matches the "All" value, .*)
+J = 'job=~"$job",namespace=~"$namespace",instance=~"$instance"'
+P = f'{J},provider=~"$provider"'
 PM = f'{P},model=~"$model"'
 PMT = f'{PM},team=~"$team"'
 PROMPT_KINDS = 'kind=~"input|cache_read|cache_write_5m|cache_write_1h"'
@@ -94,10 +101,21 @@ def bars(title: str, description: str, expr: str, legend: str, unit: str) -> Pan
     return panel("bargauge", title, description, [target(expr, legend, instant=True)], unit=unit)
 
 
+def ratio(numerator: str, denominator: str) -> str:
+    """``numerator / denominator`` where the denominator is positive: no traffic gives no sample
+    (an empty panel or a missing team), never NaN (0/0) or Inf."""
+    return f"{numerator} / ({denominator} > 0)"
+
+
+def quantile(q: float, buckets: str) -> str:
+    """``histogram_quantile`` without its NaN for empty buckets (NaN >= 0 is false: dropped)."""
+    return f"histogram_quantile({q}, {buckets}) >= 0"
+
+
 def quantiles(metric: str, selector: str, by: str, legend: str) -> list[dict[str, Any]]:
     return [
         target(
-            f"histogram_quantile({q}, sum by (le{by}) (rate({metric}_bucket{{{selector}}}[$__rate_interval])))",
+            quantile(q, f"sum by (le{by}) (rate({metric}_bucket{{{selector}}}[$__rate_interval]))"),
             f"p{round(q * 100)}{legend}",
         )
         for q in (0.5, 0.99)
@@ -108,7 +126,7 @@ def hit_ratio(by: str, window: str, fn: str = "rate") -> str:
     group = f" by ({by})" if by else ""
     read = f'sum{group} ({fn}(gateway_tokens_total{{{PMT},kind="cache_read"}}[{window}]))'
     prompt = f"sum{group} ({fn}(gateway_tokens_total{{{PMT},{PROMPT_KINDS}}}[{window}]))"
-    return f"{read} / {prompt}"
+    return ratio(read, prompt)
 
 
 def cost_dashboard() -> list[Panel]:
@@ -152,17 +170,20 @@ def cache_dashboard() -> list[Panel]:
         stat("Cache hit ratio (range)", "cache_read / (input + cache_read + cache_write) over the range.",
              hit_ratio("", "$__range", "increase"), "percentunit", 1),
         stat("Cache share of spend (range)", "Cache reads and writes as a share of all spend.",
-             f"sum(increase({cache_spend}[$__range])) / sum(increase({spend}[$__range]))", "percentunit", 1),
+             ratio(f"sum(increase({cache_spend}[$__range]))", f"sum(increase({spend}[$__range]))"),
+             "percentunit", 1),
         stat("Cache write / read spend (range)",
              "USD spent writing the cache per USD spent reading it; well above 1 means prefixes are "
-             "written but rarely reused.",
-             f'sum(increase(gateway_cost_by_kind_usd_total{{{PM},kind=~"cache_write_.*"}}[$__range])) / '
-             f'sum(increase(gateway_cost_by_kind_usd_total{{{PM},kind="cache_read"}}[$__range]))', "short", 2),
+             "written but rarely reused (no value while nothing was read).",
+             ratio(f'sum(increase(gateway_cost_by_kind_usd_total{{{PM},kind=~"cache_write_.*"}}[$__range]))',
+                   f'sum(increase(gateway_cost_by_kind_usd_total{{{PM},kind="cache_read"}}[$__range]))'),
+             "short", 2),
         stat("Cache breaks (range)", "Cached prefixes that stopped matching within a session.",
              f"sum(increase(gateway_cache_breaks_total{{{P}}}[$__range]))", "short", 0),
         series("Cache hit ratio by model", "cache_read / (input + cache_read + cache_write).",
                "percentunit", target(hit_ratio("model", "$__rate_interval"), "{{model}}")),
-        series("Cache hit ratio by team", "cache_read / (input + cache_read + cache_write).",
+        series("Cache hit ratio by team", "cache_read / (input + cache_read + cache_write); a team without "
+               "prompt tokens in the interval has no line (not NaN).",
                "percentunit", target(hit_ratio("team", "$__rate_interval"), "{{team}}")),
         series("Prompt tokens by kind (tokens/s)", "Uncached input, cache reads, 5m and 1h cache writes.",
                "short",
@@ -187,19 +208,20 @@ def reliability_dashboard() -> list[Panel]:
         stat("Requests (range)", "Requests answered over the range.",
              f"sum(increase({requests}[$__range]))", "short", 0),
         stat("5xx ratio (range)", "Share of requests answered with a 5xx status.",
-             f"sum(increase({errors}[$__range])) / sum(increase({requests}[$__range]))", "percentunit", 2),
+             ratio(f"sum(increase({errors}[$__range]))", f"sum(increase({requests}[$__range]))"),
+             "percentunit", 2),
         stat("p99 duration (range)", "99th percentile of the request duration over the range.",
-             "histogram_quantile(0.99, sum by (le) "
-             f"(increase(gateway_request_duration_seconds_bucket{{{PM}}}[$__range])))", "s", 2),
+             quantile(0.99, f"sum by (le) (increase(gateway_request_duration_seconds_bucket{{{PM}}}[$__range]))"),
+             "s", 2),
         stat("Watchdog aborts (range)", "Streams aborted by the idle watchdog over the range.",
              f'sum(increase(gateway_stream_idle_total{{{P},event="abort"}}[$__range]))', "short", 0),
         series("Requests by status class (req/s)", "", "reqps",
                target(f"sum by (status_class) (rate({requests}[$__rate_interval]))", "{{status_class}}")),
         series("Error ratio", "Share of requests answered with a 4xx or 5xx status.", "percentunit",
-               target(f"sum(rate({errors}[$__rate_interval])) / sum(rate({requests}[$__rate_interval]))",
+               target(ratio(f"sum(rate({errors}[$__rate_interval]))", f"sum(rate({requests}[$__rate_interval]))"),
                       "5xx"),
-               target(f'sum(rate(gateway_requests_total{{{PM},status_class="4xx"}}[$__rate_interval])) / '
-                      f"sum(rate({requests}[$__rate_interval]))", "4xx")),
+               target(ratio(f'sum(rate(gateway_requests_total{{{PM},status_class="4xx"}}[$__rate_interval]))',
+                            f"sum(rate({requests}[$__rate_interval]))"), "4xx")),
         series("Upstream errors by type (errors/s)", "Anthropic error type of upstream failures.", "short",
                target(f"sum by (type) (rate(gateway_upstream_errors_total{{{P}}}[$__rate_interval]))",
                       "{{type}}"), width=8),
@@ -220,10 +242,10 @@ def reliability_dashboard() -> list[Panel]:
         series("Gateway overhead", "Time spent in the gateway itself, upstream waits excluded.", "s",
                *quantiles("gateway_overhead_seconds", P, ", provider", " {{provider}}"), width=8),
         series("In flight", "Requests being served and streams being relayed (all providers).", "short",
-               target("sum(gateway_inflight_requests)", "requests"),
-               target("sum(gateway_inflight_streams)", "streams"), width=8),
+               target(f"sum(gateway_inflight_requests{{{J}}})", "requests"),
+               target(f"sum(gateway_inflight_streams{{{J}}})", "streams"), width=8),
         series("Session store errors", "Failed session-store reads or writes per interval.", "short",
-               target("sum(increase(gateway_session_store_errors_total[$__rate_interval]))", "errors"),
+               target(f"sum(increase(gateway_session_store_errors_total{{{J}}}[$__rate_interval]))", "errors"),
                width=8),
     ]  # fmt: skip
 
@@ -251,9 +273,13 @@ def variables() -> list[dict[str, Any]]:
     return [
         {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
          "current": {}, "options": [], "refresh": 1, "regex": "", "hide": 0},
-        query("provider", "Provider", "label_values(gateway_requests_total, provider)"),
-        query("model", "Model", 'label_values(gateway_requests_total{provider=~"$provider"}, model)'),
-        query("team", "Team", 'label_values(gateway_cost_usd_total{provider=~"$provider"}, team)'),
+        query("job", "Job", "label_values(gateway_requests_total, job)"),
+        query("namespace", "Namespace", 'label_values(gateway_requests_total{job=~"$job"}, namespace)'),
+        query("instance", "Instance",
+              'label_values(gateway_requests_total{job=~"$job",namespace=~"$namespace"}, instance)'),
+        query("provider", "Provider", f"label_values(gateway_requests_total{{{J}}}, provider)"),
+        query("model", "Model", f"label_values(gateway_requests_total{{{P}}}, model)"),
+        query("team", "Team", f"label_values(gateway_cost_usd_total{{{P}}}, team)"),
     ]  # fmt: skip
 
 

@@ -7,10 +7,12 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import orjson
 
 from gateway.config import ConfigError, Settings
+from gateway.config_docs import variables_help
 from gateway.logging_setup import configure_logging
 
 log = logging.getLogger("switchyard")
@@ -18,18 +20,19 @@ log = logging.getLogger("switchyard")
 
 def _settings() -> Settings:
     """The one place the process environment is read."""
-    return Settings.from_environ(os.environ)
+    return Settings.from_environ(os.environ, serving=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from gateway.service import serve
-
     settings = _settings()
     if args.host is not None or args.port is not None:
         settings = settings.model_copy(
             update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         )
     settings.require_startable()
+    from gateway.service import check_listen, serve  # aiohttp: only once the settings are good
+
+    check_listen(settings.host, settings.port)
     configure_logging(settings.log_level)
     log.info("configuration %s", orjson.dumps(settings.public_summary()).decode())
     serve(settings)
@@ -37,12 +40,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_emulate(args: argparse.Namespace) -> int:
-    from gateway.emulator import EmulatorConfig, serve
+    from gateway.emulator.standalone import EmulateError, EmulateOptions, run
 
     configure_logging("INFO")
-    keys = frozenset(k for k in (args.api_key or []) if k)
-    config = EmulatorConfig(api_keys=keys) if keys else EmulatorConfig()
-    serve(config, args.host, args.port, provider=args.provider)
+    options = EmulateOptions(
+        provider=args.provider,
+        host=args.host,
+        port=args.port,
+        api_keys=tuple(args.api_key or ()),
+        chunk_delay_s=args.chunk_delay,
+        tls_dir=args.tls,
+        aws_access_key_id=args.aws_access_key_id,
+        aws_secret_access_key=args.aws_secret_access_key,
+        aws_region=args.aws_region,
+        vertex_service_account=args.vertex_service_account,
+    )
+    try:
+        run(options)
+    except EmulateError as exc:
+        print(f"switchyard emulate: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the listener could not bind
+        print(
+            f"switchyard emulate: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 
@@ -58,18 +81,58 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the gateway (configured by environment variables)")
+    serve = sub.add_parser(
+        "serve",
+        help="run the gateway (configured by environment variables)",
+        description="Run the gateway. Configured by environment variables only (listed below).",
+        epilog=variables_help(Settings),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     serve.add_argument("--host", default=None, help="overrides GATEWAY_HOST")
     serve.add_argument("--port", type=int, default=None, help="overrides GATEWAY_PORT")
     serve.set_defaults(func=cmd_serve)
 
-    emulate = sub.add_parser("emulate", help="run an upstream emulator (for tests and demos)")
+    emulate = sub.add_parser(
+        "emulate",
+        help="run an upstream emulator (for tests and demos)",
+        description=(
+            "Run one provider's emulator. Once listening it prints the credentials it accepts and "
+            "an `export ...` line: the environment of a gateway using it as its upstream."
+        ),
+    )
     emulate.add_argument(
         "--provider", default="anthropic", choices=["anthropic", "bedrock", "vertex", "foundry"]
     )
     emulate.add_argument("--host", default="127.0.0.1")
-    emulate.add_argument("--port", type=int, default=8090)
-    emulate.add_argument("--api-key", action="append", help="a key the emulator accepts (repeatable)")
+    emulate.add_argument("--port", type=int, default=8090, help="0 picks a free port (printed)")
+    emulate.add_argument(
+        "--api-key",
+        action="append",
+        help="replaces the accepted keys (repeatable): first-party keys, Foundry keys, Bedrock API "
+        "keys (Bearer), Vertex static access tokens",
+    )
+    emulate.add_argument(
+        "--chunk-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="delay before each streamed content delta",
+    )
+    emulate.add_argument(
+        "--tls",
+        type=Path,
+        metavar="DIR",
+        help="serve HTTPS; DIR gets ca.pem (trust this), cert.pem, key.pem (reused while valid)",
+    )
+    emulate.add_argument("--aws-access-key-id", help="Bedrock: the SigV4 access key id accepted")
+    emulate.add_argument("--aws-secret-access-key", help="Bedrock: its secret access key")
+    emulate.add_argument("--aws-region", default="us-east-1", help="Bedrock: the SigV4 signing region")
+    emulate.add_argument(
+        "--vertex-service-account",
+        type=Path,
+        metavar="FILE",
+        help="Vertex: register FILE's service account (generated into FILE if it does not exist)",
+    )
     emulate.set_defaults(func=cmd_emulate)
 
     agent = sub.add_parser(
@@ -101,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except ConfigError as exc:
-        print(f"switchyard: configuration error: {exc}", file=sys.stderr)
+        for problem in exc.problems or (str(exc),):
+            print(f"switchyard: configuration error: {problem}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

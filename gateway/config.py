@@ -2,8 +2,14 @@
 
 Nothing else in the gateway reads ``os.environ``: ``Settings.from_environ`` takes the mapping
 explicitly (the CLI passes ``os.environ`` once), validates every value and fails with a
-``ConfigError`` whose message names the offending variable. Secrets are ``SecretStr`` so a repr or
-log line of the settings never shows them.
+``ConfigError`` holding one line per problem, each naming the offending variable: every bad value,
+every failed cross-field check and every unknown ``GATEWAY_*`` variable, all at once (see
+:mod:`gateway.config_checks`). Secrets are ``SecretStr`` so a repr or log line of the settings never
+shows them, and no problem line shows a secret or URL userinfo.
+
+Each field's docstring is its one-line description: ``switchyard serve --help`` lists them
+(:mod:`gateway.config_docs`). A cross-field check is a method registered in
+``Settings._cross_field_checks`` with the fields it reads; it raises ``ValueError("VARIABLE: ...")``.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,10 +30,12 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from gateway import config_checks
 from gateway.keys import InboundKey, parse_key_file, parse_key_list
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
@@ -42,7 +50,15 @@ class ProviderName(enum.StrEnum):
 
 
 class ConfigError(Exception):
-    """A configuration value is missing or invalid; the message names the variable."""
+    """Configuration values are missing or invalid: one line per problem, each naming the variable."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems: tuple[str, ...] = problems
+
+
+FAILED_FIELDS = "failed_fields"  # validation context: fields that failed (their checks are skipped)
+SERVING = "serving"  # validation context: also run the checks only ``switchyard serve`` needs
 
 
 def _flag(value: object) -> object:
@@ -69,111 +85,195 @@ def _existing_file(value: object) -> object:
 def _http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {value!r}")
+        raise ValueError(f"not an http(s) URL: {config_checks.redact_url(value)!r}")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
+    except ValueError:
+        raise ValueError(f"invalid port in URL {config_checks.redact_url(value)!r}") from None
     return value.rstrip("/")
 
 
 class Settings(BaseModel):
     """Immutable snapshot of every setting the gateway uses. Field aliases are the env var names."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
 
     # listener
     host: str = Field("127.0.0.1", alias="GATEWAY_HOST")
+    """Listen address (`0.0.0.0` in containers)."""
     port: int = Field(8080, alias="GATEWAY_PORT", ge=0, le=65535)
+    """Listen port."""
     max_body_bytes: int = Field(32 * 1024 * 1024, alias="GATEWAY_MAX_BODY_BYTES", gt=0)
+    """Larger request bodies get `413 request_too_large`."""
 
     # inbound authentication
     api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")
+    """Comma-separated inbound keys clients must present (team `default`)."""
     api_keys_file: Path | None = Field(None, alias="GATEWAY_API_KEYS_FILE")
+    """File of inbound keys, one per line as `key [team]`; `#` comments."""
     allow_unauthenticated: bool = Field(False, alias="GATEWAY_ALLOW_UNAUTHENTICATED")
+    """`1`: start without any inbound key (an open gateway, deliberately)."""
+    api_keys_reload_s: float = Field(5.0, alias="GATEWAY_API_KEYS_RELOAD_S", ge=0, le=300)
+    """Re-read GATEWAY_API_KEYS_FILE when it changes, polling this often, seconds (0: only on SIGHUP)."""
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
+    _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)
 
     # first-party upstream
     anthropic_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
+    """First-party API key (sent as `x-api-key`)."""
     anthropic_auth_token: SecretStr | None = Field(None, alias="ANTHROPIC_AUTH_TOKEN")
+    """First-party bearer token (sent as `Authorization: Bearer`)."""
     anthropic_base_url: str = Field("https://api.anthropic.com", alias="ANTHROPIC_BASE_URL")
+    """First-party base URL."""
 
     # provider selection: GATEWAY_PROVIDER, else the Claude Code switches in this order
     provider_choice: ProviderName | None = Field(None, alias="GATEWAY_PROVIDER")
+    """Upstream: `anthropic`, `bedrock`, `vertex` or `foundry` (unset: the CLAUDE_CODE_USE_* switches)."""
     use_bedrock: bool = Field(False, alias="CLAUDE_CODE_USE_BEDROCK")
+    """`1`: Bedrock is the upstream (when GATEWAY_PROVIDER is unset)."""
     use_vertex: bool = Field(False, alias="CLAUDE_CODE_USE_VERTEX")
+    """`1`: Vertex AI is the upstream (when GATEWAY_PROVIDER is unset)."""
     use_foundry: bool = Field(False, alias="CLAUDE_CODE_USE_FOUNDRY")
+    """`1`: Foundry is the upstream (when GATEWAY_PROVIDER is unset)."""
 
     # AWS Bedrock (the credential chain itself is botocore's: env keys, profile, web identity...)
     aws_region: str | None = Field(None, validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION"))
+    """Bedrock region (required for bedrock)."""
     aws_profile: str | None = Field(None, alias="AWS_PROFILE")
+    """AWS shared-config profile the credential chain uses."""
     aws_bearer_token_bedrock: SecretStr | None = Field(None, alias="AWS_BEARER_TOKEN_BEDROCK")
+    """Bedrock API key (`Authorization: Bearer`, no SigV4)."""
     bedrock_base_url: str | None = Field(None, alias="ANTHROPIC_BEDROCK_BASE_URL")
+    """Bedrock runtime endpoint (unset: `https://bedrock-runtime.{region}.amazonaws.com`)."""
     bedrock_profile_prefix: str | None = Field(None, alias="GATEWAY_BEDROCK_PROFILE_PREFIX")
+    """Cross-region inference-profile prefix of mapped ids (unset: from the region; `none`: base ids)."""
+    bedrock_control_url: str | None = Field(None, alias="GATEWAY_BEDROCK_CONTROL_URL")
+    """Bedrock control-plane URL for model discovery (default `https://bedrock.{AWS_REGION}.amazonaws.com`)."""
 
     # Google Vertex AI
     vertex_project_id: str | None = Field(None, alias="ANTHROPIC_VERTEX_PROJECT_ID")
+    """Vertex project (unset: the Google credentials' project)."""
     vertex_region: str | None = Field(None, alias="CLOUD_ML_REGION")
+    """Vertex region (required for vertex; `global`, `us`, `eu` supported)."""
     google_application_credentials: Path | None = Field(None, alias="GOOGLE_APPLICATION_CREDENTIALS")
+    """Service-account key file (unset: Application Default Credentials)."""
     vertex_base_url: str | None = Field(None, alias="ANTHROPIC_VERTEX_BASE_URL")
+    """Vertex endpoint including `/v1` (unset: the regional host)."""
 
     # Microsoft Foundry
     foundry_resource: str | None = Field(None, alias="ANTHROPIC_FOUNDRY_RESOURCE")
+    """Foundry resource name (or set ANTHROPIC_FOUNDRY_BASE_URL)."""
     foundry_base_url: str | None = Field(None, alias="ANTHROPIC_FOUNDRY_BASE_URL")
+    """Foundry base URL ending in `/anthropic` (or set ANTHROPIC_FOUNDRY_RESOURCE)."""
     foundry_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_FOUNDRY_API_KEY")
+    """Foundry key (`x-api-key` and `api-key`); unset: an Entra ID token from azure-identity."""
     foundry_entra_scope: str = Field("https://ai.azure.com/.default", alias="GATEWAY_FOUNDRY_ENTRA_SCOPE")
+    """Entra ID scope of Foundry tokens."""
 
     # model names and beta policy (JSON text or a path to a JSON file)
     model_map: dict[str, str] = Field(default_factory=dict, alias="GATEWAY_MODEL_MAP")
+    """JSON object (or a path to one) mapping client model names to upstream ids."""
     beta_policy: dict[str, list[str]] = Field(default_factory=dict, alias="GATEWAY_BETA_POLICY")
+    """JSON object `{provider: [betas]}` replacing a provider's accepted `anthropic-beta` list."""
+    model_discovery: bool = Field(False, alias="GATEWAY_MODEL_DISCOVERY")
+    """`1`: discover the models the cloud serves from its control plane (Bedrock, Vertex AI)."""
+    model_discovery_interval_s: float = Field(3600.0, alias="GATEWAY_MODEL_DISCOVERY_INTERVAL_S", ge=0)
+    """Re-read the discovered model catalogue this often, seconds (0: at start-up only)."""
+    model_discovery_timeout_s: float = Field(10.0, alias="GATEWAY_MODEL_DISCOVERY_TIMEOUT_S", gt=0)
+    """Bound on one model-discovery read, seconds."""
+    fold_system_messages: frozenset[str] = Field(frozenset(), alias="GATEWAY_FOLD_SYSTEM_MESSAGES")
+    """Upstream models that refuse `role: "system"` messages (`*` or fnmatch patterns): folded into user turns."""
 
     # egress
     https_proxy: str | None = Field(
         None, validation_alias=AliasChoices("HTTPS_PROXY", "https_proxy"), repr=False
     )
+    """Egress proxy for https upstreams (`host:port` means `http://host:port`)."""
     http_proxy: str | None = Field(
         None, validation_alias=AliasChoices("HTTP_PROXY", "http_proxy"), repr=False
     )
+    """Egress proxy for http upstreams."""
     no_proxy: str = Field("", validation_alias=AliasChoices("NO_PROXY", "no_proxy"))
+    """Hosts that bypass the proxy: domains, `host:port`, IPs, CIDR ranges, `*`."""
     ca_bundle: Path | None = Field(None, validation_alias=AliasChoices("GATEWAY_CA_BUNDLE", "SSL_CERT_FILE"))
+    """CA bundle (PEM) for upstream TLS, e.g. a TLS-inspection CA (unset: the system store)."""
     client_cert: Path | None = Field(None, alias="GATEWAY_CLIENT_CERT")
+    """Client certificate (PEM) for upstream mTLS (with its key, or GATEWAY_CLIENT_KEY)."""
     client_key: Path | None = Field(None, alias="GATEWAY_CLIENT_KEY")
+    """Unencrypted PEM private key of GATEWAY_CLIENT_CERT."""
     upstream_pool_size: int = Field(512, alias="GATEWAY_UPSTREAM_POOL_SIZE", gt=0)
+    """Pooled keep-alive connections to the upstream."""
     upstream_connect_timeout_s: float = Field(10.0, alias="GATEWAY_UPSTREAM_CONNECT_TIMEOUT_S", gt=0)
+    """TCP/TLS connect timeout, seconds."""
     first_byte_timeout_s: float = Field(600.0, alias="GATEWAY_FIRST_BYTE_TIMEOUT_S", gt=0)
+    """Wait for the upstream's response headers, seconds; then `504 timeout_error`."""
     downstream_ping_s: float = Field(15.0, alias="GATEWAY_DOWNSTREAM_PING_S", gt=0)
+    """While the upstream is silent, send the client `event: ping` this often, seconds."""
+    credential_failures_not_ready: int = Field(3, alias="GATEWAY_CREDENTIAL_FAILURES_NOT_READY", ge=1)
+    """/readyz turns not-ready after this many consecutive failed upstream-credential fetches."""
+    credential_recheck_s: float = Field(30.0, alias="GATEWAY_CREDENTIAL_RECHECK_S", gt=0)
+    """While not ready, /readyz retries the credential fetch at most this often, seconds."""
 
     # resilience: stream idle watchdog, non-streaming fallback, bounded retries, model fallback
     stream_idle_warning_s: float = Field(45.0, alias="GATEWAY_STREAM_IDLE_WARNING_S", gt=0)
+    """Seconds without an upstream data event before a stream is logged as idle."""
     stream_idle_timeout_s: float = Field(90.0, alias="GATEWAY_STREAM_IDLE_TIMEOUT_S", gt=0)
+    """Seconds without an upstream data event before a stream is aborted."""
     nonstreaming_fallback: bool = Field(True, alias="GATEWAY_NONSTREAMING_FALLBACK")
+    """Retry a stream that failed before any content once as a non-streaming request."""
     max_retries: int = Field(10, alias="GATEWAY_MAX_RETRIES", ge=0)
+    """Retries of 408/409/429/5xx/529, connection errors and timeouts, for a client that does not retry itself."""
     max_retry_delay_s: float = Field(60.0, alias="GATEWAY_MAX_RETRY_DELAY_S", gt=0)
+    """Cap on one retry wait, seconds."""
     request_deadline_s: float = Field(600.0, alias="GATEWAY_REQUEST_DEADLINE_S", gt=0)
+    """No retry starts this many seconds after the request arrived."""
     fallback_model: str | None = Field(None, alias="GATEWAY_FALLBACK_MODEL")
+    """Model to switch to after GATEWAY_FALLBACK_AFTER_OVERLOADS consecutive 529s."""
     fallback_after_overloads: int = Field(3, alias="GATEWAY_FALLBACK_AFTER_OVERLOADS", ge=1)
+    """Consecutive 529s before switching to GATEWAY_FALLBACK_MODEL."""
     # the retry budget for clients that retry themselves (gateway.retry_budget)
     client_retrying_max_retries: int = Field(1, alias="GATEWAY_CLIENT_RETRYING_MAX_RETRIES", ge=0)
+    """Retries under the first attempt of a client that retries itself (it sends
+    x-stainless-retry-count, or repeats a request that just failed); its n-th retry gets this minus n."""
     client_retry_limit: int = Field(10, alias="GATEWAY_CLIENT_RETRY_LIMIT", ge=0)
+    """After a client's this-many-th retry, its final retryable error says x-should-retry: false."""
     client_retry_window_s: float = Field(300.0, alias="GATEWAY_CLIENT_RETRY_WINDOW_S", ge=0)
+    """Seconds a request answered with a retryable error is remembered (as a hash) to recognise its
+    client's retries; 0: by x-stainless-retry-count alone."""
 
     # operations
     log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
+    """`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL` (JSON lines on stderr)."""
     # observability: request bodies in the access log (off: never any prompt content), and a JSON
     # file overriding the built-in price table (see gateway.pricing)
     log_bodies: bool = Field(False, alias="GATEWAY_LOG_BODIES")
+    """`1`: request/response bodies in the access log (off: no prompt content is logged)."""
     pricing_file: Path | None = Field(None, alias="GATEWAY_PRICING_FILE")
+    """JSON file overriding the price table behind `gateway_cost_usd_total`."""
     # graceful shutdown (service.serve): on SIGTERM readiness fails at once; after the delay the
     # listener closes; in-flight requests get until the timeout (counted from the signal)
     drain_timeout_s: float = Field(60.0, alias="GATEWAY_DRAIN_TIMEOUT_S", ge=0)
+    """On SIGTERM, in-flight requests get this long (seconds, from the signal)."""
     drain_delay_s: float = Field(0.0, alias="GATEWAY_DRAIN_DELAY_S", ge=0)
+    """On SIGTERM, the listener stays open this long after readiness fails, seconds."""
 
     # shared session store ("memory" or a redis:// URL; see gateway.cache): replicas share it
     session_store: str = Field("memory", alias="GATEWAY_SESSION_STORE", repr=False)
+    """`memory`, or a `redis://` URL shared by replicas."""
     session_idle_s: float = Field(7200.0, alias="GATEWAY_SESSION_IDLE_S", gt=0)
+    """Idle expiry of sessions, seconds."""
     session_max: int = Field(100_000, alias="GATEWAY_SESSION_MAX", gt=0)
+    """LRU bound on the sessions kept."""
     session_store_timeout_s: float = Field(0.25, alias="GATEWAY_SESSION_STORE_TIMEOUT_S", gt=0)
+    """Redis timeout, seconds; on failure requests continue on the in-memory view."""
     latched_betas: frozenset[str] = Field(frozenset(), alias="GATEWAY_LATCHED_BETAS")
+    """Comma-separated betas latched per session in addition to the defaults."""
     auto_cache: bool = Field(False, alias="GATEWAY_AUTO_CACHE")
+    """`1`: place cache breakpoints on requests that carry none."""
     normalise_billing_header: frozenset[str] = Field(
         frozenset({"bedrock", "vertex"}), alias="GATEWAY_NORMALISE_BILLING_HEADER"
     )
+    """Comma-separated upstreams where Claude Code's per-request billing value is pinned."""
 
     @field_validator(
         "allow_unauthenticated",
@@ -182,6 +282,7 @@ class Settings(BaseModel):
         "use_foundry",
         "nonstreaming_fallback",
         "log_bodies",
+        "model_discovery",
         mode="before",
     )
     @classmethod
@@ -201,12 +302,28 @@ class Settings(BaseModel):
     def _check_file(cls, value: object) -> object:
         return _existing_file(value)
 
+    @field_validator("ca_bundle")
+    @classmethod
+    def _check_ca_pem(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            config_checks.check_ca_bundle(value)
+        return value
+
+    @field_validator("client_cert")
+    @classmethod
+    def _check_cert_pem(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            config_checks.check_certificate(value)
+        return value
+
     @field_validator("anthropic_base_url")
     @classmethod
     def _check_base_url(cls, value: str) -> str:
         return _http_url(value)
 
-    @field_validator("bedrock_base_url", "vertex_base_url", "foundry_base_url", mode="before")
+    @field_validator(
+        "bedrock_base_url", "vertex_base_url", "foundry_base_url", "bedrock_control_url", mode="before"
+    )
     @classmethod
     def _check_optional_url(cls, value: object) -> object:
         if value in (None, ""):
@@ -241,11 +358,18 @@ class Settings(BaseModel):
             return frozenset(item.strip() for item in value.split(",") if item.strip())
         return value
 
+    @field_validator("fold_system_messages", mode="before")
+    @classmethod
+    def _fold_targets(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in TRUTHY:
+            return frozenset({"*"})
+        return cls._comma_list(value)
+
     @field_validator("session_store")
     @classmethod
     def _check_store(cls, value: str) -> str:
         if value != "memory" and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"expected 'memory' or a redis:// URL, got {value!r}")
+            raise ValueError(f"expected 'memory' or a redis:// URL, got {config_checks.redact_url(value)!r}")
         return value
 
     @field_validator("model_map", "beta_policy", mode="before")
@@ -305,7 +429,41 @@ class Settings(BaseModel):
         return level
 
     @model_validator(mode="after")
-    def _load_keys(self) -> Settings:
+    def _check_combinations(self, info: ValidationInfo) -> Settings:
+        """Run every cross-field check whose fields all validated; report all their problems."""
+        context = info.context or {}
+        failed = set(context.get(FAILED_FIELDS, ()))
+        problems = []
+        for fields, check in self._cross_field_checks(serving=bool(context.get(SERVING))):
+            if failed.isdisjoint(fields):
+                try:
+                    check()
+                except ValueError as exc:
+                    problems.append(str(exc))
+                    failed |= fields  # later checks of these fields would only repeat it
+        if problems:  # not a ValueError: pydantic lets it through unwrapped, lines intact
+            raise ConfigError(*problems)
+        return self
+
+    def _cross_field_checks(self, serving: bool) -> list[tuple[frozenset[str], Callable[[], None]]]:
+        provider_fields = frozenset(
+            {"provider_choice", "use_bedrock", "use_vertex", "use_foundry", "aws_region", "vertex_region"}
+            | {"foundry_resource", "foundry_base_url"}
+        )
+        checks: list[tuple[frozenset[str], Callable[[], None]]] = [
+            (frozenset({"api_keys", "api_keys_file"}), self._load_keys),
+            (frozenset({"client_cert", "client_key"}), self._check_client_pair),
+            (provider_fields, self._check_provider_settings),
+            (frozenset({"stream_idle_warning_s", "stream_idle_timeout_s"}), self._check_idle_order),
+            (frozenset({"drain_delay_s", "drain_timeout_s"}), self._check_drain_order),
+        ]
+        if serving:
+            checks.append(
+                (frozenset({"api_keys", "api_keys_file", "allow_unauthenticated"}), self._check_open)
+            )
+        return checks
+
+    def _load_keys(self) -> None:
         keys = list(parse_key_list(self.api_keys.get_secret_value()))
         if self.api_keys_file is not None:
             try:
@@ -313,14 +471,20 @@ class Settings(BaseModel):
             except (OSError, UnicodeDecodeError, ValueError) as exc:
                 raise ValueError(f"GATEWAY_API_KEYS_FILE: {exc}") from None
         self._inbound_keys = tuple(keys)
+
+    def _check_client_pair(self) -> None:
         if self.client_key is not None and self.client_cert is None:
-            raise ValueError("GATEWAY_CLIENT_KEY is set but GATEWAY_CLIENT_CERT is not")
-        self._check_provider_settings()
+            raise ValueError("GATEWAY_CLIENT_KEY: set, but GATEWAY_CLIENT_CERT is not")
+        if self.client_cert is not None:
+            config_checks.check_client_pair(self.client_cert, self.client_key)
+
+    def _check_idle_order(self) -> None:
         if self.stream_idle_warning_s > self.stream_idle_timeout_s:
             raise ValueError("GATEWAY_STREAM_IDLE_WARNING_S: must not exceed GATEWAY_STREAM_IDLE_TIMEOUT_S")
+
+    def _check_drain_order(self) -> None:
         if self.drain_delay_s > self.drain_timeout_s:
             raise ValueError("GATEWAY_DRAIN_DELAY_S: must not exceed GATEWAY_DRAIN_TIMEOUT_S")
-        return self
 
     @property
     def provider(self) -> ProviderName:
@@ -353,17 +517,62 @@ class Settings(BaseModel):
                 )
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
-        """Validate the given environment; raise ``ConfigError`` naming the first bad variable."""
+    def from_environ(cls, environ: Mapping[str, str], *, serving: bool = False) -> Settings:
+        """Validate the given environment; raise ``ConfigError`` with every problem, one line each.
+
+        Bad values come first (pydantic collects them), then the cross-field checks of the fields
+        that did validate (a second pass without the bad variables runs them), then unknown
+        ``GATEWAY_*`` variables. ``serving`` adds the checks of :meth:`require_startable`.
+        """
+        index = config_checks.alias_index(cls)
+        unknown = config_checks.unknown_variables(environ, index)
+        problems: list[str] = []
+        settings: Settings | None = None
         try:
-            return cls.model_validate(dict(environ))
+            settings = cls.model_validate(dict(environ), context={SERVING: serving})
         except ValidationError as exc:
-            raise ConfigError(_describe(exc)) from None
+            problems.extend(config_checks.describe_errors(exc, cls))
+            failed = config_checks.failed_fields(exc, cls)
+            problems.extend(cls._problems_besides(environ, failed, serving))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+        if settings is not None and not unknown:
+            from gateway.startup_summary import AWS_CHAIN_VARIABLES
+
+            settings._aws_variables = frozenset(AWS_CHAIN_VARIABLES & environ.keys())
+            return settings
+        secrets = config_checks.secret_values(cls, environ)
+        raise ConfigError(*(config_checks.scrub(line, secrets) for line in [*problems, *unknown])) from None
+
+    @classmethod
+    def _problems_besides(cls, environ: Mapping[str, str], failed: set[str], serving: bool) -> list[str]:
+        """The cross-field problems among the fields that validated (``failed`` left at defaults)."""
+        dropped = {
+            alias
+            for name in failed
+            if name in cls.model_fields
+            for alias in config_checks.aliases_of(cls, name)
+        }
+        rest = {name: value for name, value in environ.items() if name not in dropped}
+        try:
+            cls.model_validate(rest, context={FAILED_FIELDS: frozenset(failed), SERVING: serving})
+        except ConfigError as exc:
+            return list(exc.problems)
+        except ValidationError:  # a validator that reads another field: already reported once
+            return []
+        return []
 
     def require_startable(self) -> None:
-        """Checks that only matter for serving (not for tools that read the settings)."""
+        """Checks that only matter for serving (not for tools that read the settings);
+        ``from_environ(..., serving=True)`` runs them with the others."""
+        try:
+            self._check_open()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _check_open(self) -> None:
         if not self.inbound_keys and not self.allow_unauthenticated:
-            raise ConfigError(
+            raise ValueError(
                 "GATEWAY_API_KEYS / GATEWAY_API_KEYS_FILE: no inbound API key configured; refusing to "
                 "start an open gateway (set GATEWAY_ALLOW_UNAUTHENTICATED=1 to allow it deliberately)"
             )
@@ -377,58 +586,8 @@ class Settings(BaseModel):
         return self.anthropic_api_key or self.anthropic_auth_token
 
     def public_summary(self) -> dict[str, Any]:
-        """What start-up logs: every setting, secrets replaced by whether they are set."""
-        return {
-            "host": self.host,
-            "port": self.port,
-            "inbound_keys": len(self.inbound_keys),
-            "allow_unauthenticated": self.allow_unauthenticated,
-            "provider": self.provider.value,
-            "anthropic_base_url": self.anthropic_base_url,
-            "upstream_credential": (
-                "ANTHROPIC_API_KEY"
-                if self.anthropic_api_key
-                else "ANTHROPIC_AUTH_TOKEN"
-                if self.anthropic_auth_token
-                else "none"
-            ),
-            "https_proxy": _strip_userinfo(self.https_proxy),
-            "http_proxy": _strip_userinfo(self.http_proxy),
-            "no_proxy": self.no_proxy,
-            "ca_bundle": str(self.ca_bundle) if self.ca_bundle else None,
-            "client_cert": str(self.client_cert) if self.client_cert else None,
-            "max_body_bytes": self.max_body_bytes,
-        }
+        """What start-up logs: the selected provider's endpoint and credential source, egress
+        settings; secrets replaced by where they come from (see :mod:`gateway.startup_summary`)."""
+        from gateway.startup_summary import summary
 
-
-def _strip_userinfo(url: str | None) -> str | None:
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    if parts.username is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return parts._replace(netloc=netloc).geturl()
-
-
-def _alias_for(loc: tuple[int | str, ...]) -> str:
-    if not loc:
-        return "configuration"
-    name = str(loc[0])
-    field = Settings.model_fields.get(name)
-    if field is not None:
-        if field.alias:
-            return field.alias
-        if isinstance(field.validation_alias, AliasChoices):
-            return " / ".join(str(choice) for choice in field.validation_alias.choices)
-    return name
-
-
-def _describe(exc: ValidationError) -> str:
-    error = exc.errors(include_url=False, include_input=False)[0]
-    message = str(error["msg"]).removeprefix("Value error, ")
-    loc = tuple(error["loc"])
-    if not loc:  # model-level validator: the message names the variable itself
-        return message
-    return f"{_alias_for(loc)}: {message}"
+        return summary(self, self._aws_variables)

@@ -14,20 +14,27 @@ from aiohttp import web
 
 from gateway.errors import GatewayError
 from gateway.headers import forwardable_request_headers
-from gateway.keys import DEFAULT_TEAM, KeyRing
+from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.providers.base import ClientRequest, Operation
 
 
 class Authenticator:
-    """Checks the inbound key (``x-api-key`` or ``Authorization: Bearer``) and returns its team."""
+    """Checks the inbound key (``x-api-key`` or ``Authorization: Bearer``) and its role.
+
+    ``team_for`` guards the model endpoints: client keys only (a metrics key gets 403
+    ``permission_error``). ``check_metrics`` guards ``/metrics``: metrics keys, and client keys too
+    as long as no metrics key is configured (the behaviour before roles existed). The ring may be
+    replaced at any time (``gateway.key_reload``); every check reads the set in force.
+    """
 
     def __init__(self, keys: KeyRing, allow_unauthenticated: bool) -> None:
         self._keys = keys
-        self._open = allow_unauthenticated and len(keys) == 0
+        self._allow_unauthenticated = allow_unauthenticated
 
-    def team_for(self, request: web.Request) -> str:
-        if self._open:
-            return DEFAULT_TEAM
+    def _authenticate(self, request: web.Request) -> InboundKey | None:
+        """The presented key, or ``None`` for an open gateway (no key configured, allowed)."""
+        if self._allow_unauthenticated and len(self._keys) == 0:
+            return None
         presented = presented_key(request.headers)
         if presented is None:
             raise GatewayError(
@@ -35,10 +42,33 @@ class Authenticator:
                 "missing API key: send it in the x-api-key header or as Authorization: Bearer <key>",
                 should_retry=False,
             )
-        team = self._keys.team_for(presented)
-        if team is None:
+        key = self._keys.lookup(presented)
+        if key is None:
             raise GatewayError(401, "invalid x-api-key", should_retry=False)
-        return team
+        return key
+
+    def team_for(self, request: web.Request) -> str:
+        key = self._authenticate(request)
+        if key is None:
+            return DEFAULT_TEAM
+        if key.role is not Role.CLIENT:
+            raise GatewayError(
+                403,
+                f"this API key has the {key.role.value} role: it may read /metrics only",
+                should_retry=False,
+            )
+        return key.team
+
+    def check_metrics(self, request: web.Request) -> None:
+        key = self._authenticate(request)
+        if key is None or key.role is Role.METRICS:
+            return
+        if self._keys.has_metrics_keys:
+            raise GatewayError(
+                403,
+                "/metrics is readable with a metrics key only (role=metrics in GATEWAY_API_KEYS_FILE)",
+                should_retry=False,
+            )
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:

@@ -21,7 +21,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from gateway.keys import DEFAULT_TEAM, InboundKey
+from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.pricing import TOKEN_KINDS, Cost
 from gateway.providers.models import FIRST_PARTY_MODELS, OTHER, metric_label
 from gateway.streaming.usage import Usage
@@ -200,32 +200,41 @@ class GatewayMetrics:
         )
         self.inflight_requests = Gauge("gateway_inflight_requests", "Requests being served.", registry=r)
         self.inflight_streams = Gauge("gateway_inflight_streams", "Streams being relayed.", registry=r)
-        self._primed: set[str] = set()
+        self._primed: dict[str, set[str]] = {}  # provider -> teams primed
 
-    def prime(self, provider: str, keys: Iterable[InboundKey]) -> None:
-        """Create the bounded series dashboards sum over ranges at zero (once per provider): spend
-        per catalogue model and team, watchdog events, fallbacks and cache-break reasons.
+    def prime(self, provider: str, keys: KeyRing | Iterable[InboundKey]) -> None:
+        """Create the bounded series dashboards sum over ranges at zero: spend per catalogue model
+        and team, watchdog events, fallbacks and cache-break reasons (once per provider; a team
+        that appears later, in a reloaded keys file, is primed when it first appears).
 
         ``increase()`` misses a counter's first increment when the series is born with it, so a
         team's first request of a pod's life (or a rare watchdog abort) would never show in
-        over-the-range panels. Call it at start-up; ``Gateway._record`` also calls it.
+        over-the-range panels. Call it at start-up; ``Gateway._record`` and key reloads call it too.
+        Metrics-only keys spend nothing: their teams are not primed.
         """
-        if provider in self._primed:
+        if isinstance(keys, KeyRing):
+            teams = set(keys.teams | {DEFAULT_TEAM})
+        else:
+            teams = {DEFAULT_TEAM, *(key.team for key in keys if key.role is Role.CLIENT)}
+        primed = self._primed.get(provider)
+        if primed is not None and teams <= primed:
             return
-        self._primed.add(provider)
-        teams = {DEFAULT_TEAM, *(key.team for key in keys)}
         models = {OTHER, *(entry.alias for entry in FIRST_PARTY_MODELS)}
-        for model in models:
-            for kind in TOKEN_KINDS:
-                self.cost_by_kind.labels(provider, model, kind)
-            for team in teams:
+        if primed is None:
+            primed = self._primed[provider] = set()
+            for model in models:
+                for kind in TOKEN_KINDS:
+                    self.cost_by_kind.labels(provider, model, kind)
+            for event in ("warning", "abort"):
+                self.stream_idle.labels(provider, event)
+            for kind in ("non_streaming", "model"):
+                self.fallbacks.labels(provider, kind)
+            for reason in CACHE_BREAK_REASONS | {OTHER}:
+                self.cache_breaks.labels(provider, reason)
+        for team in teams - primed:
+            for model in models:
                 self.cost.labels(provider, model, team)
-        for event in ("warning", "abort"):
-            self.stream_idle.labels(provider, event)
-        for kind in ("non_streaming", "model"):
-            self.fallbacks.labels(provider, kind)
-        for reason in CACHE_BREAK_REASONS | {OTHER}:
-            self.cache_breaks.labels(provider, reason)
+        primed |= teams
 
     def observe_usage(self, provider: str, model: str, team: str, usage: Usage) -> None:
         label = metric_label(model)

@@ -8,10 +8,12 @@ log record the outcome. Every error the gateway makes has the Anthropic error sh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import traceback
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
 from aiohttp import web
@@ -20,9 +22,11 @@ from gateway.access_log import log_request
 from gateway.cache.pipeline import CacheContext, CachePipeline, build_store
 from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
+from gateway.egress import scrub
 from gateway.errors import GatewayError, error_body
 from gateway.headers import forwardable_request_headers, header_value
 from gateway.inbound import Authenticator, client_request
+from gateway.key_reload import KeyReloader
 from gateway.keys import KeyRing
 from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics, overhead_seconds
 from gateway.pricing import load_price_table
@@ -33,6 +37,7 @@ from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
 from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, Stop, with_retry
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
+from gateway.startup_summary import strip_userinfo
 
 log = logging.getLogger("switchyard.server")
 
@@ -41,6 +46,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SETTINGS_KEY = web.AppKey("settings", Settings)
 PROVIDER_KEY = web.AppKey("provider", Provider)
 METRICS_KEY = web.AppKey("metrics", GatewayMetrics)
+KEY_RELOADER_KEY = web.AppKey("key_reloader", KeyReloader)  # set when GATEWAY_API_KEYS_FILE is
 
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
 
@@ -72,6 +78,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _json_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
     except web.HTTPException as exc:
         return _json_error(exc.status, "invalid_request_error", exc.reason)
+    except Exception as exc:
+        # aiohttp would log the traceback with the exception's text (which may hold a proxy URL
+        # with credentials) and answer text/plain: log it scrubbed, answer in the Anthropic shape
+        trace = scrub("".join(traceback.format_exception(exc)))
+        log.error("unhandled error on %s %s: %s", request.method, request.path, trace)
+        return _json_error(500, "api_error", "internal gateway error")
 
 
 class Gateway:
@@ -90,7 +102,11 @@ class Gateway:
         self.settings = settings
         self.provider = provider
         self.metrics = metrics
-        self.auth = Authenticator(KeyRing(settings.inbound_keys), settings.allow_unauthenticated)
+        self.keys = KeyRing(settings.inbound_keys)
+        self.auth = Authenticator(self.keys, settings.allow_unauthenticated)
+        self.key_reloader = KeyReloader.for_settings(
+            settings, self.keys, on_reload=lambda ring: metrics.prime(provider.name, ring)
+        )
         self.new_request_id = request_id_factory
         self.clock = clock
         self.drain = Drain()  # shutdown state: readiness, and the deadline open streams watch
@@ -104,7 +120,7 @@ class Gateway:
             ping_every_s=settings.downstream_ping_s,
             nonstreaming_fallback=settings.nonstreaming_fallback,
         )
-        metrics.prime(provider.name, settings.inbound_keys)
+        metrics.prime(provider.name, self.keys)
         store = build_store(settings, on_error=metrics.session_store_errors.inc)
         self.cache = CachePipeline(
             settings,
@@ -123,13 +139,13 @@ class Gateway:
         return self.drain.draining
 
     async def readyz(self, request: web.Request) -> web.Response:
-        reason = "draining" if self.draining else self.provider.not_ready_reason()
+        reason = "draining" if self.draining else await self.provider.readiness()
         if reason is not None:
             return web.json_response({"status": "not ready", "reason": reason}, status=503)
         return web.json_response({"status": "ready", "provider": self.provider.name})
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
-        self.auth.team_for(request)
+        self.auth.check_metrics(request)
         response = web.Response(body=self.metrics.exposition())
         response.headers["content-type"] = EXPOSITION_CONTENT_TYPE
         return response
@@ -205,6 +221,7 @@ class Gateway:
                 exc = attempt.error
                 outcome.status = exc.status
                 outcome.error_type = exc.error_type
+                outcome.failure = exc.message
                 metrics.upstream_errors.labels(provider, exc.error_type).inc()
                 should_retry = advice.pop("x-should-retry", None)
                 if should_retry is not None:
@@ -248,6 +265,11 @@ class Gateway:
             finally:
                 outcome.upstream_done_at = self.clock()
                 upstream.close()
+        except Exception as exc:
+            if outcome.status == 0 and not isinstance(exc, GatewayError):  # the middleware answers 500
+                outcome.status, outcome.error_type = 500, "api_error"
+                outcome.failure = f"internal error: {type(exc).__name__}"
+            raise
         finally:
             metrics.inflight_requests.dec()
             if cache_context is not None:
@@ -330,7 +352,7 @@ class Gateway:
         if client.operation is Operation.MESSAGES:
             served = outcome.model_fallback or client.model  # tokens and spend go to the model that answered
             cost = load_price_table(self.settings.pricing_file).cost(provider, served, outcome.usage)
-            metrics.prime(provider, self.settings.inbound_keys)
+            metrics.prime(provider, self.keys)
             metrics.observe_usage(provider, served, team, outcome.usage)
             metrics.observe_cost(provider, served, team, cost)
         if outcome.error_type is not None and outcome.status == 200:
@@ -373,6 +395,18 @@ def create_app(
     app[PROVIDER_KEY] = provider
     app[METRICS_KEY] = metrics
     app[DRAIN_KEY] = gateway.drain
+    if gateway.key_reloader is not None:
+        reloader = gateway.key_reloader
+        app[KEY_RELOADER_KEY] = reloader
+
+        async def watch_keys(_: web.Application) -> AsyncIterator[None]:
+            task = asyncio.create_task(reloader.run())
+            yield
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        app.cleanup_ctx.append(watch_keys)
     app.router.add_post("/v1/messages", gateway.messages)
     app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
     app.router.add_get("/v1/models", gateway.models)
@@ -383,7 +417,8 @@ def create_app(
 
     async def start_provider(_: web.Application) -> None:
         await provider.start()
-        log.info("provider ready: %s", orjson.dumps(provider.describe()).decode())
+        facts = {key: strip_userinfo(value) or "" for key, value in provider.describe().items()}
+        log.info("provider ready: %s", orjson.dumps(facts).decode())  # no URL userinfo
 
     async def close_provider(_: web.Application) -> None:
         await provider.close()

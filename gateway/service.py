@@ -14,6 +14,7 @@ Shutdown (``switchyard serve`` on SIGTERM or SIGINT), in this order:
 4. the provider is closed and the process exits 0.
 
 A second signal during the drain expires it at once (open streams end with the error event).
+SIGHUP re-reads ``GATEWAY_API_KEYS_FILE`` (``gateway.key_reload``); the process keeps serving.
 The whole shutdown takes at most the drain timeout plus a few seconds: a Kubernetes
 ``terminationGracePeriodSeconds`` must exceed ``GATEWAY_DRAIN_TIMEOUT_S`` (see ``k8s/``).
 """
@@ -22,15 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
 
 from aiohttp import web
 
-from gateway.config import Settings
+from gateway.config import ConfigError, Settings
 from gateway.drain import DRAIN_KEY, Drain
 
 log = logging.getLogger("switchyard.service")
@@ -79,11 +82,48 @@ async def running(app: web.Application, host: str, port: int) -> AsyncIterator[R
     await runner.setup()
     try:  # a failed bind still closes what start-up opened (the provider's sessions)
         site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise listen_error(exc, host, port) from None
         bound: int = runner.addresses[0][1] if runner.addresses else port
         yield RunningServer(runner, host, bound)
     finally:
         await runner.cleanup()
+
+
+def listen_error(exc: OSError, host: str, port: int) -> ConfigError:
+    """A failed bind as one line naming the variable to change (no traceback at start-up)."""
+    if isinstance(exc, socket.gaierror):
+        return ConfigError(f"GATEWAY_HOST: cannot resolve {host!r} ({exc.strerror})")
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(f"GATEWAY_PORT: {host}:{port} is already in use (another process listens there)")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return ConfigError(f"GATEWAY_HOST: {host} is not an address of this machine (cannot listen there)")
+    if exc.errno == errno.EACCES:
+        return ConfigError(
+            f"GATEWAY_PORT: permission denied listening on port {port} (below 1024 needs privileges)"
+        )
+    reason = exc.strerror or str(exc)
+    return ConfigError(f"GATEWAY_HOST / GATEWAY_PORT: cannot listen on {host}:{port} ({reason})")
+
+
+def check_listen(host: str, port: int) -> None:
+    """Fail fast, before the provider starts, when ``host:port`` cannot be listened on.
+
+    Binds (and closes) a socket per address the way ``loop.create_server`` will, with
+    ``SO_REUSEADDR``; raises the :func:`listen_error` of the first failure.
+    """
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in infos:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+    except OSError as exc:
+        raise listen_error(exc, host, port) from None
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -136,11 +176,19 @@ async def drain(server: RunningServer, state: Drain, *, delay_s: float, timeout_
 
 def serve(settings: Settings) -> None:
     """``switchyard serve``: run the gateway until SIGINT/SIGTERM, then drain and return."""
-    from gateway.server import create_app
+    from gateway.key_reload import SIGHUP
+    from gateway.server import KEY_RELOADER_KEY, create_app
 
     async def main(stop: asyncio.Event) -> None:
         app = create_app(settings)
         state = app[DRAIN_KEY]
+        reloader = app.get(KEY_RELOADER_KEY)
+        loop = asyncio.get_running_loop()
+        # kill -HUP re-reads GATEWAY_API_KEYS_FILE now (and never takes the default action: exit)
+        if reloader is not None:
+            loop.add_signal_handler(signal.SIGHUP, reloader.reload, SIGHUP)
+        else:
+            loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored: no GATEWAY_API_KEYS_FILE")
         async with running(app, settings.host, settings.port) as server:
             log.info("switchyard listening on %s", server.base_url)
             await stop.wait()

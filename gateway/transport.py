@@ -15,13 +15,15 @@ import ipaddress
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
 import yarl
 
 from gateway.config import Settings
-from gateway.errors import UpstreamTimeout, UpstreamUnavailable
+from gateway.egress import EgressError, classify_aiohttp, host_port, proxy_refusal
+from gateway.errors import UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
 
@@ -35,6 +37,7 @@ class Upstream:
     proxy: str | None
 
     first_byte_timeout_s: float
+    ca_bundle: Path | None = None
 
     async def request(
         self,
@@ -47,7 +50,9 @@ class Upstream:
     ) -> aiohttp.ClientResponse:
         """Send one request and wait for the response headers (bounded by the first-byte timeout).
 
-        Connection failures become 502 and a timeout 504, as Anthropic-shaped gateway errors.
+        Connection failures become 502 and a timeout 504, as Anthropic-shaped gateway errors; a
+        proxy or TLS failure is an :class:`~gateway.egress.EgressError` naming what failed (see
+        :mod:`gateway.egress`), without the proxy's credentials.
         ``encoded_path``: ``path`` is already percent-encoded and goes on the wire as it is (by
         default escapes of reserved characters such as ``%3B`` would be decoded).
         """
@@ -56,28 +61,25 @@ class Upstream:
             url = yarl.URL(str(url), encoded=True)
         try:
             async with asyncio.timeout(self.first_byte_timeout_s):
-                return await self.session.request(
+                response = await self.session.request(
                     method, url, data=body, headers=headers, proxy=self.proxy, allow_redirects=False
                 )
         except TimeoutError:
             raise UpstreamTimeout(f"upstream did not answer within {self.first_byte_timeout_s:g}s") from None
-        except aiohttp.ClientProxyConnectionError as exc:
-            raise UpstreamUnavailable(f"upstream proxy unreachable: {_reason(exc)}") from None
-        except aiohttp.ClientSSLError as exc:
-            raise UpstreamUnavailable(
-                f"TLS handshake with upstream failed: {_reason(exc)}", retryable=False
-            ) from None
-        except (aiohttp.ClientConnectionError, OSError) as exc:
-            raise UpstreamUnavailable(f"upstream unreachable: {_reason(exc)}") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientHttpProxyError, OSError) as exc:
+            failure = classify_aiohttp(exc, proxy=self.proxy, target=self.base_url, ca_bundle=self.ca_bundle)
+            raise EgressError(failure) from None
+        if response.status == 407 and self.proxy is not None:
+            # a plain-http upstream through the proxy: only a proxy answers 407
+            response.release()
+            failure = proxy_refusal(
+                407, response.reason, host_port(self.proxy), host_port(self.base_url), tunnel=False
+            )
+            raise EgressError(failure)
+        return response
 
     async def close(self) -> None:
         await self.session.close()
-
-
-def _reason(exc: BaseException) -> str:
-    """A short, credential-free description of a connection failure."""
-    text = str(exc) or type(exc).__name__
-    return text if len(text) <= 200 else text[:200] + "..."
 
 
 class HttpUpstreamResponse(UpstreamResponse):
@@ -192,6 +194,7 @@ def open_upstream(base_url: str, settings: Settings) -> Upstream:
         session=session,
         proxy=proxy_for(base_url, settings),
         first_byte_timeout_s=settings.first_byte_timeout_s,
+        ca_bundle=settings.ca_bundle,
     )
 
 

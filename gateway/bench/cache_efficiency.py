@@ -84,7 +84,6 @@ from gateway.bench.cache_report import (
     DEFAULT_TURNS,
     FALLBACK_TOOL,
     FROM_TURN,
-    MID_CONVERSATION_SYSTEM,
     Options,
     ProviderResult,
     Report,
@@ -206,8 +205,8 @@ async def run_provider(opts: Options, provider: str, workdir: Path) -> ProviderR
                 return await _drive(opts, provider, settings, metrics, upstream.emulator, gateway.base_url)
 
 
-def _accepted(settings: Settings, provider: str) -> frozenset[str] | None:
-    return BetaPolicy.from_settings(settings.beta_policy).accepted.get(ProviderName(provider))
+def _policy(settings: Settings) -> BetaPolicy:
+    return BetaPolicy.from_settings(settings.beta_policy)
 
 
 async def _session_view(http: aiohttp.ClientSession, base_url: str, session_id: str) -> dict[str, Any]:
@@ -235,9 +234,7 @@ async def _drive(
 ) -> ProviderResult:
     session = ClaudeCodeSession.from_fixture(opts.fixture)
     order = tool_order(session)
-    accepted = _accepted(settings, provider)
-    if accepted is not None and MID_CONVERSATION_SYSTEM not in accepted:
-        session.fold_system_messages()  # what Claude Code sends on Bedrock and Vertex
+    policy, upstream = _policy(settings), ProviderName(provider)
     billing_in_key = provider in BILLING_IN_KEY
     turns: list[TurnRecord] = []
     prefixes: list[UpstreamPrefix] = []
@@ -282,7 +279,7 @@ async def _drive(
                     upstream_betas=list(prefix.betas),
                     billing=prefix.billing,
                     latched=[b for b in dropped if b in prefix.betas],
-                    latch_expected=[b for b in dropped if accepted is None or b in accepted],
+                    latch_expected=[b for b in dropped if policy.keeps(upstream, b, session.other_fields)],
                     ceiling_read=_ceiling(turns, counted, prefix.model),
                     emulator_total=tokens.total,
                     prefix_changes=changes,

@@ -73,17 +73,14 @@ class UpstreamPrefix:
         if not isinstance(body, dict):
             raise ValueError(f"{provider}: upstream body is not a JSON object")
         path = record.path_only
-        if provider == "bedrock":  # /model/{id}/invoke-with-response-stream; betas in the body
+        betas = [b.strip() for v in record.header_values("anthropic-beta") for b in v.split(",") if b.strip()]
+        if provider == "bedrock":  # /model/{id}/invoke-with-response-stream; betas in header and body
             model = urllib.parse.unquote(path.split("/model/", 1)[1].rsplit("/", 1)[0])
-            betas = [str(b) for b in body.get("anthropic_beta") or []]
+            betas += [str(b) for b in body.get("anthropic_beta") or [] if str(b) not in betas]
+        elif provider == "vertex":  # .../publishers/anthropic/models/{model}:streamRawPredict
+            model = urllib.parse.unquote(path.rsplit("/models/", 1)[1].split(":", 1)[0])
         else:
-            if provider == "vertex":  # .../publishers/anthropic/models/{model}:streamRawPredict
-                model = urllib.parse.unquote(path.rsplit("/models/", 1)[1].split(":", 1)[0])
-            else:
-                model = str(body.get("model", ""))
-            betas = [
-                b.strip() for v in record.header_values("anthropic-beta") for b in v.split(",") if b.strip()
-            ]
+            model = str(body.get("model", ""))
         system = body.get("system")
         blocks = system if isinstance(system, list) else [] if system is None else [system]
         billing = ""

@@ -21,13 +21,11 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.streaming.sse import PING_EVENT, encode_event
-
 from .cache_model import PromptCache
 from .config import EmulatorConfig
 from .conversation import prompt_text
 from .errors import ApiError
-from .events import Turn, new_message_id, render_message, render_stream
+from .events import PING_FRAME, Turn, new_message_id, render_message, render_stream, sse_frame
 from .faults import apply_faults, plan_of
 from .json_types import JSONObject
 from .limits import apply_limits
@@ -223,15 +221,15 @@ async def _stream(state: EmulatorState, request: web.Request, turn: Turn) -> web
     sent = 0
 
     async def ping() -> None:
-        await response.write(PING_EVENT)
+        await response.write(PING_FRAME)
 
     try:
         for index, event in enumerate(render_stream(turn)):
             if delay > 0 and event["type"] == "content_block_delta":
                 await clock.sleep(delay)
-            frames = [encode_event(event["type"], event)]
+            frames = [sse_frame(event["type"], event)]
             if index == 0:
-                frames.append(PING_EVENT)
+                frames.append(PING_FRAME)
             for frame in frames:
                 await response.write(frame)
                 sent += 1

@@ -12,11 +12,14 @@ path would split an ARN at its ``/``):
   delta (``modelStreamErrorException`` unless ``x-emulator-stream-exception`` names another);
 * ``POST /model/{foundationModelId}/count-tokens``: ``{"input":{"invokeModel":{"body":<base64>}}}``
   -> ``{"inputTokens": N}`` (the shared token rule);
+* ``GET /inference-profiles`` and ``GET /foundation-models``: the control-plane lists of what the
+  routes above serve (:mod:`.bedrock_control`; Claude Code's Bedrock mode calls the first);
 * ``POST /`` and ``GET /container-credentials``: STS and container credentials (:mod:`.sts`);
-* anything else (e.g. Claude Code's ``GET /inference-profiles``): 404 ``UnknownOperationException``.
+* anything else: 404 ``UnknownOperationException``.
 
 Model routes check credentials first (:mod:`.bedrock_sigv4`), then the model (unknown: 404
-``ResourceNotFoundException``), then the body (:mod:`.bedrock_body`). Scenarios, the scripted
+``ResourceNotFoundException``), then the body and the ``anthropic-beta`` header
+(:mod:`.bedrock_body`, with Bedrock's own beta lists from :mod:`.cloud_betas`). Scenarios, the scripted
 model, limits, the prompt cache and the request log are the first-party emulator's (shared
 ``EmulatorState`` under ``STATE_KEY``, so ``RunningEmulator.requests``/``cache``/``clock`` work).
 Errors: ``x-amzn-ErrorType`` + ``x-amzn-RequestId`` + ``{"message"}`` (:mod:`.bedrock_exceptions`).
@@ -39,6 +42,7 @@ from aiohttp.typedefs import Handler
 from .app import STATE_KEY, EmulatorState, get_state, record_request
 from .bedrock_body import parse_object, validate_invoke
 from .bedrock_config import BEDROCK_STATE_KEY, BedrockOptions, BedrockState, get_bedrock_state
+from .bedrock_control import CONTROL_PATHS, handle_control
 from .bedrock_exceptions import BedrockError, from_api_error, stream_code, stream_member, validation
 from .bedrock_frames import chunk_frame, exception_frame
 from .bedrock_models import resolve_foundation_model, resolve_model
@@ -110,6 +114,8 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
         return await handle_sts(request, bedrock.issuer, bedrock.options.web_identity_tokens)
     if path == CONTAINER_CREDENTIALS_PATH and request.method == "GET":
         return handle_container(request, bedrock.issuer, bedrock.options.container_token)
+    if path in CONTROL_PATHS and request.method == "GET":
+        return await handle_control(request, path, request[_REQUEST_ID])
     parts = path.split("/")
     if len(parts) == 4 and parts[1] == "model" and parts[3] in ACTIONS and request.method == "POST":
         return await _handle_model(request, unquote(parts[2]), parts[3])
@@ -135,7 +141,9 @@ async def _handle_model(request: web.Request, model_id: str, action: str) -> web
     if spec is None:
         raise BedrockError("ResourceNotFoundException", f"Could not resolve the model {model_id!r}.")
     stream = action == "invoke-with-response-stream"
-    validated = validate_invoke(parse_object(raw), spec, state.config, stream=stream)
+    validated = validate_invoke(
+        parse_object(raw), spec, state.config, stream=stream, header_betas=_header_betas(request)
+    )
     scenario = _scenario(request, validated, state.config.default_scenario)
     output = apply_limits(
         respond(validated, scenario),
@@ -159,6 +167,10 @@ async def _handle_model(request: web.Request, model_id: str, action: str) -> web
     return web.Response(
         body=orjson.dumps(render_message(turn)), content_type="application/json", headers=headers
     )
+
+
+def _header_betas(request: web.Request) -> list[str]:
+    return request.headers.getall("anthropic-beta", [])
 
 
 def _scenario(request: web.Request, validated: ValidatedRequest, default: str) -> Scenario:
@@ -247,7 +259,9 @@ async def _count_tokens(
         decoded = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise validation("Invalid base64 in input.invokeModel.body") from None
-    validated = validate_invoke(parse_object(decoded), spec, state.config, stream=False)
+    validated = validate_invoke(
+        parse_object(decoded), spec, state.config, stream=False, header_betas=_header_betas(request)
+    )
     scenario = _scenario(request, validated, "text")
     if scenario.name == "error" and scenario.error_status is not None:
         raise ApiError(scenario.error_status)

@@ -10,6 +10,15 @@ Accepted in the ``/model/{modelId}/...`` path (percent-decoded first):
   :attr:`~gateway.emulator.bedrock_config.BedrockOptions.inference_profiles`.
 
 CountTokens accepts base model ids (or foundation-model ARNs) only, as the real API does.
+
+Sources of the table: AWS's model-id list (dated ``-v1:0`` ids; ``anthropic.claude-opus-4-6-v1``
+and ``anthropic.claude-sonnet-4-6`` without a date) as collected in
+``../shared/design/providers.md`` section 7, and for the newest model what Claude Code 2.1.332
+itself invokes in its Bedrock mode (same section): ``us.anthropic.claude-opus-5-5`` for its
+default/``opus`` alias. Its ``sonnet`` and ``haiku`` aliases invoke
+``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` and ``us.anthropic.claude-haiku-4-5-20251001-v1:0``
+there, so nothing shows Bedrock serving ``claude-sonnet-5-5`` or ``claude-haiku-5-5``: the emulator
+does not (404, like any model it does not know).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from typing import Final
 from .catalog import ModelCatalog, ModelSpec
 
 BEDROCK_MODEL_IDS: Final[Mapping[str, str]] = {
+    "anthropic.claude-opus-5-5": "claude-opus-5-5",
     "anthropic.claude-opus-4-8-v1": "claude-opus-4-8",
     "anthropic.claude-opus-4-7-v1": "claude-opus-4-7",
     "anthropic.claude-opus-4-6-v1": "claude-opus-4-6",

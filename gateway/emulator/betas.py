@@ -1,7 +1,8 @@
 """The ``anthropic-beta`` values the emulator accepts.
 
 The allow-list is the union of the betas real clients were seen sending (Claude Code 2.1.197, the
-Python and TypeScript SDKs: see ``tests/fixtures/real-clients/README.md``), commonly used public
+Python and TypeScript SDKs: see ``tests/fixtures/real-clients/README.md``; Claude Code 2.1.332's
+first-party set: ``../shared/design/providers.md`` section 7), commonly used public
 betas, and every literal in the installed SDK's ``AnthropicBetaParam``, read at import time.
 Anything else is rejected with ``400 Unsupported beta header: <name>``, like the real API, unless
 beta checking is disabled in :class:`~gateway.emulator.config.EmulatorConfig`.
@@ -33,8 +34,17 @@ OBSERVED_BETAS: frozenset[str] = frozenset(
         "tool-search-tool-2025-10-19",
         "web-search-2025-03-05",
         "oauth-2025-04-20",
+        # Claude Code 2.1.332, first party (providers.md s7): claude-code, interleaved-thinking,
+        # context-management, thinking-token-count, advanced-tool-use and effort as above, plus
+        "per-turn-control-2026-07-01",
+        "mid-conversation-tool-changes-2026-07-01",
     }
 )
+
+PER_TURN_CONTROL_BETA = "per-turn-control-2026-07-01"
+"""With it, Claude Code 2.1.332 puts ``output_config`` on a message (its ``role: "system"`` ones:
+recorded first-party traffic, 2026-12); without it a message key besides ``role``/``content`` is
+``Extra inputs are not permitted``."""
 
 COMMON_BETAS: frozenset[str] = frozenset(
     {

@@ -4,7 +4,9 @@ The output is plain dicts, exactly as they appear in the ``data:`` of the real A
 Bedrock ``chunk``): ``message_start``, ``content_block_start`` / ``_delta`` / ``_stop`` with
 indices 0..n, ``message_delta`` with the stop reason and cumulative usage, ``message_stop``. A
 mid-stream failure ends the list with an ``error`` event. ``ping`` is not included: it is a
-first-party SSE detail the wire layer adds.
+first-party SSE detail the wire layer adds (:data:`PING_FRAME`). :func:`sse_frame` frames an event
+the way the API does (providers.md section 1: an ``event:`` line and one ``data:`` line); the
+emulator has its own encoder so it shares no code with the gateway it tests.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+import orjson
 
 from .cache_model import CacheUsage
 from .json_types import JSONObject
@@ -26,6 +30,14 @@ _WORD_START = re.compile(r"\S+")
 
 def new_message_id() -> str:
     return "msg_emu_" + secrets.token_hex(12)
+
+
+def sse_frame(name: str, event: JSONObject) -> bytes:
+    """``event: <name>\ndata: <json>\n\n``."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+PING_FRAME = b'event: ping\ndata: {"type": "ping"}\n\n'
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,13 +81,15 @@ async def run_emulator(
     *,
     provider: str = "anthropic",
     ssl_context: ssl.SSLContext | None = None,
+    app: web.Application | None = None,
 ) -> AsyncIterator[RunningEmulator]:
     """Serve a fresh emulator on ``host:port`` for the duration of the ``async with`` block.
 
-    ``provider`` picks the upstream to emulate (see :mod:`.providers`). With ``ssl_context`` it
-    serves HTTPS (tests of CA bundles and client mTLS use this).
+    ``provider`` picks the upstream to emulate (see :mod:`.providers`); ``app`` serves an app
+    already made (e.g. Bedrock's with its own options) instead. With ``ssl_context`` it serves
+    HTTPS (tests of CA bundles and client mTLS use this).
     """
-    app = app_factory(provider)(config)
+    app = app if app is not None else app_factory(provider)(config)
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, handler_cancellation=True
     )
@@ -147,6 +149,8 @@ async def _serve(
     port: int,
     on_ready: Callable[[RunningEmulator], None] | None,
     provider: str,
+    ssl_context: ssl.SSLContext | None,
+    app: web.Application | None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -158,7 +162,9 @@ async def _serve(
         except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows / non-main thread
             pass
     try:
-        async with run_emulator(config, host, port, provider=provider) as emulator:
+        async with run_emulator(
+            config, host, port, provider=provider, ssl_context=ssl_context, app=app
+        ) as emulator:
             log.info("%s emulator listening on %s", provider, emulator.base_url)
             if on_ready is not None:
                 on_ready(emulator)
@@ -175,7 +181,9 @@ def serve(
     *,
     on_ready: Callable[[RunningEmulator], None] | None = None,
     provider: str = "anthropic",
+    ssl_context: ssl.SSLContext | None = None,
+    app: web.Application | None = None,
 ) -> None:
     """Run an emulator until SIGINT or SIGTERM; ``on_ready`` is called once it listens."""
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(config, host, port, on_ready, provider))
+        asyncio.run(_serve(config, host, port, on_ready, provider, ssl_context, app))

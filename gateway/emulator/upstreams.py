@@ -9,11 +9,11 @@ environment themselves (``process_env``: the AWS credential chain, google-auth's
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import service_accounts
 from .config import DEFAULT_FOUNDRY_KEY, EmulatorConfig
 from .runner import RunningEmulator, run_emulator
 
@@ -30,37 +30,6 @@ class EmulatedUpstream:
     emulator: RunningEmulator
     env: dict[str, str]
     process_env: dict[str, str] = field(default_factory=dict)
-
-
-def _service_account(workdir: Path, token_uri: str) -> tuple[Path, str]:
-    """A freshly generated service-account key file and its public key (PEM)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    path = workdir / "vertex-service-account.json"
-    path.write_text(
-        json.dumps(
-            {
-                "type": "service_account",
-                "project_id": VERTEX_PROJECT,
-                "private_key_id": "0000000000000000",
-                "private_key": private,
-                "client_email": VERTEX_ACCOUNT,
-                "client_id": "100000000000000000001",
-                "token_uri": token_uri,
-            }
-        )
-    )
-    return path, public
 
 
 @contextlib.asynccontextmanager
@@ -96,29 +65,24 @@ async def emulated_upstream(
     elif provider == "vertex":
         # the token endpoint lives on the emulator, so its URL is known only once it listens:
         # register the account's public key first, then write the key file pointing at it
-        holder: dict[str, str] = {}
-        key_path, public = _service_account(workdir, "http://placeholder/token")
+        account = service_accounts.generate(VERTEX_PROJECT, VERTEX_ACCOUNT, "http://placeholder/token")
         config = replace(
             config,
             vertex_projects=frozenset({VERTEX_PROJECT}),
             vertex_locations=frozenset({VERTEX_REGION}),
-            vertex_service_accounts={VERTEX_ACCOUNT: public},
+            vertex_service_accounts={VERTEX_ACCOUNT: account.public_key_pem},
         )
         async with run_emulator(config, provider="vertex") as emulator:
-            info = json.loads(key_path.read_text())
-            info["token_uri"] = emulator.base_url + "/token"
-            key_path.write_text(json.dumps(info))
-            holder["path"] = str(key_path)
+            key_path = workdir / "vertex-service-account.json"
+            account.write(key_path, token_uri=emulator.base_url + "/token")
             env = {
                 "GATEWAY_PROVIDER": "vertex",
                 "CLOUD_ML_REGION": VERTEX_REGION,
                 "ANTHROPIC_VERTEX_PROJECT_ID": VERTEX_PROJECT,
                 "ANTHROPIC_VERTEX_BASE_URL": emulator.base_url + "/v1",
-                "GOOGLE_APPLICATION_CREDENTIALS": holder["path"],
+                "GOOGLE_APPLICATION_CREDENTIALS": str(key_path),
             }
-            yield EmulatedUpstream(
-                provider, emulator, env, {"GOOGLE_APPLICATION_CREDENTIALS": holder["path"]}
-            )
+            yield EmulatedUpstream(provider, emulator, env, {"GOOGLE_APPLICATION_CREDENTIALS": str(key_path)})
     elif provider == "foundry":
         async with run_emulator(config, provider="foundry") as emulator:
             env = {

@@ -18,7 +18,7 @@ from anthropic.types import message_create_params as _create_params
 from anthropic.types.beta import message_count_tokens_params as _beta_count_params
 from anthropic.types.beta import message_create_params as _beta_create_params
 
-from .betas import first_unsupported, parse_beta_header
+from .betas import PER_TURN_CONTROL_BETA, first_unsupported, parse_beta_header
 from .catalog import ModelSpec
 from .config import EmulatorConfig
 from .errors import ApiError, invalid_request
@@ -178,7 +178,7 @@ def validate_body(
     model_name = body["model"]
     if not isinstance(model_name, str):
         raise invalid_request("model: Input should be a valid string")
-    _check_messages(body["messages"])
+    _check_messages(body["messages"], PER_TURN_CONTROL_BETA in betas)
     _check_system(body.get("system"))
     _check_tools(body.get("tools"))
     _check_tool_choice(body.get("tool_choice"))
@@ -207,17 +207,20 @@ def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _check_messages(messages: Any) -> None:
+def _check_messages(messages: Any, per_turn_control: bool) -> None:
     if not isinstance(messages, list):
         raise invalid_request("messages: Input should be a valid list")
     if not messages:
         raise invalid_request("messages: at least one message is required")
+    allowed = ("role", "content", "output_config") if per_turn_control else ("role", "content")
     for m, message in enumerate(messages):
         if not isinstance(message, dict):
             raise invalid_request(f"messages.{m}: Input should be a valid dictionary")
         for key in message:
-            if key not in ("role", "content"):
+            if key not in allowed:
                 raise invalid_request(f"messages.{m}.{key}: Extra inputs are not permitted")
+        if "output_config" in message and not isinstance(message["output_config"], dict):
+            raise invalid_request(f"messages.{m}.output_config: Input should be a valid dictionary")
         if "role" not in message:
             raise invalid_request(f"messages.{m}.role: Field required")
         if message["role"] not in _ROLES:

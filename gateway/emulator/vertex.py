@@ -5,7 +5,10 @@ Routes (matched on the raw, still-encoded path; the ``:verb`` is part of the las
 * ``POST /v1/projects/{p}/locations/{l}/publishers/anthropic/models/{model}:rawPredict`` (JSON)
   and ``...:streamRawPredict`` (Anthropic SSE, framed exactly as first party);
 * ``POST /v1/projects/{p}/locations/{l}/publishers/anthropic/models/count-tokens:rawPredict``;
-* ``POST /token``: the service-account token endpoint (:mod:`.google_oauth`).
+* ``POST /token``: the service-account token endpoint (:mod:`.google_oauth`);
+* ``GET /v1beta1/publishers/anthropic/models``: Model Garden's list of the Claude models served
+  (:mod:`.vertex_models`, which also holds the Vertex ids the predict routes accept); token
+  checked as in step 1, a bad ``pageSize``/``pageToken`` is 400 ``INVALID_ARGUMENT``.
 
 Checks, in order, and the shape of their errors:
 
@@ -21,8 +24,12 @@ Checks, in order, and the shape of their errors:
    undocumented; the emulator is strict so a client that picks the wrong verb fails loudly);
 5. model-server checks, Anthropic-shaped (as Vertex relays them): ``anthropic_version`` required
    (``vertex-2023-10-16`` or the installed SDK's ``ANTHROPIC_API_VERSION``); a body ``model`` on
-   predict calls, and ``tags``, are ``Extra inputs are not permitted``; betas as first party, and
-   ``request-tags-2026-08-21`` is unsupported; then the first-party body validation.
+   predict calls, ``tags`` (providers.md s10) and ``context_management`` (Claude Code's Vertex mode
+   never sends it: 050/051, providers.md s7; [UNVERIFIED] against Vertex itself) are ``Extra
+   inputs are not permitted``; a beta outside Vertex's list (:mod:`.cloud_betas`: what Claude
+   Code's Vertex mode sends, and the 1M-context beta) is ``Unsupported beta header: <name>``;
+   then the first-party body validation (which refuses a message's ``output_config`` without the
+   first-party ``per-turn-control`` beta).
 
 google.rpc errors are ``{"error":{"code","message","status"}}``, wrapped in a JSON array on
 ``:streamRawPredict`` (a server-streaming REST method answers a JSON array, errors included).
@@ -56,20 +63,22 @@ from .app import (
     request_id_of,
     scenario_for,
 )
+from .betas import parse_beta_header
 from .cache_model import PromptCache
 from .catalog import ModelCatalog, ModelSpec
+from .cloud_betas import VERTEX_BETAS, first_outside
 from .config import EmulatorConfig
 from .errors import invalid_request
 from .faults import apply_faults
 from .google_oauth import TOKEN_PATH, handle_token
 from .json_types import JSONObject
 from .recorder import RequestLog
-from .validation import Endpoint, check_betas, parse_json_body, validate_body
+from .validation import Endpoint, parse_json_body, validate_body
+from .vertex_models import PUBLISHER_MODELS_PATH, publisher_models_page, vertex_model
 
 VERTEX_VERSION: Final = "vertex-2023-10-16"
 CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
 COUNT_TOKENS_MODEL: Final = "count-tokens"
-REQUEST_TAGS_BETA: Final = "request-tags-2026-08-21"
 PLATFORM_STATUSES: Final = frozenset({401, 403, 404, 429, 503, 504})
 
 GOOGLE_STATUS_NAMES: Final = {
@@ -89,7 +98,6 @@ UNAUTHENTICATED_MESSAGE: Final = (
 )
 
 _ROUTE = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/publishers/anthropic/models/([^/]+)$")
-_DATED = re.compile(r"-\d{8}$")
 
 
 class GoogleRpcError(Exception):
@@ -127,19 +135,6 @@ def parse_route(raw_path: str) -> Route | None:
         return None
     unquote = urllib.parse.unquote
     return Route(unquote(match.group(1)), unquote(match.group(2)), unquote(model), verb)
-
-
-def vertex_model(catalog: ModelCatalog, model_id: str) -> ModelSpec | None:
-    """The catalogue model of a Vertex id: ``name@YYYYMMDD`` is ``name-YYYYMMDD``; an undated id
-    must be a catalogue id without a date (``claude-opus-4-8``); first-party aliases are unknown."""
-    name, at, date = model_id.partition("@")
-    if at:
-        if not re.fullmatch(r"\d{8}", date):
-            return None
-        spec = catalog.resolve(f"{name}-{date}")
-        return spec if spec is not None and spec.id == f"{name}-{date}" else None
-    spec = catalog.resolve(model_id)
-    return spec if spec is not None and spec.id == model_id and not _DATED.search(model_id) else None
 
 
 def accepted_versions() -> frozenset[str]:
@@ -194,9 +189,18 @@ def _model_server_body(body: JSONObject, endpoint: Endpoint) -> JSONObject:
         raise invalid_request(f"anthropic_version: Input should be '{VERTEX_VERSION}'")
     if endpoint == "messages" and "model" in body:
         raise invalid_request("model: Extra inputs are not permitted")
-    if "tags" in body:
-        raise invalid_request("tags: Extra inputs are not permitted")
+    for key in ("tags", "context_management"):
+        if key in body:
+            raise invalid_request(f"{key}: Extra inputs are not permitted")
     return {key: value for key, value in body.items() if key != "anthropic_version"}
+
+
+def _check_betas(values: list[str], config: EmulatorConfig) -> tuple[str, ...]:
+    names = parse_beta_header(values)
+    unsupported = first_outside(names, VERTEX_BETAS) if config.check_betas else None
+    if unsupported is not None:
+        raise invalid_request(f"Unsupported beta header: {unsupported}")
+    return tuple(dict.fromkeys(names))
 
 
 def _platform_error(route: Route, status: int) -> GoogleRpcError:
@@ -233,9 +237,7 @@ async def handle_predict(request: web.Request) -> web.StreamResponse:
     spec = None if counting else _spec(route, route.model, config.catalog)
     raw = await request.read()
     _check_size(len(raw), config.vertex_max_request_bytes)
-    betas = check_betas(request.headers.getall("anthropic-beta", []), config)
-    if REQUEST_TAGS_BETA in betas:
-        raise invalid_request(f"Unsupported beta header: {REQUEST_TAGS_BETA}")
+    betas = _check_betas(request.headers.getall("anthropic-beta", []), config)
     endpoint: Endpoint = "count_tokens" if counting else "messages"
     body = _model_server_body(parse_json_body(raw), endpoint)
     if counting:
@@ -259,6 +261,17 @@ async def handle_predict(request: web.Request) -> web.StreamResponse:
     if counting:
         return await answer_count_tokens(request, validated, scenario)
     return await answer_messages(request, validated, scenario)
+
+
+async def handle_publisher_models(request: web.Request) -> web.StreamResponse:
+    config = get_state(request.app).config
+    _check_token(request, config, get_tokens(request.app))
+    page = publisher_models_page(
+        config.catalog, request.query.get("pageSize"), request.query.get("pageToken")
+    )
+    if page is None:
+        raise GoogleRpcError(400, "Invalid pageSize or pageToken.")
+    return web.Response(body=orjson.dumps(page), content_type="application/json", charset="UTF-8")
 
 
 async def handle_unknown(request: web.Request) -> web.StreamResponse:
@@ -297,5 +310,6 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     app[TOKENS_KEY] = TokenRegistry()
     app.router.add_post(TOKEN_PATH, handle_token)
     app.router.add_post("/v1/projects/{tail:.+}", handle_predict)
+    app.router.add_get(PUBLISHER_MODELS_PATH, handle_publisher_models)
     app.router.add_route("*", "/{tail:.*}", handle_unknown)
     return app

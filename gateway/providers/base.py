@@ -141,6 +141,10 @@ class Provider(ABC):
     def not_ready_reason(self) -> str | None:
         """``None`` when the provider can serve (credentials present), else why not."""
 
+    async def readiness(self) -> str | None:
+        """``/readyz``: like :meth:`not_ready_reason`, after retrying failing credentials if due."""
+        return self.not_ready_reason()
+
     @abstractmethod
     def describe(self) -> dict[str, str]:
         """Non-secret facts for the start-up log: base URL, region, credential source."""

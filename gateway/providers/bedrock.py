@@ -3,7 +3,8 @@
 Native InvokeModel (not Converse) keeps the Anthropic body intact, so ``cache_control`` (with its
 ``ttl``), thinking, tools and every other Messages field reach the model as the client sent them.
 Per request: :func:`~gateway.providers.preparation.prepare` maps the model name and applies the
-Bedrock beta policy; :mod:`.bedrock_request` reshapes the body and path; :mod:`.bedrock_auth`
+Bedrock rows of the shaping table (:mod:`.shaping`: which betas go in the header, which in the
+body, which are dropped with their body fields); :mod:`.bedrock_request` reshapes the body and path; :mod:`.bedrock_auth`
 signs (SigV4) or adds the Bedrock API key; non-200 answers become Anthropic errors
 (:mod:`.bedrock_errors`); streams are re-framed from the AWS event stream to SSE
 (:mod:`gateway.streaming.eventstream`) with gateway-made pings in silent gaps.
@@ -30,6 +31,7 @@ from gateway.config import ProviderName, Settings
 from gateway.errors import GatewayError, UpstreamUnavailable, error_body
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.bedrock_auth import BearerAuth, BedrockAuth, SigV4ChainAuth
+from gateway.providers.bedrock_discovery import bedrock_fetcher
 from gateway.providers.bedrock_errors import http_error, stream_error
 from gateway.providers.bedrock_request import (
     count_tokens_body,
@@ -39,6 +41,8 @@ from gateway.providers.bedrock_request import (
     upstream_headers,
 )
 from gateway.providers.betas import BetaPolicy
+from gateway.providers.model_discovery import ModelCatalogue
+from gateway.providers.model_listing import describe_model_map, models_page
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.streaming.eventstream import EventStreamResponse, EventStreamToSSE
 from gateway.transport import Upstream, UpstreamPool
@@ -82,14 +86,24 @@ class BedrockProvider(Provider):
         self._base_url = (
             settings.bedrock_base_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
         ).rstrip("/")
-        self._resolver = resolver_for(settings)
         self._policy = BetaPolicy.from_settings(settings.beta_policy)
         token = settings.aws_bearer_token_bedrock
         self._auth: BedrockAuth = (
             BearerAuth(token.get_secret_value())
             if token is not None
-            else SigV4ChainAuth(self._region, settings.aws_profile)
+            else SigV4ChainAuth(self._region, settings.aws_profile, settings)
         )
+        self.catalogue: ModelCatalogue | None = (
+            ModelCatalogue(
+                bedrock_fetcher(settings, self._auth),
+                source="Bedrock control plane",
+                interval_s=settings.model_discovery_interval_s,
+                timeout_s=settings.model_discovery_timeout_s,
+            )
+            if settings.model_discovery
+            else None
+        )
+        self._resolver = resolver_for(settings, self.catalogue)
         self._pool = UpstreamPool()
 
     @property
@@ -100,11 +114,20 @@ class BedrockProvider(Provider):
     async def start(self) -> None:
         self._pool.open(self._base_url, self._settings)
         await self._auth.start()
+        if self.catalogue is not None:
+            await self.catalogue.start()
 
     async def close(self) -> None:
+        if self.catalogue is not None:
+            await self.catalogue.close()
         await self._pool.close()
+        await self._auth.close()
 
     def not_ready_reason(self) -> str | None:
+        return self._auth.not_ready_reason()
+
+    async def readiness(self) -> str | None:
+        await self._auth.recheck()
         return self._auth.not_ready_reason()
 
     async def refresh_credentials(self) -> bool:
@@ -118,24 +141,19 @@ class BedrockProvider(Provider):
             "base_url": self._base_url,
             "credential_source": self._auth.source,
             "proxy": self._pool.proxy_label,
+            "model_discovery": self.catalogue.describe() if self.catalogue is not None else "off",
+            "model_map": describe_model_map(self._settings.model_map),
         }
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        data = self._resolver.served()
-        payload = {
-            "data": data,
-            "has_more": False,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
-        return _json_response(200, orjson.dumps(payload))
+        return _json_response(200, orjson.dumps(models_page(self._resolver)))
 
     async def messages(self, request: ClientRequest) -> UpstreamResponse:
         prepared = self._prepare(request)
         stream = request.stream
         path = model_path(prepared.model, "invoke-with-response-stream" if stream else "invoke")
-        body = invoke_body_bytes(prepared.payload, prepared.betas)
-        headers = await self._signed(path, request, body)
+        body = invoke_body_bytes(prepared.payload, prepared.body_betas)
+        headers = await self._signed(path, request, prepared, body)
         response = await self._connection().request("POST", path, headers=headers, body=body)
         upstream: UpstreamResponse
         if stream and response.status == 200 and response.content_type == EVENT_STREAM:
@@ -157,8 +175,8 @@ class BedrockProvider(Provider):
                 "takes foundation-model ids, not inference profile or provisioned-model ARNs"
             )
         path = model_path(model_id, "count-tokens")
-        body = count_tokens_body(prepared.payload, prepared.betas)
-        headers = await self._signed(path, request, body)
+        body = count_tokens_body(prepared.payload, prepared.body_betas)
+        headers = await self._signed(path, request, prepared, body)
         try:
             response = await self._connection().request("POST", path, headers=headers, body=body)
         except GatewayError as exc:
@@ -187,14 +205,23 @@ class BedrockProvider(Provider):
         return out
 
     def _prepare(self, request: ClientRequest) -> PreparedRequest:
-        prepared = prepare(request, ProviderName.BEDROCK, self._resolver, self._policy)
+        prepared = prepare(
+            request,
+            ProviderName.BEDROCK,
+            self._resolver,
+            self._policy,
+            fold_targets=self._settings.fold_system_messages,
+        )
         if not prepared.model:
             raise GatewayError(400, "model: Field required", error_type="invalid_request_error")
         return prepared
 
-    async def _signed(self, path: str, request: ClientRequest, body: bytes) -> list[tuple[str, str]]:
+    async def _signed(
+        self, path: str, request: ClientRequest, prepared: PreparedRequest, body: bytes
+    ) -> list[tuple[str, str]]:
         url = self._connection().base_url + path
-        return await self._auth.authorize("POST", url, upstream_headers(request.headers), body)
+        headers = upstream_headers(request.headers, prepared.betas)
+        return await self._auth.authorize("POST", url, headers, body)
 
     def _event_stream(self, response: aiohttp.ClientResponse, request: ClientRequest) -> EventStreamResponse:
         mapper = functools.partial(stream_error, request_id=request.request_id)

@@ -8,14 +8,21 @@
   ``AWS_ENDPOINT_URL_STS`` or the regional default), SSO, container credentials, EC2 instance
   metadata. botocore reads these from the process environment.
 
+Credential calls leave like inference calls (:mod:`.aws_egress`): ``GATEWAY_CA_BUNDLE``, the
+proxy variables and ``NO_PROXY`` (CIDR included) from the settings. A failed fetch is reported by
+cause (:func:`.aws_egress.describe_aws_failure`: TLS verification against which CA, proxy refused,
+STS's error code...) to the client and the log, and counted for readiness
+(:class:`.credentials_health.CredentialHealth`).
+
 botocore is synchronous and its refreshes may block on STS or a metadata endpoint, so the chain is
 resolved, and temporary credentials refreshed, in the default executor, never on the event loop,
 and only when needed: frozen credentials are reused while botocore's ``refresh_needed()`` says they
 are fresh. Inside the advisory window (botocore: 15 minutes before expiry) the request that notices
 refreshes while concurrent requests keep signing with the current credentials; inside the
 mandatory window (10 minutes) every request waits for the one refresh in flight. A refresh that
-fails inside the mandatory window is a 401 ``authentication_error`` with ``x-should-retry: false``
-(the client cannot fix the gateway's credentials by retrying). An advisory refresh that brought
+fails inside the mandatory window is an error naming the cause: 401 ``authentication_error`` with
+``x-should-retry: false`` when STS refused (the client cannot fix the gateway's credentials by
+retrying), 502 when the way to STS failed (proxy, TLS, unreachable). An advisory refresh that brought
 nothing new is not retried for ``ADVISORY_RETRY_S``.
 
 Secrets never reach a log line: botocore's debug output (canonical requests with
@@ -36,9 +43,11 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import BotoCoreError
-from botocore.session import Session
 
+from gateway.config import Settings
 from gateway.errors import GatewayError
+from gateway.providers.aws_egress import describe_aws_failure, egress_session
+from gateway.providers.credentials_health import CredentialFailure, CredentialHealth
 
 log = logging.getLogger("switchyard.bedrock.auth")
 
@@ -56,9 +65,9 @@ NO_CREDENTIALS: Final = (
 def refresh_failed() -> GatewayError:
     return GatewayError(
         401,
-        "the gateway's AWS credentials have expired and could not be refreshed",
+        "the gateway's AWS credentials changed while they were being refreshed; retry",
         error_type="authentication_error",
-        should_retry=False,
+        should_retry=True,
     )
 
 
@@ -87,6 +96,12 @@ class BedrockAuth(ABC):
     async def reload(self) -> bool:
         """Bedrock rejected the credentials: re-run the chain; ``True`` if they changed."""
         return False
+
+    async def recheck(self) -> None:  # noqa: B027 - optional hook
+        """Not ready because fetches failed: try once more (``/readyz`` calls this)."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the credential calls' connections."""
 
     @abstractmethod
     async def authorize(
@@ -124,9 +139,11 @@ class BearerAuth(BedrockAuth):
 class SigV4ChainAuth(BedrockAuth):
     """SigV4 with credentials from botocore's default chain, refreshed off the event loop."""
 
-    def __init__(self, region: str, profile: str | None) -> None:
+    def __init__(self, region: str, profile: str | None, settings: Settings) -> None:
         self._region = region
         self._profile = profile
+        self._settings = settings
+        self.health = CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s)
         self._session = self._new_session()
         self._credentials: Any = None  # botocore Credentials / RefreshableCredentials
         self._frozen: Any = None  # botocore ReadOnlyCredentials
@@ -136,21 +153,28 @@ class SigV4ChainAuth(BedrockAuth):
         self._resolve_after = 0.0
         self._reload_after = 0.0
         self._problem: str | None = "AWS credentials not resolved yet"
+        self._resolve_failure: CredentialFailure | None = None
         self.source = "none"
         logging.getLogger("botocore").setLevel(logging.INFO)  # its debug output shows secrets
 
     def _new_session(self) -> Any:
-        session = Session()
-        session.set_config_variable("region", self._region)
-        if self._profile:
-            session.set_config_variable("profile", self._profile)
-        return session
+        return egress_session(self._settings, self._region, self._profile)
 
     async def start(self) -> None:
         await self._resolve()
 
     def not_ready_reason(self) -> str | None:
-        return self._problem
+        return self._problem or self.health.not_ready_reason()
+
+    async def close(self) -> None:
+        self._session.close_http()
+
+    async def recheck(self) -> None:
+        if self.health.recheck_due():
+            try:
+                await self.current()
+            except GatewayError:
+                return
 
     async def reload(self) -> bool:
         """Re-run the whole chain in a fresh botocore session (at most every ``RESOLVE_RETRY_S``).
@@ -161,6 +185,7 @@ class SigV4ChainAuth(BedrockAuth):
             return False
         self._reload_after = time.monotonic() + RESOLVE_RETRY_S
         before = self._frozen
+        self._session.close_http()
         self._session = self._new_session()
         await self._resolve()
         try:
@@ -203,6 +228,8 @@ class SigV4ChainAuth(BedrockAuth):
         if self._credentials is None and time.monotonic() >= self._resolve_after:
             await self._resolve()
         if self._credentials is None:
+            if self._resolve_failure is not None:
+                raise self._resolve_failure.as_gateway_error()
             raise GatewayError(
                 503, self._problem or NO_CREDENTIALS, error_type="api_error", should_retry=False
             )
@@ -216,14 +243,12 @@ class SigV4ChainAuth(BedrockAuth):
         try:
             frozen = await asyncio.shield(refreshing)
         except Exception as exc:
-            if self._refreshing is refreshing:
+            failure = describe_aws_failure(exc, self._settings, self.source)
+            if self._refreshing is refreshing:  # the first waiter to wake reports it, once
                 self._refreshing = None
-                log.warning("refreshing AWS credentials (%s) failed: %s", self.source, type(exc).__name__)
-                self._problem = (
-                    f"AWS credentials ({self.source}) could not be refreshed: {type(exc).__name__}"
-                )
+                self.health.failed(failure.message)
             if mandatory or self._frozen is None:
-                raise refresh_failed() from None
+                raise failure.as_gateway_error() from None
             return
         if self._refreshing is refreshing:
             self._refreshing = None
@@ -231,22 +256,28 @@ class SigV4ChainAuth(BedrockAuth):
                 self._advisory_after = time.monotonic() + ADVISORY_RETRY_S
             self._frozen = frozen
             self._problem = None
+            self.health.succeeded()
 
     async def _resolve(self) -> None:
         """Run botocore's chain once (single flight) and remember what it found."""
         if self._resolving is None:
             self._resolving = asyncio.get_running_loop().run_in_executor(None, self._session.get_credentials)
         resolving = self._resolving
+        failure: CredentialFailure | None = None
         try:
             credentials = await asyncio.shield(resolving)
         except (BotoCoreError, OSError, ValueError) as exc:
             credentials = None
-            problem: str | None = f"the AWS credential chain failed: {type(exc).__name__}: {exc}"
+            failure = describe_aws_failure(exc, self._settings, "credential chain")
+            problem: str | None = None
         else:
             problem = None if credentials is not None else NO_CREDENTIALS
         if self._resolving is not resolving:
             return
         self._resolving = None
+        self._resolve_failure = failure
+        if failure is not None:
+            self.health.failed(failure.message)
         self._resolve_after = time.monotonic() + RESOLVE_RETRY_S
         self._credentials = credentials
         self._frozen = None  # derived from the new credentials at their first use

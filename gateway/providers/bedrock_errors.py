@@ -34,8 +34,16 @@ back to the upstream status (503 -> 529 as above).
 
 Stream exception frames use the camelCase member names (``throttlingException``...) of the same
 exceptions and map through the same table. Messages are redacted by
-:func:`gateway.providers.redaction.client_message` (``Input is too long.`` is relayed exactly);
-a 404 names the client's own model, as the first-party API does (``model: <name>``).
+:func:`gateway.providers.redaction.client_message` (``Input is too long.`` is relayed exactly).
+
+A model Bedrock does not serve (a pattern-mapped id such as ``us.anthropic.claude-sonnet-5-5``,
+or a model the account or region lacks) is answered with the 404 ``not_found_error`` the gateway
+gives for models it knows to be unservable, naming the client's own model and
+``GATEWAY_MODEL_MAP`` (:func:`~gateway.providers.models.unservable_message`), never the upstream
+id or account. That covers ``ResourceNotFoundException`` (404) and the ``ValidationException``
+(400) whose whole message is ``The provided model identifier is invalid.``, which is how
+InvokeModel answers an unknown model id (public reports: aws-samples/amazon-bedrock-workshop#315,
+GoogleCloudPlatform/kubectl-ai#515, langchain-ai/langchain-aws#252).
 """
 
 from __future__ import annotations
@@ -49,9 +57,11 @@ import orjson
 from gateway.errors import error_body, error_type_for_status
 from gateway.headers import header_value
 from gateway.providers.base import BufferedResponse
+from gateway.providers.models import unservable_message
 from gateway.providers.redaction import client_message
 
 PROVIDER: Final = "bedrock"
+INVALID_MODEL_ID: Final = "The provided model identifier is invalid."
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +157,18 @@ def http_error(
     code = error_code(headers, decoded)
     target = mapped(code, status)
     original = error_message(decoded)
+    unservable = bool(client_model) and (
+        target.status == 404 or (code == "ValidationException" and original.strip() == INVALID_MODEL_ID)
+    )
+    if unservable:
+        target = Mapped(404, "not_found_error")
     # The code goes into the logged message, except for 400s, whose exact text may be relayed.
     logged = original if target.status == 400 else f"{code or status}: {original}"
     message = client_message(
         PROVIDER, target.status, target.error_type, logged, anthropic_envelope=False, request_id=request_id
     )
-    if target.status == 404 and client_model:
-        message = f"model: {client_model}"
+    if unservable:
+        message = unservable_message(client_model, PROVIDER)
     out = [("content-type", "application/json")]
     upstream_id = header_value(headers, "x-amzn-requestid")
     if upstream_id:

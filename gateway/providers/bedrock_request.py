@@ -3,16 +3,18 @@
 * Path: the model id goes into the path, percent-encoded with ``:`` kept and ``/`` as ``%2F``
   (``/model/arn:aws:bedrock:...:application-inference-profile%2Fabc/invoke``), as the SDK does.
 * Body (InvokeModel): the client's body minus ``model`` and ``stream`` (the path carries both),
-  minus ``tags`` (Bedrock rejects it; it only labels usage), plus ``anthropic_beta`` (the betas the
-  policy kept, as a list; omitted when empty) and ``anthropic_version``. The betas go in the body
-  and never in the ``anthropic-beta`` header: Bedrock rejects some betas in the header. The body is
-  re-serialised with orjson, which keeps key order, so an unchanged prefix stays byte-identical.
+  minus ``tags`` (Bedrock rejects it; it only labels usage), plus ``anthropic_beta`` (the body
+  betas of the shaping table, :mod:`.shaping`, as a list; omitted when empty) and
+  ``anthropic_version``. The body is re-serialised with orjson, which keeps key order, so an
+  unchanged prefix stays byte-identical.
 * Body (CountTokens): ``{"input":{"invokeModel":{"body":"<base64 of an invoke-shaped body>"}}}``;
   the invoke body gets a ``max_tokens`` above any thinking budget (count requests have none) and
   loses an empty ``tools`` list. CountTokens takes foundation-model ids only.
 * Headers: the client's forwardable headers minus the ones Bedrock must not see
-  (``anthropic-beta``, ``anthropic-version``, ``x-client-request-id``) and any ``x-amz-*`` header a
-  client sent (the signer owns those); ``X-Amzn-Bedrock-*`` request headers pass through.
+  (``anthropic-version``, ``x-client-request-id``, the client's ``anthropic-beta``) and any
+  ``x-amz-*`` header a client sent (the signer owns those), plus ``anthropic-beta`` with the
+  table's header betas (``claude-code-20250219``, ``effort-2025-11-24``... where Claude Code's own
+  Bedrock mode puts them); ``X-Amzn-Bedrock-*`` request headers pass through.
   ``Accept`` and ``Content-Type`` are ``application/json`` (Bedrock reads them as the MIME type of
   the inference bodies, streaming included). Repeated headers are joined with ``,`` so what is
   signed is exactly what is sent.
@@ -102,8 +104,11 @@ def foundation_model_id(model: str) -> str | None:
     return model if model.startswith("anthropic.") else None
 
 
-def upstream_headers(client_headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The client's headers as they go to Bedrock (before signing), repeated names joined."""
+def upstream_headers(
+    client_headers: Iterable[tuple[str, str]], header_betas: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """The client's headers as they go to Bedrock (before signing), repeated names joined, with
+    ``header_betas`` as the ``anthropic-beta`` header (none when empty)."""
     merged: dict[str, tuple[str, list[str]]] = {}
     for name, value in client_headers:
         lower = name.lower()
@@ -115,5 +120,8 @@ def upstream_headers(client_headers: Iterable[tuple[str, str]]) -> list[tuple[st
         else:
             entry[1].append(value)
     headers = [(name, ",".join(values)) for name, values in merged.values()]
+    betas = ",".join(header_betas)
+    if betas:
+        headers.append(("anthropic-beta", betas))
     headers += [("Accept", "application/json"), ("Content-Type", "application/json")]
     return headers

@@ -1,17 +1,19 @@
-"""Which ``anthropic-beta`` values each upstream accepts, and how to drop the others cleanly.
+"""Applying the per-provider beta table (:mod:`.shaping`) to one request.
 
 An unsupported beta sent to a cloud upstream is a 400 for the whole request; the gateway drops it
 instead, with a logged and counted reason. Some betas come in two halves, a header value and a
-body field (``context-management`` and ``context_management``, ``extended-cache-ttl`` and
-``ttl: "1h"``...). Such a beta keeps both halves or neither: when it is dropped, its body field is
-removed too; when its body field cannot be removed without changing the conversation (role
-``system`` messages of ``mid-conversation-system``), the beta is kept and the upstream decides.
+body field (``context-management`` and ``context_management``, ``prompt-caching-scope`` and
+``cache_control.scope``...). A dropped beta takes its body field with it unless the table says the
+cloud takes that field without the beta (``ttl: "1h"`` on Bedrock and Vertex; role ``system``
+messages, which only :mod:`.system_fold` removes, and only for a target configured to refuse them).
 
-Default policy (the providers' published beta lists as of 2026-11; override per provider with
-``GATEWAY_BETA_POLICY``, e.g. ``{"bedrock": ["interleaved-thinking-2025-05-14"], "vertex": ["*"]}``):
-
-* ``anthropic``, ``foundry``: every beta is forwarded (the first-party surface).
-* ``bedrock`` and ``vertex``: the allowlists below. Neither accepts ``request-tags-2026-08-21``.
+The default accepted sets are the table's (:func:`.shaping.default_accepted`; everything for the
+first party and Foundry). ``GATEWAY_BETA_POLICY`` replaces them per provider, e.g.
+``{"bedrock": ["interleaved-thinking-2025-05-14"], "vertex": ["*"]}`` (``"*"``: keep every beta).
+A kept beta goes where its row says (Bedrock: header, body ``anthropic_beta`` or both; Vertex:
+header), renamed when the cloud knows the feature by another name; an accepted beta without a row
+goes in the body on Bedrock and in the header elsewhere. Kept betas are sent in table order, then
+the others in the client's order, without duplicates.
 """
 
 from __future__ import annotations
@@ -21,35 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gateway.config import ProviderName
+from gateway.providers.shaping import DEFAULT_PLACEMENT, TABLES, Placement, Row, default_accepted
 
 ALL: Final = "*"
-
-_COMMON_CLOUD: Final = frozenset(
-    {
-        "interleaved-thinking-2025-05-14",
-        "context-1m-2025-08-07",
-        "context-management-2025-06-27",
-        "token-efficient-tools-2025-02-19",
-        "output-128k-2025-02-19",
-        "fine-grained-tool-streaming-2025-05-14",
-        "computer-use-2024-10-22",
-        "computer-use-2025-01-24",
-        "computer-use-2025-11-24",
-        "tool-search-tool-2025-10-19",
-        "tool-examples-2025-10-29",
-        "effort-2025-11-24",
-        "extended-cache-ttl-2025-04-11",
-        "dev-full-thinking-2025-05-14",
-    }
-)
-
-DEFAULT_POLICY: Final[Mapping[ProviderName, frozenset[str] | None]] = {
-    ProviderName.ANTHROPIC: None,
-    ProviderName.FOUNDRY: None,
-    ProviderName.BEDROCK: _COMMON_CLOUD,
-    ProviderName.VERTEX: _COMMON_CLOUD
-    | frozenset({"claude-code-20250219", "web-search-2025-03-05", "prompt-caching-2024-07-31"}),
-}
 
 
 def _pop(key: str) -> Callable[[dict[str, Any]], bool]:
@@ -95,30 +71,34 @@ def _output_config_key(*keys: str) -> Callable[[dict[str, Any]], bool]:
     return strip
 
 
-def _has_system_messages(payload: dict[str, Any]) -> bool:
-    messages = payload.get("messages")
-    return isinstance(messages, list) and any(
-        isinstance(m, dict) and m.get("role") == "system" for m in messages
-    )
+def _message_key(key: str) -> Callable[[dict[str, Any]], bool]:
+    """Remove ``key`` from every message (``output_config`` on Claude Code 2.1.332's messages)."""
+
+    def strip(payload: dict[str, Any]) -> bool:
+        messages = payload.get("messages")
+        if not isinstance(messages, list):
+            return False
+        changed = False
+        for index, message in enumerate(messages):
+            if isinstance(message, dict) and key in message:
+                messages[index] = {k: v for k, v in message.items() if k != key}
+                changed = True
+        return changed
+
+    return strip
 
 
-@dataclass(frozen=True, slots=True)
-class BodyHalf:
-    """The body field that goes with a beta: how to remove it, or how to tell it cannot be."""
-
-    strip: Callable[[dict[str, Any]], bool] | None = None
-    required_by: Callable[[dict[str, Any]], bool] | None = None
-
-
-BODY_HALVES: Final[Mapping[str, BodyHalf]] = {
-    "context-management-2025-06-27": BodyHalf(strip=_pop("context_management")),
-    "request-tags-2026-08-21": BodyHalf(strip=_pop("tags")),
-    "prompt-caching-scope-2026-01-05": BodyHalf(strip=_cache_control_key("scope")),
-    "extended-cache-ttl-2025-04-11": BodyHalf(strip=_cache_control_key("ttl", only="1h")),
-    "effort-2025-11-24": BodyHalf(strip=_output_config_key("effort")),
-    "structured-outputs-2025-12-15": BodyHalf(strip=_output_config_key("format", "output_format")),
-    "mid-conversation-system-2026-04-07": BodyHalf(required_by=_has_system_messages),
+BODY_HALVES: Final[Mapping[str, Callable[[dict[str, Any]], bool]]] = {
+    "context-management-2025-06-27": _pop("context_management"),
+    "request-tags-2026-08-21": _pop("tags"),
+    "prompt-caching-scope-2026-01-05": _cache_control_key("scope"),
+    "extended-cache-ttl-2025-04-11": _cache_control_key("ttl", only="1h"),
+    "effort-2025-11-24": _output_config_key("effort"),
+    "structured-outputs-2025-12-15": _output_config_key("format", "output_format"),
+    "structured-outputs-2025-11-13": _output_config_key("format", "output_format"),
+    "per-turn-control-2026-07-01": _message_key("output_config"),
 }
+"""How to remove the body field that goes with a beta when the beta is dropped."""
 
 
 def iter_cache_controlled(payload: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
@@ -152,52 +132,93 @@ def parse_beta_header(values: Iterable[str]) -> list[str]:
 
 @dataclass(slots=True)
 class BetaDecision:
-    kept: list[str] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
-    kept_for_body: list[str] = field(default_factory=list)
+    """Where each of a request's betas goes upstream."""
+
+    header: list[str] = field(default_factory=list)  # the ``anthropic-beta`` header
+    body: list[str] = field(default_factory=list)  # Bedrock's body ``anthropic_beta``
+    dropped: list[str] = field(default_factory=list)  # client names
     body_changed: bool = False
+
+    @property
+    def kept(self) -> list[str]:
+        """Every beta sent, header first (each name once)."""
+        return list(dict.fromkeys([*self.header, *self.body]))
 
 
 @dataclass(frozen=True, slots=True)
 class BetaPolicy:
-    """The accepted betas per provider (``None``: all)."""
+    """The accepted betas per provider (``None``: all) and the shaping table."""
 
     accepted: Mapping[ProviderName, frozenset[str] | None]
 
     @classmethod
     def from_settings(cls, overrides: Mapping[str, list[str]]) -> BetaPolicy:
-        accepted = dict(DEFAULT_POLICY)
+        accepted = {provider: default_accepted(provider) for provider in ProviderName}
         for name, betas in overrides.items():
-            provider = ProviderName(name)
-            accepted[provider] = None if ALL in betas else frozenset(betas)
+            accepted[ProviderName(name)] = None if ALL in betas else frozenset(betas)
         return cls(accepted)
 
     def known_betas(self) -> frozenset[str]:
-        """Every beta named by the policy (the bounded label set for the dropped-betas metric)."""
+        """Every beta named by the table or the policy (the dropped-betas metric's label set)."""
         names: set[str] = set(BODY_HALVES)
+        for rows in TABLES.values():
+            names.update(row.beta for row in rows)
         for betas in self.accepted.values():
             if betas is not None:
                 names |= betas
         return frozenset(names)
 
+    def keeps(self, provider: ProviderName, beta: str, payload: Mapping[str, Any]) -> bool:
+        """Whether :meth:`apply` keeps ``beta`` for this ``payload`` (possibly under another name)."""
+        row = next((r for r in TABLES.get(provider, ()) if r.beta == beta), None)
+        return self._keeps(row, beta, self.accepted.get(provider), payload)
+
     def apply(self, provider: ProviderName, betas: list[str], payload: dict[str, Any]) -> BetaDecision:
-        """Split ``betas`` into kept and dropped for ``provider``; strip dropped betas' body halves.
+        """Decide ``betas`` for ``provider``; strip dropped betas' body halves from ``payload``.
 
         ``payload`` is modified in place (pass a copy when the original must stay intact).
         """
-        decision = BetaDecision()
         accepted = self.accepted.get(provider)
+        rows = TABLES.get(provider, ())
+        by_beta = {row.beta: row for row in rows}
+        order: dict[str, int] = {}
+        for index, each in enumerate(rows):
+            order.setdefault(each.upstream_name, index)
+        decision = BetaDecision()
+        kept: dict[str, Placement] = {}  # upstream name -> placement, first decision wins
         for beta in betas:
-            if accepted is None or beta in accepted:
-                decision.kept.append(beta)
-                continue
-            half = BODY_HALVES.get(beta)
-            if half is not None and half.required_by is not None and half.required_by(payload):
-                decision.kept.append(beta)
-                decision.kept_for_body.append(beta)
+            row = by_beta.get(beta)
+            if self._keeps(row, beta, accepted, payload):
+                name = row.upstream_name if row is not None else beta
+                placement = _placement(provider, row)
+                kept.setdefault(name, placement)
                 continue
             decision.dropped.append(beta)
-            if half is not None and half.strip is not None and half.strip(payload):
+            strip = BODY_HALVES.get(beta)
+            if strip is not None and not (row is not None and row.keeps_body_field) and strip(payload):
                 decision.body_changed = True
         # a body half without its beta (the client sent the field but not the header) is left alone
+        ranked = sorted(kept, key=lambda name: order.get(name, len(order)))  # stable: client order
+        for name in ranked:
+            placement = kept[name]
+            if placement in (Placement.HEADER, Placement.BOTH):
+                decision.header.append(name)
+            if placement in (Placement.BODY, Placement.BOTH):
+                decision.body.append(name)
         return decision
+
+    @staticmethod
+    def _keeps(
+        row: Row | None, beta: str, accepted: frozenset[str] | None, payload: Mapping[str, Any]
+    ) -> bool:
+        if accepted is None:
+            return True
+        if beta not in accepted and (row is None or row.upstream_name not in accepted):
+            return False
+        return row is None or row.only_if is None or row.only_if(payload)
+
+
+def _placement(provider: ProviderName, row: Row | None) -> Placement:
+    if row is not None and row.placement is not None:
+        return row.placement
+    return DEFAULT_PLACEMENT.get(provider, Placement.HEADER)

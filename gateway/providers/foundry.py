@@ -5,8 +5,10 @@
   ``/v1/messages/count_tokens``.
 * Body and SSE are first-party: ``model`` is the deployment name (client names pass through unless
   ``GATEWAY_MODEL_MAP`` maps them), ``stream`` stays in the body. The client's bytes go upstream
-  unchanged unless the model map or the beta policy changed something
-  (:func:`~gateway.providers.preparation.prepare`).
+  unchanged unless the model map, ``GATEWAY_BETA_POLICY`` or ``GATEWAY_FOLD_SYSTEM_MESSAGES``
+  changed something (:func:`~gateway.providers.preparation.prepare`); Foundry has no rows in the
+  shaping table (:mod:`.shaping`): it is the first-party surface (providers.md section 4) and
+  Claude Code 2.1.197 and 2.1.332 work against it with their first-party betas (issue 11).
 * Headers: the client's forwardable ones, with ``anthropic-version`` (required by Foundry; the
   first-party default ``2023-06-01`` when the client sent none) and ``anthropic-beta``; the
   credential from :mod:`.foundry_auth`; no ``x-client-request-id``.
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -22,16 +25,19 @@ import aiohttp
 import orjson
 
 from gateway.config import ConfigError, ProviderName, Settings
-from gateway.errors import UpstreamUnavailable
+from gateway.errors import GatewayError, UpstreamUnavailable
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
+from gateway.providers.credentials_health import CredentialHealth
 from gateway.providers.foundry_auth import (
     AZURE_IDENTITY_HINT,
     EntraTokens,
     azure_identity_available,
     default_token_source,
+    mapped_token_source,
 )
 from gateway.providers.foundry_errors import foundry_error_response
+from gateway.providers.model_listing import models_page
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.providers.token_cache import TokenCache, TokenFetch
 from gateway.transport import HttpUpstreamResponse, UpstreamPool
@@ -76,6 +82,7 @@ class FoundryProvider(Provider):
         self._pool = UpstreamPool()
         self._static_auth: list[tuple[str, str]] = []
         self._entra: EntraTokens | None = None
+        self._close_source: Callable[[], None] | None = None
         self._needs_azure_identity = False
         if settings.foundry_api_key is not None:
             key = settings.foundry_api_key.get_secret_value()
@@ -83,12 +90,15 @@ class FoundryProvider(Provider):
             self._credential_source = "ANTHROPIC_FOUNDRY_API_KEY"
         else:
             if token_source is None:
-                token_source = default_token_source(settings.foundry_entra_scope)
+                default = default_token_source(settings.foundry_entra_scope, settings)
+                token_source, self._close_source = default, default.close
                 self._needs_azure_identity = True
                 self._credential_source = "Entra ID (DefaultAzureCredential)"
             else:
                 self._credential_source = "Entra ID (token source)"
-            self._entra = EntraTokens(TokenCache(token_source, clock=clock))
+            health = CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s)
+            cache = TokenCache(mapped_token_source(token_source, settings), clock=clock, health=health)
+            self._entra = EntraTokens(cache)
 
     async def start(self) -> None:
         if self._base_url is None:
@@ -104,11 +114,22 @@ class FoundryProvider(Provider):
 
     async def close(self) -> None:
         await self._pool.close()
+        if self._close_source is not None:
+            self._close_source()
 
     def not_ready_reason(self) -> str | None:
         if self._pool.upstream is None:
             return "Foundry provider not started"
-        return None
+        health = self._entra.cache.health if self._entra is not None else None
+        return health.not_ready_reason() if health is not None else None
+
+    async def readiness(self) -> str | None:
+        """Retry a failing Entra ID token fetch when due (see :mod:`.credentials_health`)."""
+        health = self._entra.cache.health if self._entra is not None else None
+        if self._entra is not None and health is not None and health.recheck_due():
+            with contextlib.suppress(GatewayError):
+                await self._entra.bearer()
+        return self.not_ready_reason()
 
     def describe(self) -> dict[str, str]:
         return {
@@ -131,17 +152,17 @@ class FoundryProvider(Provider):
         return await self._post("/v1/messages/count_tokens", request)
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        data = self._resolver.served()
-        payload = {
-            "data": data,
-            "has_more": False,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
+        payload = models_page(self._resolver)
         return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
 
     async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:
-        prepared = prepare(request, ProviderName.FOUNDRY, self._resolver, self._policy)
+        prepared = prepare(
+            request,
+            ProviderName.FOUNDRY,
+            self._resolver,
+            self._policy,
+            fold_targets=self._settings.fold_system_messages,
+        )
         auth = self._static_auth
         if self._entra is not None:
             auth = [("authorization", f"Bearer {await self._entra.bearer()}")]

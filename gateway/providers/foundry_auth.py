@@ -9,19 +9,27 @@
   ``azure-identity`` package (``pip install 'switchyard[foundry]'``), imported on first use only.
   Tokens are cached until shortly before expiry and fetched off the event loop
   (:class:`~gateway.providers.token_cache.TokenCache`).
-* A token the source cannot produce is 401 ``authentication_error`` with ``x-should-retry:
-  false`` (azure-identity reports every failure, network ones included, as
-  ``ClientAuthenticationError``); an ``OSError`` from a custom source is 502.
+* ``DefaultAzureCredential``'s token calls go through
+  :func:`~gateway.providers.requests_egress.azure_transport_options`: the gateway's proxy
+  settings (``NO_PROXY`` CIDR ranges included) and ``GATEWAY_CA_BUNDLE``, like inference calls.
+* Failures are named by cause (:func:`describe_entra_failure`): a proxy or TLS failure on the way
+  to Entra ID is a 502 naming it (azure-identity wraps network errors in
+  ``ClientAuthenticationError``; the cause is found inside); Entra's refusal is 401
+  ``authentication_error`` with its ``AADSTS`` code and ``x-should-retry: false``; no credential
+  in ``DefaultAzureCredential``'s chain is 503; an ``OSError`` from a custom source is 502.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 from collections.abc import Awaitable
 from typing import Any, Final, TypeVar
 
-from gateway.errors import GatewayError
+from gateway.config import Settings
+from gateway.egress import classify_sync
+from gateway.providers.credentials_health import CredentialFailure
 from gateway.providers.token_cache import TokenCache, TokenFetch
 
 log = logging.getLogger("switchyard.foundry_auth")
@@ -41,17 +49,71 @@ def credential_token_source(credential: Any, scope: str) -> TokenFetch:
     return fetch
 
 
-def default_token_source(scope: str) -> TokenFetch:
-    """``DefaultAzureCredential`` for ``scope``, created on the first fetch and then reused."""
-    state: dict[str, TokenFetch] = {}
+class DefaultTokenSource:
+    """``DefaultAzureCredential`` for ``scope`` with the gateway's egress settings, created on the
+    first fetch and then reused; ``close()`` releases its connections."""
 
-    def fetch() -> tuple[str, float]:
-        source = state.get("source")
-        if source is None:
+    def __init__(self, scope: str, settings: Settings) -> None:
+        self._scope = scope
+        self._settings = settings
+        self._credential: Any = None
+        self._options: dict[str, Any] = {}
+
+    def __call__(self) -> tuple[str, float]:
+        if self._credential is None:
             from azure.identity import DefaultAzureCredential
 
-            source = state["source"] = credential_token_source(DefaultAzureCredential(), scope)
-        return source()
+            from gateway.providers.requests_egress import azure_transport_options
+
+            self._options = azure_transport_options(self._settings)
+            self._credential = DefaultAzureCredential(**self._options)
+        return credential_token_source(self._credential, self._scope)()
+
+    def close(self) -> None:
+        if self._credential is not None:
+            self._credential.close()
+            self._options["transport"].session.close()  # not owned by the transport
+
+
+def default_token_source(scope: str, settings: Settings) -> DefaultTokenSource:
+    return DefaultTokenSource(scope, settings)
+
+
+PREFIX: Final = "the gateway could not get a Microsoft Entra ID token"
+_AADSTS = re.compile(r"\bAADSTS\d+\b")
+
+
+def describe_entra_failure(exc: BaseException, settings: Settings) -> CredentialFailure:
+    """What made a token fetch fail, for the client and the log (no secret, no tenant detail)."""
+    egress = classify_sync(
+        exc, target="Microsoft Entra ID", proxy=settings.https_proxy, ca_bundle=settings.ca_bundle
+    )
+    if egress is not None:
+        return CredentialFailure.from_egress(PREFIX, egress)
+    if type(exc).__name__ == "CredentialUnavailableError":
+        return CredentialFailure(
+            f"{PREFIX}: DefaultAzureCredential found no credential (environment service principal, "
+            "workload identity, managed identity, Azure CLI)",
+            status=503,
+        )
+    code = _AADSTS.search(str(exc))
+    if code is not None:
+        return CredentialFailure(f"{PREFIX}: Entra ID refused the credential: {code.group(0)}")
+    if isinstance(exc, OSError):
+        return CredentialFailure(
+            f"{PREFIX}: its token source could not be reached", status=502, retryable=True
+        )
+    return CredentialFailure(f"{PREFIX}: {type(exc).__name__}")
+
+
+def mapped_token_source(source: TokenFetch, settings: Settings) -> TokenFetch:
+    """``source`` with its failures turned into :class:`CredentialFailure` (named by cause)."""
+
+    def fetch() -> tuple[str, float]:
+        try:
+            return source()
+        except Exception as exc:
+            raise describe_entra_failure(exc, settings) from None
 
     return fetch
 
@@ -76,14 +138,5 @@ class EntraTokens:
 async def _mapped(call: Awaitable[T]) -> T:
     try:
         return await call
-    except OSError as exc:
-        log.warning("Entra ID token source unreachable: %s", exc)
-        raise GatewayError(502, "The gateway could not reach its credential provider.") from None
-    except Exception as exc:  # azure-identity: ClientAuthenticationError; custom sources: anything
-        log.warning("Entra ID token unavailable: %s: %s", type(exc).__name__, exc)
-        raise GatewayError(
-            401,
-            "The gateway could not obtain an Entra ID token for its upstream.",
-            error_type="authentication_error",
-            should_retry=False,
-        ) from None
+    except CredentialFailure as failure:
+        raise failure.as_gateway_error() from None

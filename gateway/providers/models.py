@@ -8,11 +8,21 @@ Clients send first-party names (``claude-sonnet-4-5``, dated ids such as
   ``global.``); ARNs of inference profiles and provisioned models are passed through.
 * Vertex AI: ``<name>@<date>`` (newer models drop the date).
 
-The table below is the built-in default (catalogue as published by the providers up to 2026-11;
-ids for models newer than those in the public docs follow the providers' naming pattern and should
-be checked against your account). ``GATEWAY_MODEL_MAP`` (a JSON object, or a path to one) maps any
-client-visible name to any upstream id and takes precedence. A provider-native id passes through
-unchanged; any other name is answered with 404 ``not_found_error`` naming the model.
+Resolution of a client name, first match wins:
+
+1. ``GATEWAY_MODEL_MAP`` (a JSON object, or a path to one): any client-visible name to any upstream
+   id, taken as it is (also the only way to substitute another model for one a cloud lacks);
+2. a provider-native id passes through unchanged (Bedrock ids and ARNs, Vertex ``name@date``);
+3. the table below (catalogue as published by the providers up to 2026-11, plus what Claude Code
+   2.1.332 sends in its own Bedrock/Vertex modes, ``providers.md`` section 7); a row without an id
+   for a cloud means "no evidence that cloud serves it", so step 4 applies;
+4. the naming patterns of :mod:`.model_patterns` for any other Anthropic-style id
+   (``claude-opus-5-5`` -> ``us.anthropic.claude-opus-5-5`` / ``claude-opus-5-5``).
+
+With model discovery on (:mod:`.model_discovery`) the result of steps 2-4 must be an id the cloud
+lists (on Bedrock the geography-prefixed profile is tried first, then the base model when it is
+served on demand); anything else is unservable. Unservable names are a 404 ``not_found_error``
+naming the model and ``GATEWAY_MODEL_MAP`` (:func:`unservable_message`).
 """
 
 from __future__ import annotations
@@ -23,6 +33,21 @@ from dataclasses import dataclass
 from typing import Final
 
 from gateway.config import ProviderName
+from gateway.providers import model_patterns
+from gateway.providers.model_discovery import ModelCatalogue, ServedModels
+from gateway.providers.model_patterns import BEDROCK_GEOGRAPHIES, strip_geography
+
+__all__ = [
+    "BEDROCK_GEOGRAPHIES",
+    "FIRST_PARTY_MODELS",
+    "OTHER",
+    "ModelEntry",
+    "ModelResolver",
+    "UnknownModel",
+]
+
+UNKNOWN_RELEASE: Final = "1970-01-01T00:00:00Z"
+"""``created_at`` when the release date is not published (the Models API uses the epoch too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +55,18 @@ class ModelEntry:
     alias: str
     dated: str | None
     display_name: str
-    bedrock: str | None
-    vertex: str | None
+    bedrock: str | None  # None: no evidence Bedrock serves it (the naming pattern applies)
+    vertex: str | None  # None: no evidence Vertex serves it (the naming pattern applies)
     created_at: str
 
 
 FIRST_PARTY_MODELS: Final[tuple[ModelEntry, ...]] = (
+    # What Claude Code 2.1.332 sends in its own provider modes (providers.md section 7): opus ->
+    # Bedrock us.anthropic.claude-opus-5-5, Vertex claude-opus-5-5; sonnet -> Vertex
+    # claude-sonnet-5-5 (its Bedrock mode sends Sonnet 4.5 instead); haiku -> Haiku 4.5 on both.
+    ModelEntry("claude-opus-5-5", None, "Claude Opus 5.5", "anthropic.claude-opus-5-5", "claude-opus-5-5", UNKNOWN_RELEASE),
+    ModelEntry("claude-sonnet-5-5", None, "Claude Sonnet 5.5", None, "claude-sonnet-5-5", UNKNOWN_RELEASE),
+    ModelEntry("claude-haiku-5-5", None, "Claude Haiku 5.5", None, None, UNKNOWN_RELEASE),
     ModelEntry("claude-opus-4-8", None, "Claude Opus 4.8",
                "anthropic.claude-opus-4-8-v1", "claude-opus-4-8", "2026-10-01T00:00:00Z"),
     ModelEntry("claude-opus-4-7", None, "Claude Opus 4.7",
@@ -70,7 +101,6 @@ for _entry in FIRST_PARTY_MODELS:
 
 OTHER: Final = "other"
 
-BEDROCK_GEOGRAPHIES: Final = ("us", "eu", "apac", "jp", "au", "ca", "us-gov", "global")
 _GEOGRAPHY_ALTERNATION: Final = "|".join(re.escape(g) for g in BEDROCK_GEOGRAPHIES)
 _BEDROCK_NATIVE = re.compile(rf"^(arn:aws[a-z-]*:bedrock:|((?:{_GEOGRAPHY_ALTERNATION})\.)?anthropic\.)")
 _VERTEX_NATIVE = re.compile(r"^claude-[a-z0-9-]+@\d{8}$")
@@ -78,7 +108,7 @@ _VERTEX_NATIVE = re.compile(r"^claude-[a-z0-9-]+@\d{8}$")
 
 def catalogue_entry(model: str) -> ModelEntry | None:
     """The catalogue entry of a first-party name (alias or dated id), ignoring a ``[1m]`` suffix."""
-    return _BY_NAME.get(model.split("[", 1)[0])
+    return _BY_NAME.get(model_patterns.base_name(model))
 
 
 def metric_label(model: str) -> str:
@@ -89,13 +119,8 @@ def metric_label(model: str) -> str:
     entry = catalogue_entry(model)
     if entry is not None:
         return entry.alias
-    native = _NATIVE_LABELS.get(_strip_geography(model))
+    native = _NATIVE_LABELS.get(strip_geography(model))
     return native if native is not None else OTHER
-
-
-def _strip_geography(model: str) -> str:
-    head, dot, rest = model.partition(".")
-    return rest if dot and head in BEDROCK_GEOGRAPHIES else model
 
 
 _NATIVE_LABELS: Final[dict[str, str]] = {}
@@ -119,10 +144,19 @@ def bedrock_geography(region: str) -> str:
     return {"us": "us", "eu": "eu", "ap": "apac"}.get(head, "global")
 
 
+def unservable_message(model: str, provider: ProviderName | str) -> str:
+    """The 404 message for a model the upstream does not serve: the model and how to map it."""
+    name = provider.value if isinstance(provider, ProviderName) else provider
+    return f"model: {model} is not served by the {name} upstream (map it with GATEWAY_MODEL_MAP)"
+
+
 class UnknownModel(Exception):
-    def __init__(self, model: str) -> None:
-        super().__init__(model)
+    """The upstream does not serve ``model`` (no mapping, no pattern, or not in its catalogue)."""
+
+    def __init__(self, model: str, provider: ProviderName) -> None:
         self.model = model
+        self.message = unservable_message(model, provider)
+        super().__init__(self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +166,7 @@ class ModelResolver:
     provider: ProviderName
     overrides: Mapping[str, str]
     bedrock_prefix: str | None = None  # "us", "eu", "global"..., or None for base model ids
+    catalogue: ModelCatalogue | None = None  # model discovery (None: off)
 
     def resolve(self, model: str) -> str:
         """The upstream id for ``model``; raises ``UnknownModel`` when there is none."""
@@ -139,49 +174,44 @@ class ModelResolver:
             return self.overrides[model]
         if self.provider in (ProviderName.ANTHROPIC, ProviderName.FOUNDRY):
             return model  # first-party names (Foundry: the deployment name) go as they are
-        if self.provider is ProviderName.BEDROCK:
-            if _BEDROCK_NATIVE.match(model):
-                return model
-            entry = catalogue_entry(model)
-            if entry is None or entry.bedrock is None:
-                raise UnknownModel(model)
-            return f"{self.bedrock_prefix}.{entry.bedrock}" if self.bedrock_prefix else entry.bedrock
-        if _VERTEX_NATIVE.match(model) or model in _VERTEX_IDS:
+        served = self.catalogue.current if self.catalogue is not None else None
+        if self._is_native(model):
+            if served is not None and not model.startswith("arn:") and not self._listed(model, served):
+                raise UnknownModel(model, self.provider)
             return model
-        entry = catalogue_entry(model)
-        if entry is None or entry.vertex is None:
-            raise UnknownModel(model)
-        return entry.vertex
+        candidates = self.candidates(model)
+        if not candidates:
+            raise UnknownModel(model, self.provider)
+        if served is None:
+            return candidates[0]
+        for candidate in candidates:
+            if self._listed(candidate, served):
+                return candidate
+        raise UnknownModel(model, self.provider)
 
-    def served(self) -> list[dict[str, str]]:
-        """``GET /v1/models`` data for a cloud upstream: every client name this deployment maps."""
-        out: list[dict[str, str]] = []
-        seen: set[str] = set()
-        for entry in FIRST_PARTY_MODELS:
-            native = {
-                ProviderName.BEDROCK: entry.bedrock,
-                ProviderName.VERTEX: entry.vertex,
-            }.get(self.provider, entry.alias)
-            if native is None or entry.alias in seen:
-                continue
-            seen.add(entry.alias)
-            out.append(_listing(entry.alias, entry.display_name, entry.created_at))
-        for name in self.overrides:
-            if name not in seen:
-                seen.add(name)
-                known = catalogue_entry(name)
-                out.append(
-                    _listing(
-                        name,
-                        known.display_name if known else name,
-                        known.created_at if known else "1970-01-01T00:00:00Z",
-                    )
-                )
-        return out
+    def candidates(self, model: str) -> list[str]:
+        """Upstream ids for ``model`` in order of preference: the table's, then the pattern's (on
+        Bedrock each as the geography's profile, then as the base id). Without a catalogue the
+        first is used; with one, the first the cloud lists."""
+        entry = catalogue_entry(model)
+        if self.provider is ProviderName.BEDROCK:
+            bases = [entry.bedrock if entry is not None else None, model_patterns.bedrock_base_id(model)]
+            out = []
+            for base in dict.fromkeys(b for b in bases if b):
+                out.extend([f"{self.bedrock_prefix}.{base}", base] if self.bedrock_prefix else [base])
+            return out
+        ids = [entry.vertex if entry is not None else None, model_patterns.vertex_id(model)]
+        return list(dict.fromkeys(i for i in ids if i))
+
+    def _is_native(self, model: str) -> bool:
+        if self.provider is ProviderName.BEDROCK:
+            return _BEDROCK_NATIVE.match(model) is not None
+        return _VERTEX_NATIVE.match(model) is not None or model in _VERTEX_IDS
+
+    def _listed(self, upstream_id: str, served: ServedModels) -> bool:
+        if self.provider is ProviderName.VERTEX:
+            return upstream_id.partition("@")[0] in served.names
+        return upstream_id in served.ids
 
 
 _VERTEX_IDS: Final = frozenset(e.vertex for e in FIRST_PARTY_MODELS if e.vertex is not None)
-
-
-def _listing(model_id: str, display_name: str, created_at: str) -> dict[str, str]:
-    return {"type": "model", "id": model_id, "display_name": display_name, "created_at": created_at}

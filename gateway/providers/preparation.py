@@ -1,18 +1,20 @@
 """The provider-independent part of turning a client request into an upstream request.
 
-Model mapping and the beta policy apply to every upstream the same way; what differs per provider
-(where the model and the betas go, which version string, which URL) stays in the provider. The
-client's body is re-serialised only when something in it had to change, and then
-deterministically (orjson keeps key order), so an unchanged prefix stays byte-identical turn after
-turn.
+Model mapping, the fold of ``role: "system"`` messages for targets configured to refuse them
+(:mod:`.system_fold`) and the per-provider beta table (:mod:`.betas`, :mod:`.shaping`) run here
+in that order; what differs per provider beyond the table (where the model goes, which version
+string, which URL) stays in the provider. The client's body is re-serialised only when something in
+it had to change, and then deterministically (orjson keeps key order; every transform depends only
+on the request and the settings), so an unchanged prefix stays byte-identical turn after turn.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -21,9 +23,13 @@ from gateway.errors import GatewayError
 from gateway.headers import header_value
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import BetaPolicy, parse_beta_header
+from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.models import ModelResolver, UnknownModel, bedrock_geography
+from gateway.providers.system_fold import applies, fold_system_messages
 
 log = logging.getLogger("switchyard.preparation")
+
+MID_CONVERSATION_SYSTEM: Final = "mid-conversation-system-2026-04-07"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,22 +38,23 @@ class PreparedRequest:
 
     model: str  # the upstream id ("" when the client sent none)
     payload: dict[str, Any]  # a private copy; providers may reshape it further
-    betas: list[str]
+    betas: list[str]  # the ``anthropic-beta`` header
     dropped_betas: list[str]
     body_changed: bool
+    body_betas: tuple[str, ...] = ()  # Bedrock's body ``anthropic_beta`` list
 
     def body_bytes(self, original: ClientRequest) -> bytes:
         """The client's bytes when nothing changed, else a deterministic re-serialisation."""
         return orjson.dumps(self.payload) if self.body_changed else original.body
 
 
-def resolver_for(settings: Settings) -> ModelResolver:
+def resolver_for(settings: Settings, catalogue: ModelCatalogue | None = None) -> ModelResolver:
     prefix = settings.bedrock_profile_prefix
     if settings.provider is ProviderName.BEDROCK and prefix is None and settings.aws_region:
         prefix = bedrock_geography(settings.aws_region)
     if prefix in ("", "none"):
         prefix = None
-    return ModelResolver(settings.provider, dict(settings.model_map), prefix)
+    return ModelResolver(settings.provider, dict(settings.model_map), prefix, catalogue)
 
 
 def prepare(
@@ -55,18 +62,28 @@ def prepare(
     provider: ProviderName,
     resolver: ModelResolver,
     policy: BetaPolicy,
+    *,
+    fold_targets: Iterable[str] = (),
 ) -> PreparedRequest:
-    """Map the model and apply the beta policy. Unknown models are a 404 ``not_found_error``."""
+    """Map the model, fold system messages for ``fold_targets`` (``GATEWAY_FOLD_SYSTEM_MESSAGES``)
+    and apply the beta table. Unservable models are a 404 ``not_found_error``."""
     payload = copy.deepcopy(dict(request.payload))
     model = request.model
     upstream_model = model
     if model:
         try:
             upstream_model = resolver.resolve(model)
-        except UnknownModel:
-            raise GatewayError(404, f"model: {model}", error_type="not_found_error") from None
+        except UnknownModel as exc:
+            raise GatewayError(404, exc.message, error_type="not_found_error") from None
     betas = parse_beta_header(value for name, value in request.headers if name.lower() == "anthropic-beta")
-    decision = policy.apply(provider, betas, payload)
+    fold = applies(fold_targets, model, upstream_model)
+    folded = fold and fold_system_messages(payload)
+    if fold and MID_CONVERSATION_SYSTEM in betas:  # the target refuses the role, so never its beta
+        betas.remove(MID_CONVERSATION_SYSTEM)
+        decision = policy.apply(provider, betas, payload)
+        decision.dropped.append(MID_CONVERSATION_SYSTEM)
+    else:
+        decision = policy.apply(provider, betas, payload)
     if decision.dropped:
         log.info(
             "dropped betas the %s upstream does not accept: %s (request %s)",
@@ -74,16 +91,17 @@ def prepare(
             ",".join(decision.dropped),
             request.request_id,
         )
-    changed = decision.body_changed
+    changed = decision.body_changed or folded
     if upstream_model != model and "model" in payload:
         payload["model"] = upstream_model
         changed = True
     return PreparedRequest(
         model=upstream_model,
         payload=payload,
-        betas=decision.kept,
+        betas=decision.header,
         dropped_betas=decision.dropped,
         body_changed=changed,
+        body_betas=tuple(decision.body),
     )
 
 

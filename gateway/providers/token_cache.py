@@ -4,6 +4,8 @@ Cloud credential libraries (google-auth, azure-identity) are synchronous and may
 when they refresh, so the fetch runs in the default executor, never on the event loop. Concurrent
 requests that find the token stale share one refresh (an ``asyncio.Lock`` with a re-check inside),
 so a burst of requests at expiry costs one round trip to the token endpoint, not one per request.
+A fetch that fails with a :class:`~gateway.providers.credentials_health.CredentialFailure` counts
+once towards the provider's :class:`~gateway.providers.credentials_health.CredentialHealth`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Final
+
+from gateway.providers.credentials_health import CredentialFailure, CredentialHealth
 
 TokenFetch = Callable[[], tuple[str, float]]
 """Blocking call returning ``(token, expires_at)``; ``expires_at`` in Unix seconds (``inf``: never)."""
@@ -32,8 +36,10 @@ class TokenCache:
         *,
         margin_s: float = DEFAULT_REFRESH_MARGIN_S,
         clock: Callable[[], float] = time.time,
+        health: CredentialHealth | None = None,
     ) -> None:
         self._fetch = fetch
+        self.health = health
         self._margin_s = margin_s
         self._clock = clock
         self._token: str | None = None
@@ -86,7 +92,14 @@ class TokenCache:
     async def _fetch_locked(self) -> str:
         loop = asyncio.get_running_loop()
         fetched_at = self._clock()
-        token, expires_at = await loop.run_in_executor(None, self._serialized_fetch)
+        try:
+            token, expires_at = await loop.run_in_executor(None, self._serialized_fetch)
+        except CredentialFailure as failure:
+            if self.health is not None:
+                self.health.failed(failure.message)
+            raise
+        if self.health is not None:
+            self.health.succeeded()
         self._token, self._expires_at, self._fetched_at = token, expires_at, fetched_at
         self.refreshes += 1
         return token

@@ -11,16 +11,20 @@
   "vertex-2023-10-16"`` (the documented value); ``stream`` stays. count_tokens goes to
   ``.../models/count-tokens:rawPredict`` and keeps ``model`` (the Vertex id) in the body.
 * Headers: the client's forwardable ones without ``anthropic-version`` (Vertex takes the version in
-  the body); the betas the policy kept go in ``anthropic-beta`` (never in the body); the
-  credential is Google's OAuth access token (:mod:`.vertex_auth`); no ``x-client-request-id``.
-* Betas Vertex does not accept are dropped with their body halves by the shared policy, so the
-  request tags (``tags`` and ``request-tags-2026-08-21``) never reach Vertex.
+  the body); the betas the Vertex rows of the shaping table (:mod:`.shaping`) keep go in
+  ``anthropic-beta`` (never in the body), renamed where Vertex knows the feature by another name;
+  the credential is Google's OAuth access token (:mod:`.vertex_auth`); no ``x-client-request-id``.
+* Betas Vertex does not accept are dropped with their body halves by the same table, so the
+  first-party-only fields (``context_management``, a message's ``output_config``,
+  ``cache_control.scope``) and the request tags (``tags``) never reach Vertex; mid-conversation
+  ``role: "system"`` messages do, unless ``GATEWAY_FOLD_SYSTEM_MESSAGES`` names the model.
 * Responses: success bytes (JSON or Anthropic SSE) are relayed as they are; errors are translated
   by :mod:`.vertex_errors`. ``GET /v1/models`` is answered locally from the model map.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -33,8 +37,11 @@ from gateway.config import ConfigError, ProviderName, Settings
 from gateway.errors import GatewayError, UpstreamUnavailable
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
+from gateway.providers.model_discovery import ModelCatalogue
+from gateway.providers.model_listing import describe_model_map, models_page
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.providers.vertex_auth import GoogleCredentials, load_google_credentials
+from gateway.providers.vertex_discovery import vertex_fetcher
 from gateway.providers.vertex_errors import vertex_error_response
 from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
 
@@ -93,12 +100,27 @@ class VertexProvider(Provider):
         self._settings = settings
         self._region = settings.vertex_region or ""
         self._base_url = vertex_base_url(self._region, settings.vertex_base_url)
-        self._resolver = resolver_for(settings)
         self._policy = BetaPolicy.from_settings(settings.beta_policy)
         self._clock = clock
         self._credentials: GoogleCredentials | None = None
         self._project = settings.vertex_project_id or ""
         self._pool = UpstreamPool()
+        self.catalogue: ModelCatalogue | None = (
+            ModelCatalogue(
+                vertex_fetcher(
+                    self._pool.require,
+                    self._bearer,
+                    self._base_url,
+                    settings.model_discovery_timeout_s,
+                ),
+                source="Vertex AI publisher models",
+                interval_s=settings.model_discovery_interval_s,
+                timeout_s=settings.model_discovery_timeout_s,
+            )
+            if settings.model_discovery
+            else None
+        )
+        self._resolver = resolver_for(settings, self.catalogue)
 
     async def start(self) -> None:
         if not self._region:
@@ -112,14 +134,30 @@ class VertexProvider(Provider):
                 f"({self._credentials.source}) name no project"
             )
         self._pool.open(self._base_url, self._settings)
+        if self.catalogue is not None:
+            await self.catalogue.start()
 
     async def close(self) -> None:
+        if self.catalogue is not None:
+            await self.catalogue.close()
         await self._pool.close()
+        if self._credentials is not None:
+            self._credentials.close()
 
     def not_ready_reason(self) -> str | None:
         if self._credentials is None or not self._project:
             return "Vertex AI provider not started (no Google credentials or project yet)"
-        return None
+        health = self._credentials.tokens.health
+        return health.not_ready_reason() if health is not None else None
+
+    async def readiness(self) -> str | None:
+        """Retry a failing token fetch when due (see :mod:`.credentials_health`), then report."""
+        credentials = self._credentials
+        health = credentials.tokens.health if credentials is not None else None
+        if credentials is not None and health is not None and health.recheck_due():
+            with contextlib.suppress(GatewayError):
+                await credentials.bearer()
+        return self.not_ready_reason()
 
     def describe(self) -> dict[str, str]:
         return {
@@ -129,6 +167,8 @@ class VertexProvider(Provider):
             "region": self._region,
             "credential_source": self._credentials.source if self._credentials else "not loaded",
             "proxy": self._pool.proxy_label,
+            "model_discovery": self.catalogue.describe() if self.catalogue is not None else "off",
+            "model_map": describe_model_map(self._settings.model_map),
         }
 
     async def refresh_credentials(self) -> bool:
@@ -138,7 +178,7 @@ class VertexProvider(Provider):
         return await self._credentials.refresh()
 
     async def messages(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = prepare(request, ProviderName.VERTEX, self._resolver, self._policy)
+        prepared = self._prepare(request)
         if not prepared.model:
             raise GatewayError(400, "model: Field required")
         verb = "streamRawPredict" if request.stream else "rawPredict"
@@ -146,21 +186,25 @@ class VertexProvider(Provider):
         return await self._post(path, vertex_body(prepared, keep_model=False), request, prepared)
 
     async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = prepare(request, ProviderName.VERTEX, self._resolver, self._policy)
+        prepared = self._prepare(request)
         if not prepared.model:
             raise GatewayError(400, "model: Field required")
         path = model_path(self._project, self._region, "count-tokens", "rawPredict")
         return await self._post(path, vertex_body(prepared, keep_model=True), request, prepared)
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        data = self._resolver.served()
-        payload = {
-            "data": data,
-            "has_more": False,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
-        return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
+        return BufferedResponse(
+            200, orjson.dumps(models_page(self._resolver)), [("content-type", "application/json")]
+        )
+
+    def _prepare(self, request: ClientRequest) -> PreparedRequest:
+        return prepare(
+            request,
+            ProviderName.VERTEX,
+            self._resolver,
+            self._policy,
+            fold_targets=self._settings.fold_system_messages,
+        )
 
     async def _post(
         self, path: str, body: bytes, request: ClientRequest, prepared: PreparedRequest
@@ -179,9 +223,16 @@ class VertexProvider(Provider):
                 raise UpstreamUnavailable(f"upstream error body lost: {type(exc).__name__}") from None
             finally:
                 response.release()
-            result = vertex_error_response(response.status, raw, response.headers.items(), request.request_id)
+            result = vertex_error_response(
+                response.status, raw, response.headers.items(), request.request_id, request.model
+            )
         result.dropped_betas = tuple(prepared.dropped_betas)
         return result
+
+    async def _bearer(self) -> str:
+        if self._credentials is None:
+            raise RuntimeError("provider used before start()")
+        return await self._credentials.bearer()
 
     def _ready(self) -> tuple[Upstream, GoogleCredentials]:
         upstream = self._pool.upstream

@@ -8,11 +8,13 @@
   :class:`~gateway.providers.token_cache.TokenCache`, refreshed in the default executor, one refresh
   at a time, ``DEFAULT_REFRESH_MARGIN_S`` before expiry (google-auth's own ``expired`` already
   counts ``REFRESH_THRESHOLD``, 3 min 45 s, early; the margin is measured on the provider's clock).
-* The token endpoint is reached with google-auth's ``requests`` transport: proxies from the
-  standard ``HTTPS_PROXY`` / ``NO_PROXY`` variables (requests reads them, as google-auth always
-  does), CA bundle from ``GATEWAY_CA_BUNDLE`` / ``SSL_CERT_FILE`` when set.
-* A refresh the token endpoint refuses (revoked key, deleted account) is 401
-  ``authentication_error`` with ``x-should-retry: false``; an unreachable token endpoint is 502.
+* The token endpoint is reached with google-auth's ``requests`` transport over
+  :class:`~gateway.providers.requests_egress.EgressRequestsSession`: the gateway's proxy settings
+  (``NO_PROXY`` CIDR ranges included) and ``GATEWAY_CA_BUNDLE``, exactly like inference calls.
+* Failures are named by cause (:func:`describe_google_failure`): a refresh the token endpoint
+  refuses (unknown service account, a key that is not the account's, ``invalid_grant``...) is 401
+  ``authentication_error`` with ``x-should-retry: false``; a proxy or TLS failure on the way is a
+  502 naming it (:mod:`gateway.egress`); Google throttling or failing is 503.
 
 google-auth is imported here, inside functions, so a gateway that does not use Vertex never
 loads it.
@@ -31,8 +33,10 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from gateway.config import ConfigError, Settings
-from gateway.errors import GatewayError
+from gateway.egress import classify_sync, host_port
+from gateway.providers.credentials_health import CredentialFailure, CredentialHealth
 from gateway.providers.token_cache import TokenCache, TokenFetch
+from gateway.transport import proxy_for
 
 log = logging.getLogger("switchyard.vertex_auth")
 
@@ -48,6 +52,11 @@ class GoogleCredentials:
     project_id: str | None
     source: str
     tokens: TokenCache
+    http: Any = None  # the requests session of the token calls (closed with the provider)
+
+    def close(self) -> None:
+        if self.http is not None:
+            self.http.close()
 
     async def bearer(self) -> str:
         """A valid access token, refreshed when due; failures become Anthropic-shaped errors."""
@@ -59,34 +68,59 @@ class GoogleCredentials:
 
 
 async def _mapped(call: Awaitable[T]) -> T:
-    """Await a token operation, turning google-auth failures into gateway errors."""
-    from google.auth import exceptions
-
+    """Await a token operation, turning a failed fetch into the client's gateway error."""
     try:
         return await call
-    except exceptions.RefreshError as exc:
-        log.warning("Google token refresh refused: %s", exc)
+    except CredentialFailure as failure:
+        raise failure.as_gateway_error() from None
+
+
+PREFIX: Final = "the gateway could not get a Google access token"
+
+
+def describe_google_failure(exc: BaseException, credentials: Any, settings: Settings) -> CredentialFailure:
+    """What made google-auth's refresh fail, for the client and the log (no secret, no JWT)."""
+    from google.auth import exceptions
+
+    token_uri = getattr(credentials, "_token_uri", None)  # service accounts, authorized users
+    where = f"Google's token endpoint at {host_port(token_uri)}" if token_uri else "Google's token endpoint"
+    proxy = proxy_for(token_uri, settings) if token_uri else settings.https_proxy
+    egress = classify_sync(exc, target=where, proxy=proxy, ca_bundle=settings.ca_bundle)
+    if egress is not None:
+        return CredentialFailure.from_egress(PREFIX, egress)
+    if isinstance(exc, exceptions.TransportError):
+        return CredentialFailure(f"{PREFIX}: {where} could not be reached", status=502, retryable=True)
+    if isinstance(exc, exceptions.RefreshError):
+        error, description = _oauth_error(exc)
+        account = getattr(credentials, "service_account_email", None)
+        named = f" {account}" if isinstance(account, str) and account else ""
         if getattr(exc, "retryable", False):
-            raise GatewayError(
-                503, "The gateway could not refresh its upstream credential; retry later."
-            ) from None
-        raise GatewayError(
-            401,
-            "The gateway's upstream credential has expired and could not be refreshed.",
-            error_type="authentication_error",
-            should_retry=False,
-        ) from None
-    except exceptions.TransportError as exc:
-        log.warning("Google token endpoint unreachable: %s", exc)
-        raise GatewayError(502, "The gateway could not reach its credential provider.") from None
-    except exceptions.GoogleAuthError as exc:
-        log.warning("Google credentials failed: %s", exc)
-        raise GatewayError(
-            401,
-            "The gateway's upstream credential could not be used.",
-            error_type="authentication_error",
-            should_retry=False,
-        ) from None
+            return CredentialFailure(
+                f"{PREFIX}: {where} is unavailable; retry later", status=503, retryable=True
+            )
+        if "account not found" in description.lower():
+            return CredentialFailure(f"{PREFIX}: unknown service account{named} ({error}: account not found)")
+        if "signature" in description.lower():
+            return CredentialFailure(
+                f"{PREFIX}: the service account{named} does not accept this key (revoked or replaced); "
+                f"{error}: key rejected"
+            )
+        if "timeframe" in description.lower() or "iat and exp" in description.lower():
+            return CredentialFailure(
+                f"{PREFIX}: {error}: the gateway's clock is off (JWT outside its time window)"
+            )
+        return CredentialFailure(f"{PREFIX}: {where} refused the credential: {error}")
+    return CredentialFailure(f"{PREFIX}: {type(exc).__name__}")
+
+
+def _oauth_error(exc: BaseException) -> tuple[str, str]:
+    """``(error, error_description)`` of a token endpoint's refusal as google-auth reports it."""
+    for arg in exc.args[1:]:
+        if isinstance(arg, dict) and isinstance(arg.get("error"), str):
+            return arg["error"], str(arg.get("error_description", ""))
+    text = str(exc.args[0]) if exc.args else ""
+    error, _, description = text.partition(":")
+    return (error.strip() or "refused"), description.strip()
 
 
 def _expiry_seconds(expiry: datetime.datetime | None) -> float:
@@ -98,19 +132,22 @@ def _expiry_seconds(expiry: datetime.datetime | None) -> float:
     return expiry.timestamp()
 
 
-def _refresher(credentials: Any, settings: Settings) -> TokenFetch:
-    from google.auth.exceptions import RefreshError
+def _refresher(credentials: Any, settings: Settings, http: Any) -> TokenFetch:
+    from google.auth.exceptions import GoogleAuthError
     from google.auth.transport.requests import Request
 
-    request = Request()
-    if settings.ca_bundle is not None:
-        request.session.verify = str(settings.ca_bundle)
+    request = Request(session=http)
 
     def fetch() -> tuple[str, float]:
-        credentials.refresh(request)
+        try:
+            credentials.refresh(request)
+        except (GoogleAuthError, OSError) as exc:
+            failure = describe_google_failure(exc, credentials, settings)
+            log.debug("Google token refresh failed: %s", type(exc).__name__)
+            raise failure from None
         token = credentials.token
         if not isinstance(token, str) or not token:
-            raise RefreshError("the credentials were refreshed but hold no access token")  # type: ignore[no-untyped-call]
+            raise CredentialFailure(f"{PREFIX}: the refresh returned no access token")
         return token, _expiry_seconds(credentials.expiry)
 
     return fetch
@@ -145,8 +182,16 @@ async def load_google_credentials(
     """Load ADC off the event loop; raise ``ConfigError`` when there are none."""
     loop = asyncio.get_running_loop()
     credentials, project, source = await loop.run_in_executor(None, _load, settings)
+    from gateway.providers.requests_egress import EgressRequestsSession
+
+    http = EgressRequestsSession(settings)
     return GoogleCredentials(
         project_id=project or None,
         source=source,
-        tokens=TokenCache(_refresher(credentials, settings), clock=clock),
+        http=http,
+        tokens=TokenCache(
+            _refresher(credentials, settings, http),
+            clock=clock,
+            health=CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s),
+        ),
     )

@@ -32,6 +32,11 @@ UNAVAILABLE stays a retryable 503 ``api_error``: it says the Vertex *service* co
 request, not that the model is at capacity. Model overload reaches the client as Vertex relays it,
 Anthropic's own 529 ``overloaded_error``, which is what drives clients' overload handling (Claude
 Code switches to a fallback model after repeated 529s; a regional platform blip should not).
+
+A 404 on a model call (``NOT_FOUND``: Vertex does not serve that publisher model in this
+location, e.g. a pattern-mapped ``claude-haiku-5-5``) names the client's own model and
+``GATEWAY_MODEL_MAP`` (:func:`~gateway.providers.models.unservable_message`), as the gateway does
+for models it knows to be unservable; the project and resource path stay in the log.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import orjson
 from gateway.errors import error_body, error_type_for_status
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import BufferedResponse
+from gateway.providers.models import unservable_message
 from gateway.providers.redaction import client_message
 
 GOOGLE_STATUS: Final[Mapping[str, tuple[int, str]]] = {
@@ -129,14 +135,18 @@ def vertex_error_response(
     body: bytes,
     upstream_headers: Iterable[tuple[str, str]],
     request_id: str,
+    client_model: str = "",
 ) -> BufferedResponse:
-    """The Anthropic-shaped answer for a non-2xx Vertex response."""
+    """The Anthropic-shaped answer for a non-2xx Vertex response (``client_model``: the model the
+    client asked for, on model calls)."""
     status, error_type, message, envelope = _classify(http_status, _decode(body), body)
     if status < 400:  # a redirect or other non-error status is a failure of the upstream
         status, error_type = 502, "api_error"
     text = client_message(
         "vertex", status, error_type, message, anthropic_envelope=envelope, request_id=request_id
     )
+    if status == 404 and client_model:
+        error_type, text = "not_found_error", unservable_message(client_model, "vertex")
     headers = [
         (name, value)
         for name, value in relayable_response_headers(upstream_headers)

@@ -99,18 +99,6 @@ class Turn:
             del block["cache_control"]
         return self
 
-    def fold_system_messages(self) -> Turn:
-        """The turn as Claude Code sends it where ``mid-conversation-system`` is not offered
-        (Bedrock): role ``system`` messages become ``<system-reminder>`` blocks at the start of
-        ``messages[0]`` and the beta is not sent."""
-        messages = self.body["messages"]
-        texts = [m["content"] for m in messages if m["role"] == "system"]
-        self.body["messages"] = [m for m in messages if m["role"] != "system"]
-        first = self.body["messages"][0]
-        reminders = [{"type": "text", "text": f"<system-reminder>\n{t}\n</system-reminder>"} for t in texts]
-        first["content"] = [*reminders, *first["content"]]
-        return self.without_betas("mid-conversation-system-2026-04-07")
-
     def wire(self) -> bytes:
         return json.dumps(self.body, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -137,10 +125,9 @@ def marked_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def claude_code_session(session_id: str, *, cloud: bool = False) -> list[Turn]:
+def claude_code_session(session_id: str) -> list[Turn]:
     """Turns 1-3 of the captured Claude Code tool session, re-labelled as ``session_id``."""
-    turns = [Turn.load(name).with_session(session_id) for name in TOOL_BASH]
-    return [t.fold_system_messages() for t in turns] if cloud else turns
+    return [Turn.load(name).with_session(session_id) for name in TOOL_BASH]
 
 
 def strip_markers(value: Any) -> Any:
@@ -254,12 +241,14 @@ def cache_breaks(metrics: GatewayMetrics, provider: str) -> dict[str, float]:
 
 
 def upstream_betas(request: RecordedRequest) -> list[str]:
-    """The betas an upstream request carried: the header, or Bedrock's ``anthropic_beta`` body field."""
+    """The betas an upstream request carried: the header and Bedrock's ``anthropic_beta`` body
+    field (Bedrock gets some in each, as Claude Code's own Bedrock mode sends them)."""
     header = request.header("anthropic-beta")
-    if header is not None:
-        return [b.strip() for b in header.split(",") if b.strip()]
+    names = [b.strip() for b in header.split(",") if b.strip()] if header is not None else []
     body = request.json()
-    return list(body.get("anthropic_beta", [])) if isinstance(body, dict) else []
+    if isinstance(body, dict):
+        names += [b for b in body.get("anthropic_beta", []) if b not in names]
+    return names
 
 
 @contextlib.asynccontextmanager

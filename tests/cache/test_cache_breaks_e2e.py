@@ -35,9 +35,9 @@ async def stack(
 
 
 def session(stack: CacheStack, session_id: str) -> list[Turn]:
-    # Bedrock offers no mid-conversation-system beta: Claude Code folds those messages into the
-    # first user turn there (README 1.4), and so does this replay
-    return claude_code_session(session_id, cloud=stack.provider == "bedrock")
+    # the first-party capture as it is, role "system" messages included: Bedrock and Vertex take
+    # them without the mid-conversation-system beta, which the gateway drops there (providers.md s7)
+    return claude_code_session(session_id)
 
 
 def assert_prefix_kept(bodies: list[dict[str, Any]], raw: list[bytes]) -> None:
@@ -142,8 +142,6 @@ async def test_first_party_1h_capture_on_each_upstream(stack: CacheStack) -> Non
     reaches the first-party API, the cch is pinned where the upstream caches the billing block, and
     turn 2 reads what turn 1 wrote."""
     turns = [Turn.load("025_cc_firstparty_1h_turn1"), Turn.load("026_cc_firstparty_1h_turn2")]
-    if stack.provider == "bedrock":
-        turns = [t.fold_system_messages() for t in turns]
     answers = [await send_ok(stack, t) for t in turns]
     assert answers[1].read == answers[0].cached > 0
     bodies = [r.json() for r in stack.model_requests()]

@@ -8,7 +8,6 @@ kustomize Components. There is no substitute renderer: without kubectl these tes
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shutil
 import subprocess
@@ -54,17 +53,23 @@ def render(overlay: str) -> tuple[Manifest, ...]:
     return tuple(_kustomize(K8S / "overlays" / overlay))
 
 
+def render_with(overlay: str, workdir: Path, *components: str) -> list[Manifest]:
+    """``overlay`` with ``components`` (names under k8s/components/) added to its kustomization,
+    the way k8s/README.md tells users to add them (so the overlay's namespace applies to what the
+    components bring). Rendered from a copy of k8s/ in ``workdir``."""
+    copy = workdir / "k8s"
+    shutil.copytree(K8S, copy)
+    kustomization = copy / "overlays" / overlay / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert not re.search(r"^components:", text, re.MULTILINE), f"{kustomization}: already has components"
+    listed = "".join(f"  - ../../components/{name}\n" for name in components)
+    kustomization.write_text(f"{text}components:\n{listed}")
+    return _kustomize(kustomization.parent)
+
+
 def render_with_proxy(overlay: str, workdir: Path) -> list[Manifest]:
-    """``overlay`` plus the corporate-proxy Component, the way k8s/README.md tells users to add it."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    relative = Path(os.path.relpath(K8S, workdir))
-    (workdir / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
-        "kind: Kustomization\n"
-        f"resources:\n  - {relative / 'overlays' / overlay}\n"
-        f"components:\n  - {relative / 'components' / 'corporate-proxy'}\n"
-    )
-    return _kustomize(workdir)
+    """``overlay`` plus the corporate-proxy Component."""
+    return render_with(overlay, workdir, "corporate-proxy")
 
 
 def one(manifests: Sequence[Manifest], kind: str, name: str) -> Manifest:
@@ -109,6 +114,39 @@ def settings_env_names() -> set[str]:
         elif isinstance(alias, AliasChoices):
             names.update(choice for choice in alias.choices if isinstance(choice, str))
     return names
+
+
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def kubelet_expand(value: str, defined: dict[str, str]) -> str:
+    """What kubelet makes of an env value: ``$(NAME)`` becomes the value of a variable defined
+    before it (envFrom, then earlier env entries), ``$$`` a literal ``$``; an unknown ``$(NAME)``
+    stays as written (Kubernetes' third_party/forked/golang/expansion)."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return defined.get(name, match.group(0))
+
+    return _REFERENCE.sub(replace, value)
+
+
+def pod_environment(
+    manifests: Sequence[Manifest], container: Manifest, secrets: dict[str, str]
+) -> dict[str, str]:
+    """The environment ``container`` starts with: envFrom ConfigMaps, then env entries in order
+    (``secretKeyRef`` values from ``secrets``, the Secret's data), expanded as kubelet does."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        env.update(config_map_data(manifests, source["configMapRef"]["name"]))
+    for entry in container.get("env", []):
+        if "valueFrom" in entry:
+            env[entry["name"]] = secrets[entry["valueFrom"]["secretKeyRef"]["key"]]
+        else:
+            env[entry["name"]] = kubelet_expand(entry["value"], env)
+    return env
 
 
 def secret_template() -> Manifest:

@@ -1,7 +1,7 @@
 """The Dockerfile, checked without a Docker engine (none is available where the tests run).
 
 hadolint lints it; the rest reads it: two stages on one slim Python 3.11 base, dependencies from
-constraints.txt, a final stage that only copies the venv, a numeric non-root user that matches the
+constraints.txt (the PROVIDERS build arg: test_provider_images.py), a final stage that only copies the venv, a numeric non-root user that matches the
 Deployment, the port, and a HEALTHCHECK command that is run here against a real gateway.
 """
 
@@ -79,7 +79,8 @@ def test_two_stages_on_one_slim_python_311_base() -> None:
     assert builder[0] == ("FROM", "${PYTHON_IMAGE} AS builder")
     assert final[0] == ("FROM", "${PYTHON_IMAGE}")  # same interpreter path: the venv stays valid
     install = " ".join(args for name, args in builder if name == "RUN")
-    assert "--constraint constraints.txt" in install and "'.[all]'" in install
+    # the extras come from the PROVIDERS build arg (tests/deploy/test_provider_images.py)
+    assert "--constraint constraints.txt" in install and '".[${providers}redis]"' in install
     assert "--only-binary=:all:" in install  # no compiler needed, even in the builder
     # the final stage installs nothing: no package manager, no pip, no compiler
     assert [name for name, _ in final if name in ("RUN", "ADD")] == ["RUN"]

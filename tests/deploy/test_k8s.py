@@ -14,6 +14,7 @@ the cache issue, which brings the session store.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import json
 import re
 import subprocess
@@ -37,11 +38,13 @@ from tests.deploy.manifests import (
     container_env,
     gateway_container,
     one,
+    pod_environment,
     render,
     render_with_proxy,
     secret_template,
     settings_env_names,
 )
+from tests.support.tls import make_pki
 
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 CRD_GROUPS = ("monitoring.coreos.com/",)
@@ -61,6 +64,9 @@ SDK_ENV = {
     "AZURE_FEDERATED_TOKEN_FILE": "azure-identity (AKS Workload Identity webhook)",
     "AZURE_AUTHORITY_HOST": "azure-identity (AKS Workload Identity webhook)",
 }
+# Set in the manifests for kubelet, not for a reader: $(REDIS_PASSWORD) is expanded into
+# GATEWAY_SESSION_STORE when the container starts.
+KUBELET_ONLY_ENV = {"REDIS_PASSWORD": "interpolated into GATEWAY_SESSION_STORE"}
 DURATION = re.compile(r"^(0|([0-9]+(ms|s|m|h|d|w|y))+)$")
 SERVICE_MONITOR_ENDPOINT_FIELDS = {
     "port", "targetPort", "path", "scheme", "params", "interval", "scrapeTimeout", "tlsConfig",
@@ -120,6 +126,7 @@ def test_overlay_renders_the_expected_objects(overlay: str, rendered: tuple[Mani
         ("NetworkPolicy", "switchyard"),
         ("NetworkPolicy", "switchyard-redis"),
         ("PodDisruptionBudget", "switchyard"),
+        ("PodDisruptionBudget", "switchyard-redis"),
         ("PrometheusRule", "switchyard-alerts"),
         ("Service", "switchyard"),
         ("Service", "switchyard-redis"),
@@ -141,7 +148,7 @@ def test_builtin_objects_match_the_kubernetes_schemas(rendered: tuple[Manifest, 
             continue
         kubernetes_validate.validate(manifest, version, strict=True)
         checked += 1
-    assert checked == 11
+    assert checked == 12
 
 
 def test_validation_catches_a_misspelt_field() -> None:
@@ -166,14 +173,16 @@ def test_every_secret_reference_names_a_template_key(rendered: tuple[Manifest, .
     template = secret_template()
     name, keys = template["metadata"]["name"], set(template["stringData"])
     refs: list[tuple[str, str]] = []
-    pod = one(rendered, "Deployment", "switchyard")["spec"]["template"]["spec"]
-    for volume in pod["volumes"]:
-        if "secret" in volume:
-            refs += [(volume["secret"]["secretName"], item["key"]) for item in volume["secret"]["items"]]
-    for entry in gateway_container(rendered).get("env", []):
-        if "secretKeyRef" in entry.get("valueFrom", {}):
-            ref = entry["valueFrom"]["secretKeyRef"]
-            refs.append((ref["name"], ref["key"]))
+    for workload in (m for m in rendered if m["kind"] in ("Deployment", "StatefulSet")):
+        pod = workload["spec"]["template"]["spec"]
+        for volume in pod["volumes"]:
+            if "secret" in volume:
+                refs += [(volume["secret"]["secretName"], item["key"]) for item in volume["secret"]["items"]]
+        for container in pod["containers"]:
+            for entry in container.get("env", []):
+                if "secretKeyRef" in entry.get("valueFrom", {}):
+                    ref = entry["valueFrom"]["secretKeyRef"]
+                    refs.append((ref["name"], ref["key"]))
     for endpoint in one(rendered, "ServiceMonitor", "switchyard")["spec"]["endpoints"]:
         credentials = endpoint["authorization"]["credentials"]
         refs.append((credentials["name"], credentials["key"]))
@@ -269,7 +278,7 @@ def test_generator_detects_stale_output_and_bad_input(tmp_path: Path) -> None:
 
 
 def _unknown_env(manifests: Sequence[Manifest]) -> set[str]:
-    return set(container_env(manifests)) - settings_env_names() - set(SDK_ENV)
+    return set(container_env(manifests)) - settings_env_names() - set(SDK_ENV) - set(KUBELET_ONLY_ENV)
 
 
 def test_every_env_var_set_is_one_the_gateway_reads(rendered: tuple[Manifest, ...]) -> None:
@@ -292,10 +301,10 @@ def _settings_for(manifests: tuple[Manifest, ...] | list[Manifest], tmp_path: Pa
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     secret_data = secret_template()["stringData"]
     environ: dict[str, str] = {}
-    for name, value in container_env(manifests).items():
-        if isinstance(value, dict):
-            environ[name] = secret_data[value["secretKeyRef"]["key"]]
-        elif value.startswith("/etc/"):
+    for name, value in pod_environment(manifests, container, secret_data).items():
+        if name in KUBELET_ONLY_ENV:
+            continue
+        if value.startswith("/etc/"):
             mount = next(m for m in container["volumeMounts"] if value.startswith(m["mountPath"] + "/"))
             volume = volumes[mount["name"]]
             local = tmp_path / name
@@ -304,8 +313,9 @@ def _settings_for(manifests: tuple[Manifest, ...] | list[Manifest], tmp_path: Pa
                     i for i in volume["secret"]["items"] if f"{mount['mountPath']}/{i['path']}" == value
                 )
                 local.write_text(secret_data[item["key"]])
-            else:  # a ConfigMap the operator creates (the CA bundle)
-                local.write_text("-----BEGIN CERTIFICATE-----\n")
+            else:  # a ConfigMap the operator creates (the CA bundle): start-up loads it as PEM
+                (tmp_path / "pki").mkdir(exist_ok=True)
+                local.write_bytes(make_pki(tmp_path / "pki").ca_cert.read_bytes())
             environ[name] = str(local)
         else:
             environ[name] = value
@@ -321,7 +331,9 @@ def test_each_overlay_is_a_valid_gateway_configuration(
     assert settings.provider.value == overlay
     assert settings.host == "0.0.0.0"
     assert len(settings.inbound_keys) == 2
-    assert settings.session_store.startswith("redis://switchyard-redis:")
+    assert [key.role.value for key in settings.inbound_keys] == ["client", "metrics"]
+    password = secret_template()["stringData"]["redis-password"]
+    assert settings.session_store == f"redis://:{password}@switchyard-redis:6379/0"
     provider_settings = {
         "anthropic": (settings.anthropic_api_key,),
         "bedrock": (settings.aws_region,),
@@ -347,7 +359,14 @@ def test_corporate_proxy_component(tmp_path: Path) -> None:
     policy = one(manifests, "NetworkPolicy", "switchyard")
     https_rule = policy["spec"]["egress"][2]
     assert https_rule["ports"] == [{"port": 3128, "protocol": "TCP"}]  # the proxy replaced "443 anywhere"
-    assert all(port["port"] != 443 for rule in policy["spec"]["egress"] for port in rule["ports"])
+    # 443 leaves direct only to private addresses (the endpoints NO_PROXY sends direct;
+    # tests/deploy/test_k8s_components.py checks the two lists agree)
+    for rule in policy["spec"]["egress"]:
+        if any(port["port"] == 443 for port in rule["ports"]):
+            blocks = [peer["ipBlock"] for peer in rule["to"]]
+            assert blocks and all(
+                ipaddress.ip_network(b["cidr"]).is_private and "except" not in b for b in blocks
+            )
 
 
 def test_probes_ports_and_service_agree_with_the_gateway(
@@ -443,14 +462,15 @@ def test_cloud_overlays_use_workload_identity() -> None:
     assert annotations("bedrock")["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
     assert annotations("vertex")["iam.gke.io/gcp-service-account"].endswith(".iam.gserviceaccount.com")
     assert annotations("anthropic") == annotations("foundry") == {}
+    session_store = {"REDIS_PASSWORD", "GATEWAY_SESSION_STORE"}
     for overlay, keys in {
         "anthropic": {"ANTHROPIC_API_KEY"},
         "foundry": {"ANTHROPIC_FOUNDRY_API_KEY"},
+        "bedrock": set(),  # no static credentials at all
+        "vertex": set(),
     }.items():
         env = {e["name"] for e in gateway_container(render(overlay)).get("env", [])}
-        assert env == keys
-    for overlay in ("bedrock", "vertex"):  # no static credentials at all
-        assert not gateway_container(render(overlay)).get("env")
+        assert env == keys | session_store
 
 
 def test_readme_documents_every_overlay() -> None:

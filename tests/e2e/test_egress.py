@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import anthropic
+import orjson
 import pytest
 
 from gateway.config import Settings
 from gateway.emulator import EmulatorConfig, run_emulator
+from gateway.providers.anthropic import AnthropicProvider
+from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.server import create_app
 from gateway.service import running
 from tests.support.proxy import forward_proxy
@@ -110,6 +114,61 @@ async def test_plain_http_upstream_through_proxy_and_no_proxy() -> None:
         assert len(emu.requests) == 2
 
 
+async def test_stream_fallback_reports_the_proxy_refusal(pki: LocalPKI) -> None:
+    """A stream stalls before content; its non-streaming fallback needs a new tunnel, which the
+    proxy refuses with 407: the client gets the named 502, not a bare 500."""
+    async with (
+        run_emulator(EMULATOR, ssl_context=pki.server_context(require_client_cert=False)) as emu,
+        forward_proxy() as proxy,
+    ):
+        proxy.refuse_connects_after = 1
+        async for url in _gateway(
+            ANTHROPIC_BASE_URL=emu.base_url,
+            GATEWAY_CA_BUNDLE=str(pki.ca_cert),
+            HTTPS_PROXY=proxy.url.replace("http://", "http://corp-user:proxy-pass@"),
+            GATEWAY_STREAM_IDLE_WARNING_S="0.1",
+            GATEWAY_STREAM_IDLE_TIMEOUT_S="0.2",
+        ):
+            client = anthropic.AsyncAnthropic(
+                api_key=KEY,
+                base_url=url,
+                max_retries=0,
+                default_headers={"x-emulator-fault": "stall_after=2:1"},
+            )
+            async with client:
+                with pytest.raises(anthropic.APIStatusError) as info:
+                    async with client.messages.stream(model=MODEL, max_tokens=16, messages=USER) as stream:  # type: ignore[arg-type]
+                        await stream.get_final_message()
+        assert proxy.seen == [f"CONNECT 127.0.0.1:{emu.port}"] * 2
+    assert info.value.status_code == 502
+    message = info.value.body["error"]["message"]  # type: ignore[index]
+    assert "non-streaming fallback failed: proxy authentication failed" in message
+    assert "proxy-pass" not in message and len(emu.requests) == 1
+
+
 def test_proxy_credentials_never_logged() -> None:
     settings = Settings.from_environ({"HTTPS_PROXY": "http://u:proxy-pass@proxy:3128"})
     assert "proxy-pass" not in repr(settings) and "proxy-pass" not in str(settings.public_summary())
+
+
+class _BrokenProvider(AnthropicProvider):
+    """A provider with a bug: its error's text carries a proxy URL with credentials."""
+
+    async def messages(self, request: ClientRequest) -> UpstreamResponse:
+        raise RuntimeError("cannot use proxy URL('http://corp-user:proxy-pass@10.0.0.1:3128')")
+
+
+async def test_unexpected_error_is_a_json_500_logged_without_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    settings = Settings.from_environ({"GATEWAY_API_KEYS": KEY, "ANTHROPIC_API_KEY": UPSTREAM_KEY})
+    async with running(create_app(settings, _BrokenProvider(settings)), "127.0.0.1", 0) as server:
+        with pytest.raises(anthropic.InternalServerError) as info:
+            await _ask(server.base_url)
+    assert info.value.response.headers["content-type"] == "application/json"
+    assert info.value.body["error"] == {"type": "api_error", "message": "internal gateway error"}  # type: ignore[index]
+    access = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "switchyard.access"]
+    assert [(a["status"], a["failure"]) for a in access] == [(500, "internal error: RuntimeError")]
+    assert "RuntimeError" in caplog.text and "10.0.0.1:3128" in caplog.text
+    assert "proxy-pass" not in caplog.text

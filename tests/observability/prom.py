@@ -33,18 +33,22 @@ def free_port() -> int:
         return port
 
 
-def scrape_config(target: str, credentials: str, rule_files: list[Path]) -> str:
-    """Prometheus configuration (JSON is valid YAML): one job, 1 s scrapes, rules every second."""
+def scrape_config(
+    target: str, credentials: str, rule_files: list[Path], jobs: tuple[str, ...] = (JOB,)
+) -> str:
+    """Prometheus configuration (JSON is valid YAML): 1 s scrapes, rules every second; one job per
+    name in ``jobs``, all scraping ``target`` (several deployments as one Prometheus sees them)."""
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
         "rule_files": [str(path) for path in rule_files],
         "scrape_configs": [
             {
-                "job_name": JOB,
+                "job_name": job,
                 "metrics_path": "/metrics",
                 "authorization": {"type": "Bearer", "credentials": credentials},
                 "static_configs": [{"targets": [target]}],
             }
+            for job in jobs
         ],
     }
     return orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()

@@ -22,6 +22,9 @@ from gateway.streaming.usage import Usage
 KEY = "sk-gw-observability-default-3f9a"
 TEAM_KEY = "sk-gw-observability-team-77c1"
 TEAM = "platform"
+QUIET_KEY = "sk-gw-observability-quiet-51e0"
+QUIET_TEAM = "quiet"  # sends one request in the first round only: no tokens in later windows
+METRICS_KEY = "sk-gw-observability-metrics-0c4d"  # role=metrics: what Prometheus scrapes with
 UPSTREAM_KEY = "sk-upstream-observability-e5d2"
 SONNET = "claude-sonnet-4-6"
 HAIKU = "claude-haiku-4-5"
@@ -61,7 +64,10 @@ class Rig:
 
 def key_file(directory: Path) -> Path:
     path = directory / "keys"
-    path.write_text(f"# inbound keys\n{TEAM_KEY} {TEAM}\n", encoding="utf-8")
+    path.write_text(
+        f"# inbound keys\n{TEAM_KEY} {TEAM}\n{QUIET_KEY} {QUIET_TEAM}\n{METRICS_KEY} monitoring role=metrics\n",
+        encoding="utf-8",
+    )
     return path
 
 

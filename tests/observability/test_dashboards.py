@@ -1,6 +1,8 @@
 """The committed dashboards match their generator, are well-formed Grafana JSON, query only metrics
-the gateway exports, and honour the provider/model/team variables wherever a metric has the label.
-(Their expressions are evaluated against a real Prometheus in ``test_prometheus``.)"""
+the gateway exports, honour the job/namespace/instance variables in every selector and the
+provider/model/team variables wherever a metric has the label, and guard every division and
+quantile against NaN. (Their expressions are evaluated against a real Prometheus in
+``test_prometheus``.)"""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "dashboards"
 FILES = sorted((DASHBOARDS / "grafana").glob("*.json"))
 VARIABLES = ("provider", "model", "team")
+# the scrape target's labels, on every series Prometheus stores (namespace: with the Prometheus
+# Operator; "All" (.*) also matches a series without it)
+TARGET_VARIABLES = ("job", "namespace", "instance")
 SELECTOR = re.compile(r"\b((?:gateway|loop)_[a-z0-9_]+)(\{[^}]*\})?")
 
 
@@ -70,7 +75,8 @@ def test_dashboard_structure(path: Path) -> None:
     assert (
         variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
     )
-    for name in VARIABLES:
+    assert list(variables) == ["datasource", *TARGET_VARIABLES, *VARIABLES]
+    for name in (*TARGET_VARIABLES, *VARIABLES):
         assert variables[name]["datasource"]["uid"] == "${datasource}"
         assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
     panels = document["panels"]
@@ -96,9 +102,27 @@ def test_panels_use_exported_metrics_and_honour_the_variables(path: Path) -> Non
         assert found, expr
         for name, matchers in found:
             assert name in known, f"unknown metric {name} in {expr}"
+            for label in TARGET_VARIABLES:
+                assert f'{label}=~"${label}"' in matchers, f"{name} ignores ${label} in {expr}"
             for label in VARIABLES:
                 if label in known[name]:
                     assert f'{label}=~"${label}"' in matchers, f"{name} ignores ${label} in {expr}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_divisions_and_quantiles_cannot_show_nan(path: Path) -> None:
+    """A division's right operand is filtered to > 0 (0/0 is NaN, x/0 is Inf); a quantile is
+    filtered to >= 0 (histogram_quantile of empty buckets is NaN). The real-Prometheus test
+    evaluates them with a team that has no tokens in the window."""
+    for expr in expressions(load(path)):
+        for division in re.finditer(r"\) / (.*)$", expr):
+            assert division.group(1).startswith("(") and division.group(1).endswith(" > 0)"), expr
+        if "histogram_quantile" in expr:
+            assert expr.endswith(") >= 0"), expr
+    # the variables' queries see only the selected scrape targets too
+    for variable in load(path)["templating"]["list"]:
+        if variable["type"] == "query" and variable["name"] not in ("job", "namespace"):
+            assert 'job=~"$job"' in variable["definition"], variable["name"]
 
 
 def test_alert_rules_use_exported_metrics() -> None:

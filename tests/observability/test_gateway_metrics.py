@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import Settings
-from gateway.keys import InboundKey
+from gateway.keys import InboundKey, Role
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics, overhead_seconds
 from gateway.providers.anthropic import AnthropicProvider
@@ -156,9 +156,22 @@ def test_prime_creates_zero_series_once() -> None:
             registry.get_sample_value("gateway_stream_idle_total", {"provider": "bedrock", "event": event})
             == 0
         )
-    metrics.prime("bedrock", [InboundKey(b"y" * 32, "late-team")])  # once per provider
+    # a team first seen later (a reloaded keys file) is primed then; a metrics-only key's is not
+    metrics.cost.labels("bedrock", SONNET, TEAM).inc(2.5)
+    metrics.prime(
+        "bedrock",
+        [
+            InboundKey(b"x" * 32, TEAM),
+            InboundKey(b"y" * 32, "late-team"),
+            InboundKey(b"z" * 32, "monitoring", Role.METRICS),
+        ],
+    )
     labels = {"provider": "bedrock", "model": SONNET, "team": "late-team"}
+    assert registry.get_sample_value("gateway_cost_usd_total", labels) == 0.0
+    labels = {"provider": "bedrock", "model": SONNET, "team": "monitoring"}
     assert registry.get_sample_value("gateway_cost_usd_total", labels) is None
+    labels = {"provider": "bedrock", "model": SONNET, "team": TEAM}
+    assert registry.get_sample_value("gateway_cost_usd_total", labels) == 2.5  # primed once, not reset
 
 
 FORBIDDEN_LABELS = {

@@ -9,6 +9,11 @@ every expression of every dashboard panel must parse and return a finite value, 
 evaluate cleanly, and the dashboard's spend over the run must equal the spend computed here from
 the usage the clients received and the price table.
 
+Prometheus scrapes with the gateway's metrics-only key (role=metrics), under two job names (two
+deployments on one Prometheus): the ``$job`` variable must keep them apart. A third team sends
+one request in the first round only; evaluated over a window after it, no panel may show NaN
+(0/0 for a team without tokens, or a quantile of empty buckets).
+
 Spend series are primed at zero before the first scrape (``GatewayMetrics.prime``), so evaluating
 ``increase(...[$__range])`` at the last scrape involves no extrapolation: the comparison is exact.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import math
 import shutil
 import subprocess
 import time
@@ -35,6 +41,7 @@ from gateway.providers.bedrock import BedrockProvider
 from gateway.server import create_app
 from gateway.service import running
 from tests.observability.prom import (
+    JOB,
     MISSING,
     PROMETHEUS,
     PROMTOOL,
@@ -46,6 +53,9 @@ from tests.observability.prom import (
 from tests.observability.rig import (
     HAIKU,
     KEY,
+    METRICS_KEY,
+    QUIET_KEY,
+    QUIET_TEAM,
     SONNET,
     TEAM,
     TEAM_KEY,
@@ -63,7 +73,17 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "dashboards"
 RULES = DASHBOARDS / "alerts.rules.yml"
 # Grafana's variables as the test evaluates them: every value, windows that cover the whole run
-SUBSTITUTIONS = {"$__rate_interval": "1m", "$__range": "1h", "$provider": ".*", "$model": ".*", "$team": ".*"}
+SUBSTITUTIONS = {
+    "$__rate_interval": "1m",
+    "$__range": "1h",
+    "$job": JOB,
+    "$namespace": ".*",
+    "$instance": ".*",
+    "$provider": ".*",
+    "$model": ".*",
+    "$team": ".*",
+}
+OTHER_JOB = "switchyard-other-deployment"  # a second job scraping the same target
 # Panels allowed to return no data, with the reason. Keep it empty unless traffic cannot produce it.
 EXEMPT: dict[str, str] = {}
 BEDROCK_MODEL = "claude-sonnet-4-5"
@@ -102,8 +122,8 @@ def panel_targets() -> list[tuple[str, str, str]]:
     return found
 
 
-def substitute(expr: str) -> str:
-    for variable, value in SUBSTITUTIONS.items():
+def substitute(expr: str, **overrides: str) -> str:
+    for variable, value in {**SUBSTITUTIONS, **{f"${k}": v for k, v in overrides.items()}}.items():
         expr = expr.replace(variable, value)
     assert "$" not in expr, expr
     return expr
@@ -186,16 +206,48 @@ async def bedrock_traffic(gateway_url: str, spend: Spend, round: int) -> None:
     await client.close()
 
 
-async def check_panels(prometheus: Prometheus, at: float) -> dict[tuple[str, str], list[dict[str, Any]]]:
+async def check_panels(
+    prometheus: Prometheus, at: float, **overrides: str
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    empty = []
+    empty, nan = [], []
     for dashboard, title, expr in panel_targets():
-        samples = await prometheus.query(substitute(expr), at)  # raises unless it parses and evaluates
+        samples = await prometheus.query(substitute(expr, **overrides), at)  # raises unless it parses
         results.setdefault((dashboard, title), []).extend(samples)
         if not finite_values(samples) and title not in EXEMPT:
             empty.append(f"{dashboard} / {title}: {expr}")
-    assert not empty, "panels without data:\n" + "\n".join(empty)
+        if any(math.isnan(float(sample["value"][1])) for sample in samples):
+            nan.append(f"{dashboard} / {title}: {samples}")
+    assert not nan, "panels showing NaN:\n" + "\n".join(nan)
+    if not overrides:  # the full-run windows: every panel has data
+        assert not empty, "panels without data:\n" + "\n".join(empty)
     return results
+
+
+async def check_quiet_window(prometheus: Prometheus, at: float, quiet_since: float) -> None:
+    """Over a window that starts after the quiet team's only request, its token series exist but
+    do not move: an unguarded hit ratio would be 0/0 = NaN for it. No panel may show NaN."""
+    window = f"{int(at - quiet_since) - 1}s"
+    prompt = f'sum by (team) (rate(gateway_tokens_total{{team="{QUIET_TEAM}",kind!="output"}}[{window}]))'
+    (quiet,) = await prometheus.query(prompt, at)
+    assert float(quiet["value"][1]) == 0  # the series is there, flat: the case that made NaN
+    raw = await prometheus.query(f"{prompt} / {prompt}", at)
+    assert math.isnan(float(raw[0]["value"][1]))  # ...as an unguarded division shows
+    results = await check_panels(prometheus, at, __rate_interval=window, __range=window)
+    by_team = results[("Switchyard / Cache efficiency", "Cache hit ratio by team")]
+    assert QUIET_TEAM not in {sample["metric"].get("team") for sample in by_team}
+
+
+async def check_jobs_apart(prometheus: Prometheus, at: float) -> None:
+    """Two jobs scrape the same gateway: the $job variable selects one deployment's series; All
+    (.*) sums both, as the dashboards did for every deployment before the variable existed."""
+    (_, _, expr) = next(t for t in panel_targets() if t[1] == "Spend (range total)")
+    (one_job,) = finite_values(await prometheus.query(substitute(expr), at))
+    (other,) = finite_values(await prometheus.query(substitute(expr, job=OTHER_JOB), at))
+    (both,) = finite_values(await prometheus.query(substitute(expr, job=".*"), at))
+    # (the other job's first scrape may come later: its increase need not equal this one's;
+    # _check_spend shows $job=JOB gives exactly the run's spend)
+    assert one_job > 0 and other > 0 and both == pytest.approx(one_job + other, rel=1e-9)
 
 
 async def check_rules(prometheus: Prometheus) -> None:
@@ -222,10 +274,15 @@ async def check_variables(prometheus: Prometheus, at: float) -> None:
             continue
         metric, label = variable["definition"].removeprefix("label_values(").removesuffix(")").rsplit(", ", 1)
         samples = await prometheus.query(f"group by ({label}) ({substitute(metric)})", at)
-        values[variable["name"]] = {sample["metric"][label] for sample in samples}
+        values[variable["name"]] = {
+            sample["metric"][label] for sample in samples if label in sample["metric"]
+        }
+    assert values["job"] == {JOB, OTHER_JOB}
+    assert values["namespace"] == set()  # a static scrape config: no namespace label (Kubernetes adds it)
+    assert len(values["instance"]) == 1
     assert values["provider"] == {"anthropic", "bedrock"}
     assert {SONNET, HAIKU, BEDROCK_MODEL, "other"} <= values["model"]
-    assert values["team"] == {TEAM, "default"}
+    assert values["team"] == {TEAM, QUIET_TEAM, "default"}  # not "monitoring": metrics keys spend nothing
 
 
 async def test_dashboards_and_alerts_on_a_real_prometheus(
@@ -244,20 +301,23 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
             for provider in ("anthropic", "bedrock"):
                 metrics.prime(provider, settings.inbound_keys)
             target = rig.base_url.removeprefix("http://")
-            config = scrape_config(target, KEY, [RULES])
+            config = scrape_config(target, METRICS_KEY, [RULES], jobs=(JOB, OTHER_JOB))
             async with running_prometheus(tmp_path, config) as prometheus:
                 await prometheus.scrapes_after(0, 1)  # the zero-valued series are in before any traffic
                 spend: Spend = []
                 # two rounds a scrape apart, as steady traffic would be: series born in the first
                 # round (retry reasons, histograms...) have a rate in the second
                 await _traffic(rig, bedrock.base_url, spend, 1)
-                await prometheus.scrapes_after(time.time(), 1)
+                quiet_since = time.time()
+                await prometheus.scrapes_after(quiet_since, 1)
                 await _traffic(rig, bedrock.base_url, spend, 2)
                 # stand-ins until the cache-break detector and the session store (cache issue) call them
                 metrics.observe_cache_break("anthropic", "system_changed")
                 metrics.session_store_errors.inc()
-                at = await prometheus.scrapes_after(time.time(), 2)
+                at = await prometheus.scrapes_after(max(time.time(), quiet_since + 5), 2)
                 results = await check_panels(prometheus, at)
+                await check_quiet_window(prometheus, at, quiet_since)
+                await check_jobs_apart(prometheus, at)
                 await check_rules(prometheus)
                 await check_variables(prometheus, at)
     _check_spend(results, spend)
@@ -268,6 +328,13 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
 async def _traffic(rig: Any, bedrock_url: str, spend: Spend, round: int) -> None:
     client, team_client = rig.client(KEY), rig.client(TEAM_KEY)
     await first_party_traffic(client, team_client, spend, round)
+    if round == 1:  # the quiet team's only request
+        quiet = rig.client(QUIET_KEY)
+        message = await quiet.messages.create(
+            model=SONNET, max_tokens=32, system=system(round), messages=USER
+        )
+        spend.append(("anthropic", SONNET, QUIET_TEAM, message.usage))
+        await quiet.close()
     await faulty_traffic(rig.base_url, spend, round)
     await bedrock_traffic(bedrock_url, spend, round)
     await asyncio.gather(client.close(), team_client.close())

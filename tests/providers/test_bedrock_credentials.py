@@ -29,6 +29,7 @@ from gateway.emulator import EmulatorConfig, ManualClock
 from gateway.emulator.bedrock_config import (
     DEFAULT_API_KEY,
     DEFAULT_CONTAINER_TOKEN,
+    DEFAULT_WEB_IDENTITY_TOKEN,
     BedrockOptions,
     get_bedrock_state,
 )
@@ -199,15 +200,30 @@ async def test_credentials_that_cannot_be_refreshed_are_401(
     ):
         env.update(web_identity_env(tmp_path, emu.base_url))
         apply_aws_env(monkeypatch, env)
-        async with bedrock_gateway(env) as (server, provider):
+        async with bedrock_gateway(env, GATEWAY_CREDENTIAL_RECHECK_S="0.001") as (server, provider):
             sdk = client(server.base_url)
             await sdk.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES)
             write(env["AWS_WEB_IDENTITY_TOKEN_FILE"], "revoked-token")
-            with pytest.raises(anthropic.AuthenticationError) as info:
-                await sdk.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES)
-            assert info.value.response.headers["x-should-retry"] == "false"
-            assert info.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
-            assert "could not be refreshed" in str(provider.not_ready_reason())
+            for failures in range(1, 4):  # the default threshold: 3 consecutive failed fetches
+                assert provider.not_ready_reason() is None
+                with pytest.raises(anthropic.AuthenticationError) as info:
+                    await sdk.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES)
+                assert info.value.response.headers["x-should-retry"] == "false"
+                assert info.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
+                assert "STS (AssumeRoleWithWebIdentity)" in info.value.message
+                assert "InvalidIdentityToken" in info.value.message
+                assert provider.auth.health.consecutive_failures == failures  # type: ignore[attr-defined]
+            async with aiohttp.ClientSession() as http, http.get(f"{server.base_url}/readyz") as response:
+                assert response.status == 503
+                reason = (await response.json())["reason"]
+            # /readyz itself retried the fetch (the recheck interval had passed): a fourth failure
+            assert "4 consecutive failures" in reason and "InvalidIdentityToken" in reason
+            write(
+                env["AWS_WEB_IDENTITY_TOKEN_FILE"], DEFAULT_WEB_IDENTITY_TOKEN
+            )  # fixed: /readyz retries and recovers
+            async with aiohttp.ClientSession() as http, http.get(f"{server.base_url}/readyz") as response:
+                assert response.status == 200
+            assert provider.not_ready_reason() is None
 
 
 async def test_container_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -290,11 +290,13 @@ async def test_unknown_model_and_operation(emu: RunningEmulator) -> None:
         emu, "/model/arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/x/invoke", body
     )
     assert (await _post(url, headers, body))[0] == 404
-    async with (
-        aiohttp.ClientSession() as http,
-        http.get(f"{emu.base_url}/inference-profiles?type=SYSTEM_DEFINED") as r,
-    ):
-        assert r.status == 404
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{emu.base_url}/provisioned-model-throughputs") as r:
+            assert r.status == 404 and r.headers["x-amzn-ErrorType"].startswith("UnknownOperationException")
+        # the control-plane lists exist, and are authenticated like the runtime routes
+        async with http.get(f"{emu.base_url}/inference-profiles?type=SYSTEM_DEFINED") as r:
+            assert r.status == 403
+            assert r.headers["x-amzn-ErrorType"].startswith("MissingAuthenticationTokenException")
 
 
 async def test_frames_decode_with_botocore_and_the_sdk_decoder(emu: RunningEmulator) -> None:

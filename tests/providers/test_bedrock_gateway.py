@@ -269,12 +269,23 @@ async def test_mid_stream_exception_becomes_error_event(
             assert error_of(info.value)["type"] == error_type
 
 
-async def test_unknown_models_are_404_naming_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_unservable_models_are_404_naming_them_and_the_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async with stack(tmp_path, monkeypatch) as s:
-        for model in ("claude-nonexistent-9", "us.anthropic.claude-nonexistent-v1:0"):
+        for model, reaches_bedrock in (
+            ("gpt-4o", False),  # no Bedrock naming pattern: refused before any request leaves
+            ("claude-nonexistent-9", True),  # pattern-mapped: Bedrock's own 404, same message
+            ("us.anthropic.claude-nonexistent-v1:0", True),  # a native id passes through
+        ):
+            before = len(s.emulator.requests)
             with pytest.raises(anthropic.NotFoundError) as info:
                 await s.client.messages.create(model=model, max_tokens=8, messages=user("x"))
-            assert error_of(info.value) == {"type": "not_found_error", "message": f"model: {model}"}
+            assert error_of(info.value) == {
+                "type": "not_found_error",
+                "message": f"model: {model} is not served by the bedrock upstream (map it with GATEWAY_MODEL_MAP)",
+            }
+            assert (len(s.emulator.requests) > before) is reaches_bedrock
 
 
 async def test_unsupported_betas_are_dropped_with_their_body_halves(

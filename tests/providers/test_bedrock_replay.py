@@ -60,7 +60,8 @@ async def test_claude_code_bedrock_turns(tmp_path: Path, monkeypatch: pytest.Mon
                 sent = upstream.json()
                 assert list(sent) == list(fixture["body"])  # same keys, same order
                 assert sent == fixture["body"]  # byte-for-byte the same JSON value
-                assert upstream.header("anthropic-beta") is None
+                # the header betas where Claude Code's Bedrock mode puts them (the rest: body)
+                assert upstream.header("anthropic-beta") == dict(fixture["headers"])["anthropic-beta"]
                 assert upstream.header("x-app") == "cli"
                 assert upstream.header("X-Claude-Code-Session-Id") == "dc533593-95cd-4613-a8a1-e6de5180ec44"
     assert usages[0]["cache_creation_input_tokens"] > 0

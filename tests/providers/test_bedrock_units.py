@@ -170,7 +170,9 @@ def test_http_error_mapping(code: str, upstream: int, status: int, error_type: s
     assert mapped["request-id"] == "rid-1" and mapped["retry-after"] == "3"
     assert mapped.get("x-should-retry") == ("false" if status == 401 else None)
     if status == 404:
-        assert mapped["message"] == "model: claude-x"
+        assert mapped["message"] == (
+            "model: claude-x is not served by the bedrock upstream (map it with GATEWAY_MODEL_MAP)"
+        )
 
 
 def test_input_too_long_is_kept_and_type_in_body_is_read() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anthropic
 import pytest
 
@@ -160,3 +161,32 @@ async def test_describe_names_no_secret(tmp_path: Path, monkeypatch: pytest.Monk
     )
     assert described["base_url"] == env["ANTHROPIC_VERTEX_BASE_URL"]
     assert provider.not_ready_reason() is None
+
+
+async def test_unknown_service_account_is_named_and_turns_readiness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token endpoint does not know the account: the client is told so (not "expired"), and
+    after GATEWAY_CREDENTIAL_FAILURES_NOT_READY failed fetches /readyz says why."""
+    stranger = "someone-else@switchyard-test.iam.gserviceaccount.com"
+    async with vertex_upstream(tmp_path, monkeypatch) as (env, emulator):
+        account = write_service_account(tmp_path, emulator.base_url + "/token", email=stranger)
+        async with (
+            vertex_gateway(
+                {**env, "GOOGLE_APPLICATION_CREDENTIALS": str(account)},
+                GATEWAY_CREDENTIAL_FAILURES_NOT_READY="2",
+                GATEWAY_CREDENTIAL_RECHECK_S="3600",
+            ) as url,
+            _client(url) as client,
+        ):
+            for _ in range(2):
+                with pytest.raises(anthropic.AuthenticationError) as info:
+                    await client.messages.create(model=MODEL, max_tokens=8, messages=USER)
+                assert f"unknown service account {stranger}" in info.value.message
+                assert "expired" not in info.value.message
+                assert info.value.response.headers["x-should-retry"] == "false"
+            async with aiohttp.ClientSession() as http, http.get(f"{url}/readyz") as response:
+                assert response.status == 503
+                reason = (await response.json())["reason"]
+    assert "2 consecutive failures" in reason and f"unknown service account {stranger}" in reason
+    assert token_requests(emulator) == 2 and not predict_requests(emulator)  # the recheck is not due

@@ -155,12 +155,17 @@ async def test_request_tags_never_reach_vertex(stack: Stack) -> None:
 
 async def test_unknown_models(stack: Stack) -> None:
     with pytest.raises(anthropic.NotFoundError) as local:
-        await stack.client.messages.create(model="claude-nonexistent-9", max_tokens=16, messages=USER)
+        await stack.client.messages.create(model="gpt-4o", max_tokens=16, messages=USER)
     assert local.value.type == "not_found_error" and not stack.predicts()
-    with pytest.raises(anthropic.NotFoundError) as upstream:
-        await stack.client.messages.create(model="claude-nonexistent@20990101", max_tokens=16, messages=USER)
-    assert upstream.value.type == "not_found_error"
-    assert PROJECT not in upstream.value.message and "Publisher Model" not in upstream.value.message
+    for model in ("claude-nonexistent-9", "claude-nonexistent@20990101"):
+        with pytest.raises(anthropic.NotFoundError) as upstream:
+            await stack.client.messages.create(model=model, max_tokens=16, messages=USER)
+        assert error_of(upstream.value) == {
+            "type": "not_found_error",
+            "message": f"model: {model} is not served by the vertex upstream (map it with GATEWAY_MODEL_MAP)",
+        }
+        assert PROJECT not in upstream.value.message and "Publisher Model" not in upstream.value.message
+    assert len(stack.predicts()) == 2
 
 
 @pytest.mark.parametrize(

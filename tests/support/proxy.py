@@ -17,6 +17,8 @@ class ForwardProxy:
     seen: list[str] = field(default_factory=list)  # request lines, e.g. "CONNECT 127.0.0.1:443"
     proxy_authorization: list[str] = field(default_factory=list)
     port: int = 0
+    refuse_connects_after: int | None = None  # answer later CONNECTs with ``refusal``
+    refusal: bytes = b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"
 
     @property
     def url(self) -> str:
@@ -46,6 +48,12 @@ class ForwardProxy:
             if line.lower().startswith("proxy-authorization:"):
                 self.proxy_authorization.append(line.split(":", 1)[1].strip())
         if method == "CONNECT":
+            connects = sum(seen.startswith("CONNECT ") for seen in self.seen)
+            if self.refuse_connects_after is not None and connects > self.refuse_connects_after:
+                writer.write(self.refusal)
+                await writer.drain()
+                writer.close()
+                return
             host, _, port = target.rpartition(":")
             upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")

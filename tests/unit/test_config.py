@@ -87,7 +87,7 @@ def test_secrets_never_in_repr_or_summary() -> None:
     for secret in ("inbound-secret", "upstream-secret", "proxy-secret"):
         assert secret not in text
     assert settings.public_summary()["https_proxy"] == "http://proxy.corp:3128"
-    assert settings.public_summary()["upstream_credential"] == "ANTHROPIC_API_KEY"
+    assert settings.public_summary()["credential_source"] == "ANTHROPIC_API_KEY"
 
 
 def test_proxy_without_scheme_and_lowercase_names() -> None:
@@ -106,7 +106,7 @@ def test_refuses_to_start_without_keys() -> None:
 def test_cli_reports_one_line_naming_the_variable() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve"],
-        env={"GATEWAY_PORT": "not-a-port", "PATH": "/usr/bin:/bin"},
+        env={"GATEWAY_PORT": "not-a-port", "GATEWAY_API_KEYS": "k", "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -127,3 +127,306 @@ def test_cli_refuses_open_gateway() -> None:
     )
     assert result.returncode == 2
     assert "GATEWAY_ALLOW_UNAUTHENTICATED=1" in result.stderr
+
+
+# --- every problem at once, unknown variables, secrets in errors -------------------------------
+
+
+def _problems(env: dict[str, str]) -> tuple[str, ...]:
+    with pytest.raises(ConfigError) as info:
+        Settings.from_environ(env)
+    assert str(info.value) == "\n".join(info.value.problems)
+    return info.value.problems
+
+
+def test_all_problems_are_reported_bad_values_then_cross_field_then_unknown() -> None:
+    problems = _problems(
+        {
+            "GATEWAY_PORT": "eighty",
+            "GATEWAY_LOG_LEVEL": "LOUD",
+            "GATEWAY_PROVIDER": "foundry",
+            "GATEWAY_DRAIN_DELAY_S": "90",
+            "GATEWAY_LOGLEVEL": "DEBUG",
+        }
+    )
+    assert [line.split(":")[0] for line in problems] == [
+        "GATEWAY_PORT",
+        "GATEWAY_LOG_LEVEL",
+        "ANTHROPIC_FOUNDRY_RESOURCE",
+        "GATEWAY_DRAIN_DELAY_S",
+        "GATEWAY_LOGLEVEL",
+    ]
+    assert problems[-1] == "GATEWAY_LOGLEVEL: unknown variable (did you mean GATEWAY_LOG_LEVEL?)"
+
+
+def test_cross_field_checks_of_fields_that_failed_are_skipped() -> None:
+    # the idle warning is fine against the default timeout, but its own value is bad: one line only
+    problems = _problems({"GATEWAY_STREAM_IDLE_TIMEOUT_S": "soon", "GATEWAY_STREAM_IDLE_WARNING_S": "100"})
+    assert len(problems) == 1 and problems[0].startswith("GATEWAY_STREAM_IDLE_TIMEOUT_S: ")
+    # a bad provider name: no provider check runs against a guessed provider
+    assert len(_problems({"GATEWAY_PROVIDER": "bedrok"})) == 1
+
+
+def test_cross_field_problems_alone_are_all_reported() -> None:
+    problems = _problems(
+        {"GATEWAY_PROVIDER": "vertex", "GATEWAY_DRAIN_DELAY_S": "90", "GATEWAY_STREAM_IDLE_WARNING_S": "100"}
+    )
+    assert [line.split(":")[0] for line in problems] == [
+        "CLOUD_ML_REGION",
+        "GATEWAY_STREAM_IDLE_WARNING_S",
+        "GATEWAY_DRAIN_DELAY_S",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("variable", "suggestion"),
+    [
+        ("GATEWAY_PROVIDR", "GATEWAY_PROVIDER"),
+        ("GATEWAY_API_KEY", "GATEWAY_API_KEYS"),
+        ("GATEWAY_CA_BUNDEL", "GATEWAY_CA_BUNDLE"),
+        ("GATEWAY_AWS_REGION", "AWS_REGION"),  # read without the prefix
+    ],
+)
+def test_unknown_gateway_variable_suggests_the_closest(variable: str, suggestion: str) -> None:
+    assert _problems({variable: "x"}) == (f"{variable}: unknown variable (did you mean {suggestion}?)",)
+
+
+def test_unknown_gateway_variable_without_a_close_name() -> None:
+    assert _problems({"GATEWAY_ZZZZZZ": "1"}) == (
+        "GATEWAY_ZZZZZZ: unknown variable (switchyard serve --help lists every variable)",
+    )
+
+
+def test_only_the_gateway_prefix_is_closed() -> None:
+    Settings.from_environ(
+        {"ANTHROPIC_MODEL": "x", "AWS_ACCESS_KEY_ID": "x", "HOME": "/", "gateway_port": "1"}
+    )
+
+
+def test_every_field_alias_is_a_known_variable() -> None:
+    from pydantic import AliasChoices
+
+    from gateway.config_checks import alias_index, unknown_variables
+
+    names = []
+    for field in Settings.model_fields.values():
+        if isinstance(field.validation_alias, AliasChoices):
+            names.extend(str(choice) for choice in field.validation_alias.choices)
+        else:
+            names.append(str(field.alias))
+    assert set(alias_index(Settings)) == set(names)
+    assert unknown_variables(dict.fromkeys(names, "x"), alias_index(Settings)) == []
+
+
+@pytest.mark.parametrize(
+    ("env", "secret"),
+    [
+        ({"HTTPS_PROXY": "ftp://bob:hunter2-proxy@proxy:21"}, "hunter2-proxy"),
+        ({"HTTP_PROXY": "http://bob:hunter2-proxy@proxy:99999"}, "hunter2-proxy"),
+        ({"HTTPS_PROXY": "gopher://bob:pa/ss@word@proxy"}, "pa/ss@word"),  # '/' and '@' inside
+        ({"GATEWAY_SESSION_STORE": "mysql://u:db-pass-123@db"}, "db-pass-123"),
+        ({"ANTHROPIC_BASE_URL": "ftp://u:base-pass-1@h"}, "base-pass-1"),
+        ({"ANTHROPIC_FOUNDRY_BASE_URL": "ftp://u:fdy-pass-1@h"}, "fdy-pass-1"),
+    ],
+)
+def test_errors_never_show_url_passwords(env: dict[str, str], secret: str) -> None:
+    problems = _problems(env)
+    assert len(problems) == 1 and "***@" in problems[0]
+    assert secret not in problems[0] and "bob" not in problems[0]
+
+
+def test_scrub_removes_secret_values_and_userinfo() -> None:
+    from gateway.config_checks import redact_url, scrub, secret_fragments
+
+    fragments = secret_fragments(["http://user:pw-123@h:1", "plain"]) | {"sk-secret-key"}
+    assert scrub("user:pw-123 and pw-123 and sk-secret-key", fragments) == "*** and *** and ***"
+    assert redact_url("proxy.corp:3128") == "proxy.corp:3128"
+    assert redact_url("alice:pw@proxy.corp:3128") == "***@proxy.corp:3128"
+
+
+# --- PEM files are checked at start-up ----------------------------------------------------------
+
+
+def test_pem_checks(tmp_path: Path) -> None:
+    from tests.support.tls import make_pki
+
+    pki = make_pki(tmp_path)
+    good = Settings.from_environ(
+        {
+            "GATEWAY_CA_BUNDLE": str(pki.ca_cert),
+            "GATEWAY_CLIENT_CERT": str(pki.client_cert),
+            "GATEWAY_CLIENT_KEY": str(pki.client_key),
+        }
+    )
+    assert good.client_key == pki.client_key
+    combined = tmp_path / "combined.pem"
+    combined.write_bytes(pki.client_cert.read_bytes() + pki.client_key.read_bytes())
+    Settings.from_environ({"GATEWAY_CLIENT_CERT": str(combined)})  # key in the same file
+    assert _problems({"GATEWAY_CLIENT_CERT": str(pki.client_cert)}) == (
+        f"GATEWAY_CLIENT_CERT: no private key in {pki.client_cert} (set GATEWAY_CLIENT_KEY to the key file)",
+    )
+    assert _problems({"GATEWAY_CA_BUNDLE": str(pki.client_key)}) == (
+        f"GATEWAY_CA_BUNDLE: not a PEM CA bundle (no readable certificate in {pki.client_key})",
+    )
+    assert _problems(
+        {"GATEWAY_CLIENT_CERT": str(pki.client_cert), "GATEWAY_CLIENT_KEY": str(pki.server_key)}
+    ) == (
+        f"GATEWAY_CLIENT_KEY: the key {pki.server_key} does not match the certificate in GATEWAY_CLIENT_CERT",
+    )
+
+
+def test_encrypted_client_key_is_refused_without_prompting(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    from tests.support.tls import make_pki
+
+    pki = make_pki(tmp_path)
+    key = serialization.load_pem_private_key(pki.client_key.read_bytes(), password=None)
+    encrypted = tmp_path / "encrypted.key"
+    encrypted.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"passphrase"),
+        )
+    )
+    (problem,) = _problems(
+        {"GATEWAY_CLIENT_CERT": str(pki.client_cert), "GATEWAY_CLIENT_KEY": str(encrypted)}
+    )
+    assert problem.startswith(f"GATEWAY_CLIENT_KEY: {encrypted} is encrypted;")
+
+
+# --- the start-up summary names the selected provider's own endpoint and credential -------------
+
+
+def test_summary_bedrock() -> None:
+    settings = Settings.from_environ(
+        {
+            "GATEWAY_PROVIDER": "bedrock",
+            "AWS_REGION": "eu-west-3",
+            "AWS_ACCESS_KEY_ID": "AKID",
+            "ANTHROPIC_API_KEY": "x",
+        }
+    )
+    summary = settings.public_summary()
+    assert summary["region"] == "eu-west-3"
+    assert summary["base_url"] == "https://bedrock-runtime.eu-west-3.amazonaws.com"
+    assert summary["credential_source"] == "environment (AWS_ACCESS_KEY_ID)"
+    assert not any("anthropic" in key for key in summary)
+    profile = Settings.from_environ({"GATEWAY_PROVIDER": "bedrock", "AWS_REGION": "x", "AWS_PROFILE": "dev"})
+    assert profile.public_summary()["credential_source"].startswith("AWS profile dev")
+    identity = Settings.from_environ(
+        {
+            "CLAUDE_CODE_USE_BEDROCK": "1",
+            "AWS_REGION": "x",
+            "AWS_ROLE_ARN": "r",
+            "AWS_WEB_IDENTITY_TOKEN_FILE": "/t",
+        }
+    )
+    assert identity.public_summary()["credential_source"].startswith("web identity")
+    bearer = Settings.from_environ(
+        {"GATEWAY_PROVIDER": "bedrock", "AWS_REGION": "x", "AWS_BEARER_TOKEN_BEDROCK": "secret-bearer"}
+    )
+    assert bearer.public_summary()["credential_source"].startswith("AWS_BEARER_TOKEN_BEDROCK")
+    assert "secret-bearer" not in str(bearer.public_summary())
+
+
+def test_summary_vertex(tmp_path: Path) -> None:
+    key_file = tmp_path / "sa.json"
+    key_file.write_text('{"type": "service_account"}')
+    settings = Settings.from_environ(
+        {
+            "GATEWAY_PROVIDER": "vertex",
+            "CLOUD_ML_REGION": "global",
+            "ANTHROPIC_VERTEX_PROJECT_ID": "proj",
+            "GOOGLE_APPLICATION_CREDENTIALS": str(key_file),
+        }
+    )
+    summary = settings.public_summary()
+    assert (summary["project"], summary["region"]) == ("proj", "global")
+    assert summary["base_url"] == "https://aiplatform.googleapis.com/v1"
+    assert summary["credential_source"] == f"GOOGLE_APPLICATION_CREDENTIALS (service_account file {key_file})"
+    adc = Settings.from_environ({"GATEWAY_PROVIDER": "vertex", "CLOUD_ML_REGION": "us-east5"})
+    assert adc.public_summary()["credential_source"] == "Application Default Credentials"
+
+
+def test_summary_foundry_and_first_party() -> None:
+    keyed = Settings.from_environ(
+        {
+            "GATEWAY_PROVIDER": "foundry",
+            "ANTHROPIC_FOUNDRY_RESOURCE": "res",
+            "ANTHROPIC_FOUNDRY_API_KEY": "fk-123",
+        }
+    )
+    summary = keyed.public_summary()
+    assert summary["base_url"] == "https://res.services.ai.azure.com/anthropic"
+    assert summary["credential_source"] == "ANTHROPIC_FOUNDRY_API_KEY" and "fk-123" not in str(summary)
+    entra = Settings.from_environ(
+        {"GATEWAY_PROVIDER": "foundry", "ANTHROPIC_FOUNDRY_BASE_URL": "https://f/anthropic"}
+    )
+    assert entra.public_summary()["credential_source"].startswith("Entra ID")
+    first = Settings.from_environ(
+        {"ANTHROPIC_AUTH_TOKEN": "t", "ANTHROPIC_BASE_URL": "https://u:base-pw@api.internal"}
+    ).public_summary()
+    assert first["credential_source"] == "ANTHROPIC_AUTH_TOKEN"
+    assert first["base_url"] == "https://api.internal"
+
+
+# --- serve --help is generated from the fields ---------------------------------------------------
+
+
+def test_serve_help_lists_every_variable_with_a_description() -> None:
+    from gateway.config_checks import aliases_of
+    from gateway.config_docs import SECTION_STARTS, variables_help
+
+    text = variables_help(Settings)
+    assert set(SECTION_STARTS) <= set(Settings.model_fields)
+    for name, field in Settings.model_fields.items():
+        assert field.description, f"{name} has no description (add a docstring under the field)"
+        line = "  " + " | ".join(aliases_of(Settings, name))
+        assert any(row == line or row.startswith(line + "=") for row in text.splitlines()), name
+    assert "  GATEWAY_PORT=8080" in text.splitlines()
+    assert "  GATEWAY_NORMALISE_BILLING_HEADER=bedrock,vertex" in text.splitlines()
+    assert "Egress:" in text.splitlines()
+
+
+def test_serve_help_from_the_cli() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--help"],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    for variable in ("GATEWAY_PROVIDER", "AWS_REGION | AWS_DEFAULT_REGION", "GATEWAY_SESSION_STORE=memory"):
+        assert variable in result.stdout
+
+
+def test_serving_adds_the_open_gateway_check_to_the_others(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings.from_environ({"GATEWAY_PORT": "x"}, serving=True)
+    assert [line.split(":")[0] for line in info.value.problems] == [
+        "GATEWAY_PORT",
+        "GATEWAY_API_KEYS / GATEWAY_API_KEYS_FILE",
+    ]
+    Settings.from_environ({"GATEWAY_PORT": "1"})  # not serving: no key needed
+    keys = tmp_path / "keys"
+    keys.write_text("a b c\n")  # a bad keys file is reported once, not also as "no key"
+    with pytest.raises(ConfigError) as info:
+        Settings.from_environ({"GATEWAY_API_KEYS_FILE": str(keys)}, serving=True)
+    assert len(info.value.problems) == 1 and info.value.problems[0].startswith("GATEWAY_API_KEYS_FILE: ")
+
+
+async def test_provider_ready_line_has_no_url_userinfo(caplog: pytest.LogCaptureFixture) -> None:
+    from gateway.server import create_app
+    from gateway.service import running
+
+    settings = Settings.from_environ(
+        {"ANTHROPIC_API_KEY": "sk-up", "ANTHROPIC_BASE_URL": "http://user:base-pass-1@127.0.0.1:9"}
+    )
+    with caplog.at_level("INFO", logger="switchyard.server"):
+        async with running(create_app(settings), "127.0.0.1", 0):
+            pass
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("provider ready")]
+    assert '"base_url":"http://127.0.0.1:9"' in line and "base-pass-1" not in line

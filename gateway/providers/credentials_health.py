@@ -1,0 +1,104 @@
+"""Credential failures named by cause, and the readiness rule built on them.
+
+A provider that fetches upstream credentials (AWS STS or container credentials, Google's token
+endpoint, Microsoft Entra ID) raises :class:`CredentialFailure` when a fetch fails: the message
+names the cause (TLS verification against which CA, proxy refused, the identity provider's error
+code, an unknown service account, no credentials...) and never a secret; the status says who can
+fix it:
+
+* the identity provider refused the credential (``InvalidIdentityToken``, ``AccessDenied``,
+  ``invalid_grant``, ``AADSTS...``): 401 ``authentication_error``, ``x-should-retry: false``;
+* an egress failure on the way to it (:mod:`gateway.egress`): 502 ``api_error``, retried when the
+  egress failure is retryable (proxy or endpoint unreachable), else ``x-should-retry: false``;
+* the identity provider is throttling or failing (5xx): 503, retryable;
+* no credentials configured at all: 503 with ``x-should-retry: false``.
+
+:class:`CredentialHealth` counts consecutive failed fetches (one per fetch, however many requests
+waited for it): after ``GATEWAY_CREDENTIAL_FAILURES_NOT_READY`` of them ``/readyz`` answers 503
+with the last cause; one successful fetch makes it ready again. While not ready, ``/readyz``
+itself retries the fetch at most every ``GATEWAY_CREDENTIAL_RECHECK_S`` seconds, so a replica
+that no load balancer sends traffic to still notices that its credentials work again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from gateway.egress import EgressFailure
+from gateway.errors import GatewayError
+
+log = logging.getLogger("switchyard.credentials")
+
+
+class CredentialFailure(Exception):
+    """A credential fetch failed; ``message`` names the cause and is safe to show a client."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 401,
+        retryable: bool = False,
+        egress: EgressFailure | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+        self.egress = egress
+
+    @classmethod
+    def from_egress(cls, prefix: str, failure: EgressFailure) -> CredentialFailure:
+        return cls(f"{prefix}: {failure.message}", status=502, retryable=failure.retryable, egress=failure)
+
+    def as_gateway_error(self) -> GatewayError:
+        if self.status == 401:
+            return GatewayError(401, self.message, error_type="authentication_error", should_retry=False)
+        error = GatewayError(self.status, self.message, error_type="api_error")
+        error.retryable = self.retryable
+        if not self.retryable:
+            error.should_retry = False
+        return error
+
+
+class CredentialHealth:
+    """Consecutive credential-fetch failures of one provider, for ``/readyz``."""
+
+    def __init__(
+        self, threshold: int = 3, recheck_s: float = 30.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.threshold = threshold
+        self.recheck_s = recheck_s
+        self._clock = clock
+        self.consecutive_failures = 0
+        self.last_failure: str | None = None
+        self._next_recheck = 0.0
+
+    def succeeded(self) -> None:
+        if self.consecutive_failures >= self.threshold:
+            log.info("upstream credentials work again after %d failures", self.consecutive_failures)
+        self.consecutive_failures = 0
+        self.last_failure = None
+
+    def failed(self, cause: str) -> None:
+        self.consecutive_failures += 1
+        self.last_failure = cause
+        self._next_recheck = self._clock() + self.recheck_s
+        log.warning("upstream credential fetch failed (%d consecutive): %s", self.consecutive_failures, cause)
+
+    def not_ready_reason(self) -> str | None:
+        if self.consecutive_failures < self.threshold:
+            return None
+        return (
+            f"upstream credentials failing: {self.consecutive_failures} consecutive failures, "
+            f"last: {self.last_failure}"
+        )
+
+    def recheck_due(self) -> bool:
+        """Not ready and the last attempt is ``recheck_s`` old: ``/readyz`` should try again."""
+        if self.not_ready_reason() is None or self._clock() < self._next_recheck:
+            return False
+        self._next_recheck = self._clock() + self.recheck_s
+        return True

@@ -1,0 +1,60 @@
+"""A ``requests`` session with the gateway's egress settings, for google-auth and azure-identity.
+
+Both SDKs fetch tokens with ``requests`` (google-auth's ``transport.requests.Request``, azure-core's
+``RequestsTransport``). A plain ``requests.Session`` reads ``HTTPS_PROXY`` / ``NO_PROXY`` and
+``REQUESTS_CA_BUNDLE`` from the process environment and trusts certifi's bundle; this one:
+
+* never reads the environment (``trust_env`` off);
+* verifies TLS against ``GATEWAY_CA_BUNDLE`` / ``SSL_CERT_FILE`` when set, also when a caller asks
+  for the default trust (azure-core passes ``verify=True`` explicitly);
+* picks the proxy of each request by its URL with the gateway's rule
+  (:func:`gateway.transport.proxy_for`: ``HTTPS_PROXY`` / ``HTTP_PROXY`` by scheme unless
+  ``NO_PROXY`` exempts the host, CIDR ranges included), unless the caller passed proxies itself.
+
+Imported only by the Vertex and Foundry credential code, never by a first-party gateway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from gateway.config import Settings
+from gateway.transport import proxy_for
+
+
+class EgressRequestsSession(requests.Session):
+    """``requests.Session`` whose proxies and trust store come from the gateway's settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.trust_env = False
+        self._egress = settings
+        self._ca_bundle = str(settings.ca_bundle) if settings.ca_bundle is not None else None
+        if self._ca_bundle is not None:
+            self.verify = self._ca_bundle
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        target = url.decode() if isinstance(url, bytes) else url
+        if not kwargs.get("proxies"):
+            proxy = proxy_for(target, self._egress)
+            kwargs["proxies"] = {urlsplit(target).scheme: proxy} if proxy else {}
+        if self._ca_bundle is not None and kwargs.get("verify") in (None, True):
+            kwargs["verify"] = self._ca_bundle
+        verb = method.decode() if isinstance(method, bytes) else method
+        return super().request(verb, target, *args, **kwargs)
+
+
+def azure_transport_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for an azure-identity credential so its token calls use the session above."""
+    from azure.core.pipeline.transport import RequestsTransport
+
+    transport = RequestsTransport(
+        session=EgressRequestsSession(settings), session_owner=False, use_env_settings=False
+    )
+    options: dict[str, Any] = {"transport": transport}
+    if settings.ca_bundle is not None:
+        options["connection_verify"] = str(settings.ca_bundle)
+    return options

@@ -1,0 +1,132 @@
+"""The start-up summary: what ``switchyard serve`` logs about its configuration, before it listens.
+
+It shows the selected provider's own endpoint and where its credential comes from (never the
+credential), and none of the other providers' settings: a Bedrock gateway shows its region,
+runtime URL and AWS credential source, not ``ANTHROPIC_BASE_URL``. URLs lose their userinfo.
+
+For Bedrock the credential source is what botocore's chain will pick given which variables are
+set (names only; the values are never read here); the ``provider ready`` line logged once the
+provider started shows the source botocore actually resolved.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from gateway.config import ProviderName, Settings
+
+# Variables of botocore's default chain whose presence decides its first source (values unused).
+AWS_CHAIN_VARIABLES: Final = frozenset(
+    {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    }
+)
+
+
+def strip_userinfo(url: str | None) -> str | None:
+    """``url`` without ``user:password@`` (``None`` stays ``None``)."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def summary(settings: Settings, aws_variables: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every setting worth logging at start-up; secrets replaced by where they come from."""
+    common: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "inbound_keys": len(settings.inbound_keys),
+        "allow_unauthenticated": settings.allow_unauthenticated,
+        "provider": settings.provider.value,
+    }
+    egress = {
+        "https_proxy": strip_userinfo(settings.https_proxy),
+        "http_proxy": strip_userinfo(settings.http_proxy),
+        "no_proxy": settings.no_proxy,
+        "ca_bundle": str(settings.ca_bundle) if settings.ca_bundle else None,
+        "client_cert": str(settings.client_cert) if settings.client_cert else None,
+        "max_body_bytes": settings.max_body_bytes,
+        "session_store": strip_userinfo(settings.session_store),
+    }
+    return {**common, **upstream(settings, aws_variables), **egress}
+
+
+def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The selected provider's endpoint and credential source."""
+    provider = settings.provider
+    if provider is ProviderName.BEDROCK:
+        region = settings.aws_region or ""
+        base = settings.bedrock_base_url or f"https://bedrock-runtime.{region}.amazonaws.com"
+        return {
+            "region": region,
+            "base_url": strip_userinfo(base),
+            "credential_source": _aws_source(settings, aws_variables),
+        }
+    if provider is ProviderName.VERTEX:
+        from gateway.providers.vertex import vertex_base_url
+
+        region = settings.vertex_region or ""
+        return {
+            "project": settings.vertex_project_id or "(from the Google credentials)",
+            "region": region,
+            "base_url": strip_userinfo(vertex_base_url(region, settings.vertex_base_url)),
+            "credential_source": _google_source(settings.google_application_credentials),
+        }
+    if provider is ProviderName.FOUNDRY:
+        from gateway.providers.foundry import foundry_base_url
+
+        return {
+            "resource": settings.foundry_resource,
+            "base_url": strip_userinfo(foundry_base_url(settings)),
+            "credential_source": (
+                "ANTHROPIC_FOUNDRY_API_KEY"
+                if settings.foundry_api_key
+                else f"Entra ID (DefaultAzureCredential, scope {settings.foundry_entra_scope})"
+            ),
+        }
+    return {
+        "base_url": strip_userinfo(settings.anthropic_base_url),
+        "credential_source": (
+            "ANTHROPIC_API_KEY"
+            if settings.anthropic_api_key
+            else "ANTHROPIC_AUTH_TOKEN"
+            if settings.anthropic_auth_token
+            else "none"
+        ),
+    }
+
+
+def _aws_source(settings: Settings, present: frozenset[str]) -> str:
+    """The first source of botocore's default chain that applies (an explicit profile skips the
+    environment keys, as botocore does)."""
+    if settings.aws_bearer_token_bedrock:
+        return "AWS_BEARER_TOKEN_BEDROCK (Bedrock API key)"
+    if settings.aws_profile:
+        return f"AWS profile {settings.aws_profile} (shared config and credentials files)"
+    if "AWS_ACCESS_KEY_ID" in present:
+        return "environment (AWS_ACCESS_KEY_ID)"
+    if {"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} <= present:
+        return "web identity (AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE)"
+    if present & {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"}:
+        return "container credentials"
+    return "AWS default chain (shared files, SSO, instance metadata)"
+
+
+def _google_source(path: Path | None) -> str:
+    if path is None:
+        return "Application Default Credentials"
+    try:
+        kind = json.loads(path.read_text(encoding="utf-8")).get("type", "unknown type")
+    except (OSError, ValueError, AttributeError):
+        kind = "unreadable"
+    return f"GOOGLE_APPLICATION_CREDENTIALS ({kind} file {path})"
