@@ -161,6 +161,14 @@ class GatewayMetrics:
             ["provider", "reason"],
             registry=r,
         )
+        self.retry_final_errors = Counter(
+            "gateway_retry_final_errors_total",
+            "Requests answered with an error a client would retry, by why the gateway stopped retrying "
+            "(budget: its retry budget for this client attempt was spent; deadline; refused: retrying "
+            "cannot help) and the x-should-retry sent to the client.",
+            ["provider", "stop", "should_retry"],
+            registry=r,
+        )
         self.fallbacks = Counter(
             "gateway_fallbacks_total",
             "Fallbacks taken: kind non_streaming (stream replaced by a complete message) or model.",

@@ -5,6 +5,9 @@ wait (attempt number, reason, delay) and a ``ModelFallback`` when it switches mo
 ``Attempt`` holding the final response (or the gateway error) — the caller logs and counts the
 status events, and in-process callers such as the agent loop can show them. Nothing is ever
 retried without a bound: at most ``max_retries`` retries and never past the request deadline.
+How many retries one request gets when its client retries too is ``gateway.retry_budget``'s
+business; the ``Attempt`` says why the loop stopped and how long it would have waited next, so
+the final answer can tell the client whether and when to try again.
 
 Policy (the SDKs' own, plus the gateway's bounds):
 
@@ -12,13 +15,15 @@ Policy (the SDKs' own, plus the gateway's bounds):
   ``x-should-retry: true`` forces a retry and ``x-should-retry: false`` forbids one;
 * delay: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date), else exponential
   backoff with jitter (0.5 s doubling, capped at 8 s); never more than ``max_retry_delay_s``;
-* after ``fallback_after_overloads`` consecutive 529s, switch to ``fallback_model`` if configured;
+* after ``fallback_after_overloads`` consecutive 529s, switch to ``fallback_model`` if configured
+  (``prior_overloads``: consecutive 529s the client's earlier attempts met);
 * an upstream 401/403 is retried exactly once after the provider refreshed its credential.
 """
 
 from __future__ import annotations
 
 import email.utils
+import enum
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -34,6 +39,15 @@ BACKOFF_CAP_S = 8.0
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
 
 
+class Stop(enum.StrEnum):
+    """Why ``with_retry`` stopped with the outcome it yields."""
+
+    DONE = "done"  # a success, or a status no client retries (400, 404...)
+    REFUSED = "refused"  # retrying cannot help: x-should-retry: false, or a non-retryable gateway error
+    BUDGET = "budget"  # the retry budget of this request is spent
+    DEADLINE = "deadline"  # the next wait would pass the request deadline
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     max_retries: int = 10
@@ -41,6 +55,10 @@ class RetryPolicy:
     deadline_s: float = 600.0
     fallback_model: str | None = None
     fallback_after_overloads: int = 3
+    # clients that retry themselves (see gateway.retry_budget)
+    client_retrying_max_retries: int = 1
+    client_retry_limit: int = 10
+    prior_overloads: int = 0  # consecutive 529s this prompt met before this request (its client's)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetryPolicy:
@@ -50,6 +68,8 @@ class RetryPolicy:
             deadline_s=settings.request_deadline_s,
             fallback_model=settings.fallback_model,
             fallback_after_overloads=settings.fallback_after_overloads,
+            client_retrying_max_retries=settings.client_retrying_max_retries,
+            client_retry_limit=settings.client_retry_limit,
         )
 
 
@@ -79,6 +99,9 @@ class Attempt:
     retries: int
     model_fallback: str | None
     request: ClientRequest  # the request as last sent (after a model fallback)
+    stop: Stop = Stop.DONE
+    next_delay_s: float | None = None  # the wait before another attempt (the upstream's or backoff)
+    overloads: int = 0  # consecutive 529s at the end (counting ``prior_overloads``)
 
 
 RetryEvent = RetryStatus | ModelFallback | Attempt
@@ -114,13 +137,19 @@ def backoff_delay(retries_taken: int, rng: Callable[[], float] = random.random) 
     return base * (1 - 0.25 * rng())
 
 
-def _should_retry(status: int, headers: list[tuple[str, str]]) -> bool:
+def client_would_retry(status: int) -> bool:
+    """The SDKs retry these statuses unless told otherwise (providers.md section 5)."""
+    return status in RETRYABLE_STATUSES or status >= 500
+
+
+def _should_retry(status: int, headers: list[tuple[str, str]]) -> Stop | None:
+    """``None`` when the answer is worth another attempt, else why not."""
     forced = header_value(headers, "x-should-retry")
     if forced == "true":
-        return True
-    if forced == "false":
-        return False
-    return status in RETRYABLE_STATUSES or status >= 500
+        return None
+    if not client_would_retry(status):
+        return Stop.DONE
+    return Stop.REFUSED if forced == "false" else None
 
 
 async def with_retry(
@@ -136,10 +165,20 @@ async def with_retry(
     deadline = clock() + policy.deadline_s
     current = request
     retries = 0
-    overloads = 0
+    overloads = policy.prior_overloads
     refreshed = False
     switched_to: str | None = None
     while True:
+        if (
+            overloads >= policy.fallback_after_overloads
+            and policy.fallback_model
+            and switched_to is None
+            and current.model != policy.fallback_model
+        ):
+            switched_to = policy.fallback_model
+            yield ModelFallback(current.model, switched_to)
+            current = current.with_model(switched_to)
+            overloads = 0
         response: UpstreamResponse | None = None
         error: GatewayError | None = None
         try:
@@ -147,7 +186,8 @@ async def with_retry(
             status, headers = response.status, response.headers
         except GatewayError as exc:
             if not exc.retryable:
-                yield Attempt(None, exc, retries, switched_to, current)
+                stop = Stop.REFUSED if client_would_retry(exc.status) else Stop.DONE
+                yield Attempt(None, exc, retries, switched_to, current, stop)
                 return
             error = exc
             status, headers = exc.status, []
@@ -164,29 +204,21 @@ async def with_retry(
                 retries += 1
                 continue
 
-        retryable = error is not None or _should_retry(status, headers)
-        if not retryable or retries >= policy.max_retries:
-            yield Attempt(response, error, retries, switched_to, current)
-            return
-
         overloads = overloads + 1 if status == 529 else 0
-        if (
-            overloads >= policy.fallback_after_overloads
-            and policy.fallback_model
-            and switched_to is None
-            and current.model != policy.fallback_model
-        ):
-            switched_to = policy.fallback_model
-            yield ModelFallback(current.model, switched_to)
-            current = current.with_model(switched_to)
-            overloads = 0
-
+        refusal = None if error is not None else _should_retry(status, headers)
+        if refusal is not None:
+            yield Attempt(response, error, retries, switched_to, current, refusal, None, overloads)
+            return
         asked = parse_retry_after(headers)
         delay = asked if asked is not None else backoff_delay(retries, rng)
         delay = min(delay, policy.max_delay_s)
-        if clock() + delay > deadline:
-            yield Attempt(response, error, retries, switched_to, current)
+        if retries >= policy.max_retries:
+            yield Attempt(response, error, retries, switched_to, current, Stop.BUDGET, delay, overloads)
             return
+        if clock() + delay > deadline:
+            yield Attempt(response, error, retries, switched_to, current, Stop.DEADLINE, delay, overloads)
+            return
+
         if response is not None:
             response.close()
         reason = ("timeout" if status == 504 else "connection_error") if error else f"status_{status}"

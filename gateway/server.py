@@ -34,7 +34,9 @@ from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamR
 from gateway.providers.betas import BetaPolicy
 from gateway.providers.models import metric_label
 from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
-from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, with_retry
+from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, Stop, with_retry
+from gateway.retry_budget import ClientRetries, final_headers, policy_for
+from gateway.retry_memory import RequestKey, RetryMemory
 from gateway.startup_summary import strip_userinfo
 
 log = logging.getLogger("switchyard.server")
@@ -111,6 +113,7 @@ class Gateway:
         self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
         self.sleep = sleep
         self.retry_policy = RetryPolicy.from_settings(settings)
+        self.retry_memory = RetryMemory(settings.client_retry_window_s, clock=clock)
         self.stream_settings = StreamSettings(
             idle_warning_s=settings.stream_idle_warning_s,
             idle_timeout_s=settings.stream_idle_timeout_s,
@@ -196,6 +199,8 @@ class Gateway:
         team = self.auth.team_for(request)
         request_id = self.new_request_id()
         client = await client_request(request, operation, self.settings.max_body_bytes, request_id)
+        retry_key = RequestKey(team, client)  # the client's own bytes, before any reshaping
+        retrying = ClientRetries.from_headers(client.headers, self.retry_memory.recall(retry_key))
         cache_context: CacheContext | None = None
         if operation is Operation.MESSAGES:
             client, cache_context = await self.cache.before(client)
@@ -207,21 +212,26 @@ class Gateway:
         metrics.inflight_requests.inc()
         try:
             outcome.upstream_started_at = self.clock()
-            attempt = await self._attempt(send, client, outcome)
+            attempt = await self._attempt(send, client, outcome, retrying)
             extra = {"x-client-request-id": request_id, "x-gateway-retries": str(attempt.retries)}
             if attempt.model_fallback is not None:
                 extra["x-gateway-model-fallback"] = attempt.model_fallback
+            advice = self._final_advice(attempt, retrying, retry_key)
             if attempt.error is not None:
                 exc = attempt.error
                 outcome.status = exc.status
                 outcome.error_type = exc.error_type
                 outcome.failure = exc.message
                 metrics.upstream_errors.labels(provider, exc.error_type).inc()
-                for name, value in extra.items():
+                should_retry = advice.pop("x-should-retry", None)
+                if should_retry is not None:
+                    exc.should_retry = should_retry == "true"
+                for name, value in {**extra, **advice}.items():
                     exc.headers.setdefault(name, value)
                 raise exc
             upstream = attempt.response
             assert upstream is not None
+            extra.update(advice)
             for beta in upstream.dropped_betas:
                 label = beta if beta in self.known_betas else "other"
                 metrics.betas_dropped.labels(provider, label).inc()
@@ -268,18 +278,35 @@ class Gateway:
                 )
             self._record(client, team, outcome, started)
 
+    def _final_advice(self, attempt: Attempt, retrying: ClientRetries, key: RequestKey) -> dict[str, str]:
+        """Remember how the request ended and, for a retryable error, what the client is told."""
+        if attempt.stop is Stop.DONE:
+            if attempt.response is not None and attempt.response.status < 400:
+                self.retry_memory.succeeded(key)
+            return {}
+        self.retry_memory.failed(key, attempt.retries + 1, attempt.overloads)
+        upstream_headers = [] if attempt.response is None else attempt.response.headers
+        advice = final_headers(self.retry_policy, retrying, attempt, upstream_headers)
+        if attempt.error is not None and attempt.error.should_retry is not None:  # the error's own word
+            advice["x-should-retry"] = "true" if attempt.error.should_retry else "false"
+        self.metrics.retry_final_errors.labels(
+            self.provider.name, attempt.stop.value, advice["x-should-retry"]
+        ).inc()
+        return advice
+
     async def _attempt(
         self,
         send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
         client: ClientRequest,
         outcome: Outcome,
+        retrying: ClientRetries,
     ) -> Attempt:
         """Run the bounded retry loop; its status events are logged and counted here."""
         provider = self.provider.name
         async for event in with_retry(
             send,
             client,
-            self.retry_policy,
+            policy_for(self.retry_policy, retrying),
             refresh_credentials=self.provider.refresh_credentials,
             sleep=self.sleep,
             clock=self.clock,

@@ -47,6 +47,9 @@ async def stack(emulator: RunningEmulator) -> AsyncIterator[LoopStack]:
             "ANTHROPIC_API_KEY": UPSTREAM_KEY,
             "ANTHROPIC_BASE_URL": emulator.base_url,
             "GATEWAY_MAX_RETRIES": str(MAX_RETRIES),
+            # the SDK caller (max_retries=0) sends x-stainless-retry-count like every SDK client:
+            # the gateway's full budget for it, as for the in-process caller
+            "GATEWAY_CLIENT_RETRYING_MAX_RETRIES": str(MAX_RETRIES),
         }
     )
     async with running(create_app(settings), "127.0.0.1", 0) as server:

@@ -35,6 +35,10 @@ FAST = {
     "GATEWAY_DOWNSTREAM_PING_S": "0.05",
     "GATEWAY_MAX_RETRY_DELAY_S": "0.01",
     "GATEWAY_MAX_RETRIES": "4",
+    # these clients do not retry (max_retries=0) but send x-stainless-retry-count like every SDK
+    # client: give them the gateway's full budget, which is what is under test here (the shared
+    # budget for retrying clients is tested in tests/e2e/test_retry_budget.py)
+    "GATEWAY_CLIENT_RETRYING_MAX_RETRIES": "4",
 }
 
 # ~10k tokens (4 bytes per token in the emulator): above every model's minimum cacheable length
