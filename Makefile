@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint bench clean constraints dashboards k8s
+.PHONY: venv demo test soak lint bench clean constraints dashboards k8s
 
 # Create the venv and install the project with the pinned dependency set (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
@@ -19,6 +19,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Long runs kept out of `make test`: Claude Code's default retries against a persistent 529
+# (about 3 minutes per CLI version of its own back-off).
+soak: $(STAMP)
+	SWITCHYARD_SLOW_TESTS=1 $(BIN)/python -m pytest tests/e2e/test_retry_budget_claude_code.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check gateway loop tests k8s
