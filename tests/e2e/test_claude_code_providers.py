@@ -23,6 +23,13 @@ import pytest
 from gateway.emulator.recorder import RecordedRequest
 from tests.e2e.claude_code_stack import provider_stack
 from tests.support.claude_code import cli, run_claude, versions_under_test
+from tests.support.claude_code_betas import (
+    CC197_OPUS_FIRST_PARTY,
+    CC332_BEDROCK_BODY,
+    CC332_BEDROCK_HEADER,
+    CC332_FIRST_PARTY,
+    CC332_VERTEX_HEADER,
+)
 
 PROVIDERS = ("anthropic", "bedrock", "vertex", "foundry")
 
@@ -31,42 +38,19 @@ PROVIDERS = ("anthropic", "bedrock", "vertex", "foundry")
 # tests/fixtures/real-clients/ (047/048 Bedrock, 050/051 Vertex).
 PROVIDER_MODE_EVIDENCE: dict[str, dict[str, set[str]]] = {
     "bedrock": {
-        "header_betas": {"claude-code-20250219", "thinking-token-count-2026-05-13", "effort-2025-11-24"},
-        "body_betas": {
-            "interleaved-thinking-2025-05-14",
-            "tool-search-tool-2025-10-19",
-            "thinking-token-count-2026-05-13",
-        },
+        "header_betas": set(CC332_BEDROCK_HEADER),
+        "body_betas": set(CC332_BEDROCK_BODY),
         "roles": {"user", "assistant", "system"},
     },
     "vertex": {
-        "header_betas": {
-            "claude-code-20250219",
-            "interleaved-thinking-2025-05-14",
-            "web-search-2025-03-05",
-            "thinking-token-count-2026-05-13",
-            "tool-search-tool-2025-10-19",
-            "effort-2025-11-24",
-        },
+        "header_betas": set(CC332_VERTEX_HEADER),
         "body_betas": set(),
         "roles": {"user", "assistant", "system"},
     },
     # Foundry is the first-party surface: issue 11 reports both versions' first-party-mode traffic
     # (fixtures README section 1.3, providers.md section 7 "first party") working on real Foundry
     "foundry": {
-        "header_betas": {
-            "claude-code-20250219",
-            "context-1m-2025-08-07",
-            "interleaved-thinking-2025-05-14",
-            "thinking-token-count-2026-05-13",
-            "context-management-2025-06-27",
-            "prompt-caching-scope-2026-01-05",
-            "mid-conversation-system-2026-04-07",
-            "effort-2025-11-24",
-            "per-turn-control-2026-07-01",
-            "mid-conversation-tool-changes-2026-07-01",
-            "advanced-tool-use-2025-11-20",
-        },
+        "header_betas": {*CC332_FIRST_PARTY, *CC197_OPUS_FIRST_PARTY},
         "body_betas": set(),
         "roles": {"user", "assistant", "system"},
     },

@@ -13,21 +13,11 @@ import pytest
 from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator, run_emulator
 from gateway.emulator.bedrock_config import DEFAULT_API_KEY as BEDROCK_KEY
 from gateway.emulator.config import DEFAULT_API_KEY, DEFAULT_VERTEX_TOKEN
+from tests.support.claude_code_betas import CC332_FIRST_PARTY, CC332_VERTEX_HEADER
 
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 VERTEX_MODEL = "claude-sonnet-4-5@20250929"
 FIRST_PARTY_MODEL = "claude-sonnet-4-5"
-# Claude Code 2.1.332's first-party header betas (providers.md s7)
-CC332_FIRST_PARTY = [
-    "claude-code-20250219",
-    "interleaved-thinking-2025-05-14",
-    "context-management-2025-06-27",
-    "per-turn-control-2026-07-01",
-    "mid-conversation-tool-changes-2026-07-01",
-    "thinking-token-count-2026-05-13",
-    "advanced-tool-use-2025-11-20",
-    "effort-2025-11-24",
-]
 # the role:"system" message as 2.1.332 sends it first-party, with its per-turn output_config
 SYSTEM_WITH_OUTPUT_CONFIG: Any = {
     "role": "system",
@@ -226,14 +216,7 @@ async def vertex_400(client: anthropic.AsyncAnthropicVertex, betas: list[str], *
 async def test_vertex_takes_claude_codes_own_vertex_mode_betas(
     vertex: anthropic.AsyncAnthropicVertex,
 ) -> None:
-    cc332 = [  # providers.md s7
-        "claude-code-20250219",
-        "interleaved-thinking-2025-05-14",
-        "web-search-2025-03-05",
-        "thinking-token-count-2026-05-13",
-        "tool-search-tool-2025-10-19",
-        "effort-2025-11-24",
-    ]
+    cc332 = list(CC332_VERTEX_HEADER)
     message = await vertex.beta.messages.create(
         model=VERTEX_MODEL,
         max_tokens=16,
@@ -283,7 +266,7 @@ async def test_first_party_takes_claude_code_2_1_332(
         model=FIRST_PARTY_MODEL,
         max_tokens=16,
         messages=[*user("hi"), SYSTEM_WITH_OUTPUT_CONFIG],
-        betas=CC332_FIRST_PARTY,
+        betas=list(CC332_FIRST_PARTY),
         extra_body={"context_management": CLEAR_THINKING},
     )
     assert message.stop_reason == "end_turn"

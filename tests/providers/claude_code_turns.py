@@ -16,12 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.support.claude_code_betas import CC332_FIRST_PARTY
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-clients"
-CC332_FIRST_PARTY_BETAS = (
-    "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,"
-    "per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,"
-    "advanced-tool-use-2025-11-20,effort-2025-11-24"
-)
+CC332_FIRST_PARTY_BETAS = ",".join(CC332_FIRST_PARTY)
 FIRST_PARTY_REPLAYS = (  # every first-party model-turn capture of Claude Code 2.1.197
     "001_cc_text_quiet_turn1",
     "015_cc_tool_bash_turn1",

@@ -13,30 +13,11 @@ import pytest
 from gateway.config import ProviderName, Settings
 from gateway.providers.betas import BODY_HALVES, BetaPolicy
 from gateway.providers.shaping import TABLES, Placement, Row
+from tests.support.claude_code_betas import CC197_OPUS_FIRST_PARTY, CC332_FIRST_PARTY
 
 BEDROCK, VERTEX = ProviderName.BEDROCK, ProviderName.VERTEX
 DEFAULT = BetaPolicy.from_settings({})
 
-CC332_FIRST_PARTY = [  # providers.md s7, first party
-    "claude-code-20250219",
-    "interleaved-thinking-2025-05-14",
-    "context-management-2025-06-27",
-    "per-turn-control-2026-07-01",
-    "mid-conversation-tool-changes-2026-07-01",
-    "thinking-token-count-2026-05-13",
-    "advanced-tool-use-2025-11-20",
-    "effort-2025-11-24",
-]
-CC197_OPUS_FIRST_PARTY = [  # fixtures README 1.3
-    "claude-code-20250219",
-    "context-1m-2025-08-07",
-    "interleaved-thinking-2025-05-14",
-    "thinking-token-count-2026-05-13",
-    "context-management-2025-06-27",
-    "prompt-caching-scope-2026-01-05",
-    "mid-conversation-system-2026-04-07",
-    "effort-2025-11-24",
-]
 CLEAR_THINKING = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
 
 
@@ -190,7 +171,7 @@ def test_the_result_does_not_depend_on_the_clients_order(provider: ProviderName)
     reference = DEFAULT.apply(provider, list(CC332_FIRST_PARTY), claude_code_body())
     shuffled = list(CC332_FIRST_PARTY)
     random.Random(7).shuffle(shuffled)
-    assert shuffled != CC332_FIRST_PARTY
+    assert shuffled != list(CC332_FIRST_PARTY)
     again = DEFAULT.apply(provider, shuffled, claude_code_body())
     assert (again.header, again.body) == (reference.header, reference.body)
 
