@@ -1,9 +1,10 @@
 """Credential calls leave like inference calls: the CA bundle, the proxy and ``NO_PROXY`` (CIDR).
 
-* STS through a TLS-intercepting proxy: the proxy re-signs every tunnel with a corporate CA, and
-  ``GATEWAY_CA_BUNDLE`` (nothing else: no ``AWS_CA_BUNDLE``, no ``REQUESTS_CA_BUNDLE``) is all the
+* STS through a TLS-intercepting proxy (the real mitmproxy): it re-signs every tunnel with its own
+  CA, and ``GATEWAY_CA_BUNDLE`` (nothing else: no ``AWS_CA_BUNDLE``, no ``REQUESTS_CA_BUNDLE``) is all the
   gateway needs for botocore's web-identity STS call and the Bedrock calls. Without it, or with
-  the wrong bundle, the client's error and ``/readyz`` name the TLS failure and the CA checked.
+  the wrong bundle, the client's error and ``/readyz`` name the TLS failure and the CA checked,
+  and mitmproxy logs that its client did not trust it.
 * ``NO_PROXY=127.0.0.0/8`` sends STS, container-credential and Google token calls to
   ``127.0.0.1`` direct while the inference calls to ``localhost`` still go through squid (squid's
   access log shows which); without ``NO_PROXY`` they go through squid too.
@@ -29,7 +30,7 @@ from gateway.providers.requests_egress import azure_transport_options
 from gateway.server import create_app
 from gateway.service import running
 from tests.providers.foundry_harness import ENTRA_CLIENT_ID, ENTRA_CLIENT_SECRET, ENTRA_TENANT
-from tests.support.intercepting_proxy import intercepting_proxy
+from tests.support.mitmproxy import run_mitmdump
 from tests.support.squid import USER, run_squid
 from tests.support.tls import LocalPKI, make_pki
 from tests.support.tls_upstreams import GATEWAY_KEY, TlsUpstream, gateway_settings, tls_upstream
@@ -65,36 +66,41 @@ def _sts_calls(upstream: TlsUpstream) -> int:
 async def test_sts_through_an_intercepting_proxy_with_only_the_ca_bundle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    upstream_pki, corporate = _pki(tmp_path / "upstream-pki"), _pki(tmp_path / "corporate-pki")
+    upstream_pki = _pki(tmp_path / "upstream-pki")
     async with (
         tls_upstream("bedrock", tmp_path, upstream_pki) as upstream,
-        intercepting_proxy(corporate, upstream_pki.ca_cert) as proxy,
+        run_mitmdump(tmp_path / "mitm", upstream_pki.ca_cert) as mitm,
     ):
         upstream.apply_process_env(monkeypatch)
-        settings = gateway_settings(
-            upstream.env, HTTPS_PROXY=proxy.url, GATEWAY_CA_BUNDLE=str(corporate.ca_cert)
-        )
+        for name in ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE"):
+            monkeypatch.delenv(name, raising=False)
+        settings = gateway_settings(upstream.env, HTTPS_PROXY=mitm.url, GATEWAY_CA_BUNDLE=str(mitm.ca_cert))
         async with running(create_app(settings, metrics=GatewayMetrics()), "127.0.0.1", 0) as server:
             assert await _ask(server.base_url) is None
             assert await _ask(server.base_url) is None
-        target = f"CONNECT 127.0.0.1:{upstream.emulator.port}"
-        assert proxy.seen.count(target) >= 2 and proxy.intercepted >= 2  # STS and Bedrock, both re-signed
-        assert _sts_calls(upstream) == 1
+        flows = await mitm.wait_for_flows(3)
+    origin = f"https://127.0.0.1:{upstream.emulator.port}"
+    # mitmproxy decrypted the STS call (AssumeRoleWithWebIdentity is a POST to "/") and both
+    # Bedrock calls: each was re-signed with its CA, the only one the gateway was given.
+    assert flows.count(f"POST {origin}/ << 200") == 1, flows
+    invokes = [f for f in flows if f.startswith(f"POST {origin}/model/") and f.endswith("<< 200")]
+    assert len(invokes) == 2, flows
+    assert _sts_calls(upstream) == 1
 
 
 @pytest.mark.parametrize("bundle", ["none", "upstream-ca"])
 async def test_sts_tls_failure_names_the_ca_and_turns_readiness(
     bundle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    upstream_pki, corporate = _pki(tmp_path / "upstream-pki"), _pki(tmp_path / "corporate-pki")
+    upstream_pki = _pki(tmp_path / "upstream-pki")
     extra = {"GATEWAY_CA_BUNDLE": str(upstream_pki.ca_cert)} if bundle == "upstream-ca" else {}
     named = str(upstream_pki.ca_cert) if bundle == "upstream-ca" else "the system trust store"
     async with (
         tls_upstream("bedrock", tmp_path, upstream_pki) as upstream,
-        intercepting_proxy(corporate, upstream_pki.ca_cert) as proxy,
+        run_mitmdump(tmp_path / "mitm", upstream_pki.ca_cert) as mitm,
     ):
         upstream.apply_process_env(monkeypatch)
-        settings = gateway_settings(upstream.env, HTTPS_PROXY=proxy.url, **extra)
+        settings = gateway_settings(upstream.env, HTTPS_PROXY=mitm.url, **extra)
         async with running(create_app(settings, metrics=GatewayMetrics()), "127.0.0.1", 0) as server:
             for _ in range(3):
                 assert (await _readyz(server.base_url))[0] == 200
@@ -108,7 +114,8 @@ async def test_sts_tls_failure_names_the_ca_and_turns_readiness(
             status, body = await _readyz(server.base_url)
         assert status == 503
         assert "3 consecutive failures" in body["reason"] and named in body["reason"]
-        assert proxy.intercepted == 0 and _sts_calls(upstream) == 0
+        assert mitm.flows() == [] and _sts_calls(upstream) == 0
+        assert "does not trust the proxy's certificate" in mitm.output()
         assert not [r for r in upstream.emulator.requests if r.path_only.startswith("/model/")]
 
 
