@@ -21,13 +21,11 @@ A stream never ends with status 200 and neither ``message_stop`` nor ``error``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 import orjson
@@ -36,15 +34,27 @@ from aiohttp import web
 from gateway.drain import DRAIN_KEY, SHUTDOWN_MESSAGE
 from gateway.errors import GatewayError, error_body, error_type_for_status
 from gateway.providers.base import ClientRequest, UpstreamResponse
+from gateway.streaming.guard import (
+    UPSTREAM_BROKEN,
+    DeadlinePassed,
+    GuardedReader,
+    HoldBack,
+    Idle,
+    Recovery,
+    StreamFailure,
+    ended_early,
+    not_an_event_stream,
+    recovery,
+)
+from gateway.streaming.guard import StreamSettings as StreamSettings  # re-exported for the server
 from gateway.streaming.replay import message_to_sse
 from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver, Usage, usage_from_message
-from gateway.streaming.watchdog import IdleAction, IdleWatchdog
+from gateway.streaming.watchdog import IdleAction
 
 log = logging.getLogger("switchyard.relay")
 
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
-_UPSTREAM_BROKEN = (aiohttp.ClientError, OSError, asyncio.IncompleteReadError)
 
 
 @dataclass(slots=True)
@@ -68,28 +78,6 @@ class Outcome:
     upstream_done_at: float | None = None  # the upstream's answer has been completely received
     relay_busy_s: float = 0.0  # time the stream relay spent parsing upstream chunks
     cache_break_reason: str | None = None  # set by the cache-break detector, for the access log
-
-
-@dataclass(frozen=True, slots=True)
-class StreamSettings:
-    idle_warning_s: float
-    idle_timeout_s: float
-    ping_every_s: float
-    nonstreaming_fallback: bool
-
-
-class _StreamFailed(Exception):
-    """The upstream stream broke, stalled or was not a stream; ``reason`` says which."""
-
-    def __init__(self, reason: str, error_type: str = "api_error", status: int = 502) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error_type = error_type
-        self.status = status
-
-
-class _ShuttingDown(Exception):
-    """The gateway's drain deadline passed while the stream was still open."""
 
 
 class StreamRelay:
@@ -118,22 +106,21 @@ class StreamRelay:
         self._observer = StreamObserver(clock=clock)
         self._response: web.StreamResponse | None = None
         self._headers: list[tuple[str, str]] = []
-        self._held = bytearray()
-        self._content_forwarded = False
+        self._held: HoldBack[bytes] = HoldBack()
 
     async def run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
         self._headers = [*upstream.headers, *extra_headers.items()]
         self._outcome.status = 200
         try:
             if not upstream.is_event_stream:
-                raise _StreamFailed("upstream answered 200 with a body that is not an event stream")
+                raise not_an_event_stream()
             await self._pump(upstream)
             if not self._observer.finished:
-                raise _StreamFailed("upstream stream ended before message_stop")
-        except _StreamFailed as failure:
+                raise ended_early()
+        except StreamFailure as failure:
             upstream.close()
             return await self._recover(failure)
-        except _ShuttingDown:
+        except DeadlinePassed:
             upstream.close()
             return await self._shut_down()
         except _CLIENT_GONE:
@@ -145,97 +132,50 @@ class StreamRelay:
 
     # -- reading the upstream -----------------------------------------------------------------
     async def _pump(self, upstream: UpstreamResponse) -> None:
-        now = self._clock()
-        watchdog = IdleWatchdog(
-            warn_after=self._settings.idle_warning_s,
-            abort_after=self._settings.idle_timeout_s,
-            ping_every=self._settings.ping_every_s,
-            last_data=now,
-            last_write=now,
-        )
-        chunks = upstream.iter_chunks().__aiter__()
-        pending: asyncio.Future[bytes] | None = None
         # the drain deadline wakes a stream waiting on a slow upstream (see gateway.drain)
         drain = self._request.app.get(DRAIN_KEY)
-        scope = contextlib.ExitStack()
-        deadline = scope.enter_context(drain.watch()) if drain is not None else None
-        try:
-            while True:
-                if deadline is not None and deadline.done():
-                    raise _ShuttingDown
-                if pending is None:
-                    pending = asyncio.ensure_future(chunks.__anext__())
-                timeout = max(watchdog.next_deadline() - self._clock(), 0.0)
-                waiting: set[asyncio.Future[Any]] = {pending} if deadline is None else {pending, deadline}
-                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                if pending not in done:
-                    if not done:
-                        await self._idle(watchdog)
-                    continue
-                try:
-                    chunk = pending.result()
-                except StopAsyncIteration:
-                    return
-                except _UPSTREAM_BROKEN as exc:
-                    raise _StreamFailed(f"upstream connection lost ({type(exc).__name__})") from None
-                except TimeoutError:
-                    raise _StreamFailed("upstream read timed out", "timeout_error", 504) from None
-                finally:
-                    if pending.done():
-                        pending = None
-                before = self._observer.data_events
-                parse_started = self._clock()
-                self._observer.feed(chunk)
-                now = self._clock()
-                self._outcome.relay_busy_s += now - parse_started
-                if self._observer.data_events != before:
-                    watchdog.data_received(now)
-                if await self._forward(chunk):
-                    watchdog.wrote(now)
-        finally:
-            scope.close()
-            if pending is not None and not pending.done():
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
-            with contextlib.suppress(Exception):
-                await chunks.aclose()  # type: ignore[attr-defined]
+        with contextlib.ExitStack() as scope:
+            deadline = scope.enter_context(drain.watch()) if drain is not None else None
+            reader = GuardedReader(upstream, self._settings, clock=self._clock, deadline=deadline)
+            async with contextlib.aclosing(reader.read()) as items:
+                async for item in items:
+                    if isinstance(item, Idle):
+                        await self._idle(item, reader)
+                        continue
+                    before = self._observer.data_events
+                    parse_started = self._clock()
+                    self._observer.feed(item)
+                    now = self._clock()
+                    self._outcome.relay_busy_s += now - parse_started
+                    if self._observer.data_events != before:
+                        reader.data_received(now)
+                    if await self._forward(item):
+                        reader.wrote(now)
 
-    async def _idle(self, watchdog: IdleWatchdog) -> None:
-        now = self._clock()
-        for action in watchdog.due(now):
-            if action is IdleAction.PING:
-                await self._write(PING_EVENT)
-                watchdog.wrote(now)
-                continue
-            self._outcome.idle_events.append(action.value)
-            self._on_idle(action)
-            silent = now - watchdog.last_data
-            log.warning(
-                "stream idle %s: no upstream data for %.1fs (x-client-request-id=%s provider=%s model=%s)",
-                action.value,
-                silent,
-                self._client.request_id,
-                self._provider,
-                self._client.model,
-            )
-            if action is IdleAction.ABORT:
-                raise _StreamFailed(
-                    f"upstream stream stalled: no data for {silent:.0f}s", "timeout_error", 504
-                )
+    async def _idle(self, idle: Idle, reader: GuardedReader) -> None:
+        if idle.action is IdleAction.PING:
+            await self._write(PING_EVENT)
+            reader.wrote(idle.at)
+            return
+        self._outcome.idle_events.append(idle.action.value)
+        self._on_idle(idle.action)
+        log.warning(
+            "stream idle %s: no upstream data for %.1fs (x-client-request-id=%s provider=%s model=%s)",
+            idle.action.value,
+            idle.silent_s,
+            self._client.request_id,
+            self._provider,
+            self._client.model,
+        )
 
     async def _forward(self, chunk: bytes) -> bool:
         """Pass ``chunk`` on, or hold it back until the first content event. True if written."""
-        if self._content_forwarded:
-            await self._write(chunk)
-            return True
-        self._held += chunk
-        if self._observer.content_events == 0 and not self._observer.finished:
+        released = self._held.offer(
+            chunk, content=self._observer.content_events > 0, final=self._observer.finished
+        )
+        if not released:
             return False
-        self._content_forwarded = self._observer.content_events > 0
-        held = bytes(self._held)
-        self._held.clear()
-        await self._write(held)
+        await self._write(released[0] if len(released) == 1 else b"".join(released))
         return True
 
     # -- writing to the client --------------------------------------------------------------------
@@ -280,12 +220,12 @@ class StreamRelay:
             "drain deadline passed: ending open stream (x-client-request-id=%s model=%s content_forwarded=%s)",
             self._client.request_id,
             self._client.model,
-            self._content_forwarded,
+            self._held.content_forwarded,
         )
         return await self._fail_before_content(529, "overloaded_error", SHUTDOWN_MESSAGE)
 
     # -- recovery -----------------------------------------------------------------------------------
-    async def _recover(self, failure: _StreamFailed) -> web.StreamResponse:
+    async def _recover(self, failure: StreamFailure) -> web.StreamResponse:
         self._outcome.failure = failure.reason
         log.warning(
             "upstream stream failed: %s (x-client-request-id=%s provider=%s model=%s content_forwarded=%s)",
@@ -293,21 +233,26 @@ class StreamRelay:
             self._client.request_id,
             self._provider,
             self._client.model,
-            self._content_forwarded,
+            self._held.content_forwarded,
         )
-        if self._content_forwarded or self._observer.finished:
+        decision = recovery(
+            content_forwarded=self._held.content_forwarded,
+            finished=self._observer.finished,
+            fallback_enabled=self._fallback is not None,
+        )
+        if decision is Recovery.ERROR_EVENT:
             await self._error_event(
-                failure.error_type if failure.error_type != "timeout_error" else "api_error",
+                failure.event_error_type,
                 f"{failure.reason}; the response was cut after content was sent, retry the request",
             )
             return await self._end()
-        if self._fallback is None:
+        if decision is Recovery.FAIL:
             return await self._fail_before_content(failure.status, failure.error_type, failure.reason)
         return await self._replay_non_streaming(failure)
 
     async def _fail_before_content(self, status: int, error_type: str, message: str) -> web.StreamResponse:
         """Nothing reached the client yet: answer with a proper HTTP error, else an SSE error."""
-        self._held.clear()
+        self._held.drop()
         if self._response is None:
             self._outcome.status = status
             self._outcome.error_type = error_type
@@ -317,10 +262,10 @@ class StreamRelay:
         await self._error_event(error_type, message)
         return await self._end()
 
-    async def _replay_non_streaming(self, failure: _StreamFailed) -> web.StreamResponse:
+    async def _replay_non_streaming(self, failure: StreamFailure) -> web.StreamResponse:
         assert self._fallback is not None
         self._outcome.nonstreaming_fallback = True
-        self._held.clear()
+        self._held.drop()
         self._observer = StreamObserver(clock=self._clock)
         try:
             answer = await self._fallback()
@@ -330,7 +275,7 @@ class StreamRelay:
             )
         try:
             body = await answer.read()
-        except _UPSTREAM_BROKEN:
+        except UPSTREAM_BROKEN:
             return await self._fail_before_content(
                 502, "api_error", f"{failure.reason}; non-streaming fallback lost its connection"
             )

@@ -4,8 +4,9 @@ The request goes through the same code the gateway server uses upstream (the pro
 bounded ``with_retry`` loop with the deployment's retry policy), so the loop runs on Anthropic,
 Bedrock, Vertex or Foundry by environment alone (``Settings.from_environ``). Each retry wait and
 model fallback is yielded as a ``StatusEvent``. Streams get the server's protections too (see
-``StreamGuard``): an idle watchdog whose warnings are status events, and one non-streaming retry,
-replayed as events, when a stream fails before any content. The provider is started once (on the first call,
+``StreamGuard``, applied by the guard module the server's relay uses, ``gateway.streaming.guard``):
+an idle watchdog whose warnings are status events, and one non-streaming retry, replayed as events,
+when a stream fails before any content. The provider is started once (on the first call,
 or explicitly) and closed by ``aclose``. SSE bytes are cut into events by the gateway's
 ``SSEParser`` and each ``data`` is decoded once.
 """
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import aiohttp
 import orjson
 
 from gateway.config import Settings
@@ -30,9 +30,21 @@ from gateway.headers import DEFAULT_ANTHROPIC_VERSION
 from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
 from gateway.providers.factory import build_provider
 from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, with_retry
+from gateway.streaming.guard import (
+    UPSTREAM_BROKEN,
+    GuardedReader,
+    HoldBack,
+    Idle,
+    Recovery,
+    StreamFailure,
+    StreamSettings,
+    ended_early,
+    not_an_event_stream,
+    recovery,
+)
 from gateway.streaming.replay import message_to_sse
 from gateway.streaming.sse import SSEParser
-from gateway.streaming.watchdog import IdleAction, IdleWatchdog
+from gateway.streaming.watchdog import IdleAction
 from loop.callers.errors import error_event, error_event_from_body
 from loop.deps import ModelStreamItem
 from loop.events import StatusEvent
@@ -55,6 +67,11 @@ class StreamGuard:
     idle_warning_s: float = 45.0
     idle_timeout_s: float = 90.0
     nonstreaming_fallback: bool = True
+
+    @property
+    def settings(self) -> StreamSettings:
+        """The shared guard's settings (no downstream pings: the loop has no idle connection)."""
+        return StreamSettings(self.idle_warning_s, self.idle_timeout_s, math.inf, self.nonstreaming_fallback)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StreamGuard:
@@ -149,61 +166,95 @@ class ProviderModelCaller:
     async def _guarded_events(
         self, response: UpstreamResponse, sent: ClientRequest
     ) -> AsyncIterator[ModelStreamItem]:
-        """The stream's events under the idle watchdog; a failure before any content event
-        becomes one non-streaming request replayed as events (the held-back ``message_start``
-        is dropped, so the loop sees one well-formed stream)."""
+        """The stream's events under the shared stream guard (``gateway.streaming.guard``); a
+        failure before any content event becomes one non-streaming request replayed as events
+        (the held-back ``message_start`` is dropped, so the loop sees one well-formed stream)."""
         if response.status != 200:
             yield error_event_from_body(response.status, await response.read())
             return
-        held: list[ModelStreamItem] = []
-        content = False
-        failure: str | None = None
-        if not response.is_event_stream:
-            failure = "the upstream answered a streaming request without a stream"
-        else:
-            async for item in _watched_events(response, self._guard, self._clock):
-                if isinstance(item, _Failure):
-                    failure = item.reason
-                    break
-                if isinstance(item, StatusEvent):
-                    yield item
-                    continue
-                kind = item.get("type")
-                if not content and kind in ("content_block_start", "content_block_delta"):
-                    content = True
-                if not content and kind not in ("message_stop", "error"):
-                    held.append(item)
-                    continue
-                for earlier in held:
-                    yield earlier
-                held.clear()
-                yield item
+        held: HoldBack[dict[str, Any]] = HoldBack()
+        finished = False
+        failure: StreamFailure | None = None
+        try:
+            if not response.is_event_stream:
+                raise not_an_event_stream()
+            reader = GuardedReader(response, self._guard.settings, clock=self._clock)
+            parser = SSEParser()
+            async with contextlib.aclosing(reader.read()) as items:
+                async for item in items:
+                    if isinstance(item, Idle):
+                        if item.action is IdleAction.WARN:
+                            yield StatusEvent(
+                                "idle_warning", f"no data from the upstream for {item.silent_s:.0f}s"
+                            )
+                        continue
+                    for event in parser.feed(item):
+                        if event.event == "ping":
+                            continue
+                        reader.data_received(self._clock())
+                        data = _decoded(event.data)
+                        if not isinstance(data, dict):
+                            continue
+                        kind = data.get("type")
+                        final = kind in ("message_stop", "error")
+                        finished = finished or final
+                        content = kind in ("content_block_start", "content_block_delta")
+                        for released in held.offer(data, content=content, final=final):
+                            yield released
+            if not finished:
+                raise ended_early()
+        except StreamFailure as exc:
+            failure = exc
         if failure is None:
             return
-        if content or not self._guard.nonstreaming_fallback:
-            yield error_event("api_error", failure)
+        decision = recovery(
+            content_forwarded=held.content_forwarded,
+            finished=finished,
+            fallback_enabled=self._guard.nonstreaming_fallback,
+        )
+        if decision is Recovery.ERROR_EVENT:
+            yield error_event(failure.event_error_type, failure.reason)
             return
+        if decision is Recovery.FAIL:
+            yield error_event(failure.error_type, failure.reason, failure.status)
+            return
+        held.drop()
         response.close()
-        yield StatusEvent("fallback", f"{failure}: retrying once without streaming")
+        yield StatusEvent("fallback", f"{failure.reason}: retrying once without streaming")
         try:
             answer = await self._provider.messages(sent.as_non_streaming())
         except GatewayError as exc:
             yield error_event(
-                exc.error_type, f"{failure}; non-streaming fallback failed: {exc.message}", exc.status
+                exc.error_type, f"{failure.reason}; non-streaming fallback failed: {exc.message}", exc.status
             )
             return
         try:
             body = await answer.read()
+        except UPSTREAM_BROKEN:
+            yield error_event("api_error", f"{failure.reason}; non-streaming fallback lost its connection", 502)
+            return
         finally:
             answer.close()
         if answer.status != 200:
             yield error_event_from_body(answer.status, body)
             return
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            yield error_event("api_error", "non-streaming fallback returned invalid JSON", 502)
+            return
         parser = SSEParser()
-        for frame in message_to_sse(orjson.loads(body)):
+        for frame in message_to_sse(message):
             for event in parser.feed(frame):
                 if event.event != "ping":
                     yield orjson.loads(event.data)
+
+
+def _decoded(data: str | bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise StreamFailure("the upstream sent an event whose data is not JSON") from None
 
 
 def _client_request(request: ModelRequest) -> ClientRequest:
@@ -236,69 +287,3 @@ def _retry_status(event: RetryStatus) -> StatusEvent:
         error_type=error_type_for_status(status) if status is not None else event.reason,
         status=status,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    reason: str
-
-
-async def _watched_events(
-    response: UpstreamResponse, guard: StreamGuard, clock: Callable[[], float]
-) -> AsyncIterator[dict[str, Any] | StatusEvent | _Failure]:
-    """Decoded events (pings skipped), idle warnings, and at most one failure, last."""
-    now = clock()
-    watchdog = IdleWatchdog(
-        warn_after=guard.idle_warning_s,
-        abort_after=guard.idle_timeout_s,
-        ping_every=math.inf,
-        last_data=now,
-        last_write=now,
-    )
-    parser = SSEParser()
-    chunks = response.iter_chunks().__aiter__()
-    pending: asyncio.Future[bytes] | None = None
-    finished = False
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(chunks.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=max(watchdog.next_deadline() - clock(), 0.0))
-            if not done:
-                for action in watchdog.due(clock()):
-                    silent = clock() - watchdog.last_data
-                    if action is IdleAction.ABORT:
-                        yield _Failure(f"upstream stream stalled: no data for {silent:.0f}s")
-                        return
-                    if action is IdleAction.WARN:
-                        yield StatusEvent("idle_warning", f"no data from the upstream for {silent:.0f}s")
-                continue
-            try:
-                chunk = pending.result()
-            except StopAsyncIteration:
-                break
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                yield _Failure(f"upstream connection lost mid-stream: {type(exc).__name__}")
-                return
-            finally:
-                if pending.done():
-                    pending = None
-            for event in parser.feed(chunk):
-                if event.event == "ping":
-                    continue
-                watchdog.data_received(clock())
-                try:
-                    data = orjson.loads(event.data)
-                except orjson.JSONDecodeError:
-                    yield _Failure("the upstream sent an event whose data is not JSON")
-                    return
-                if isinstance(data, dict):
-                    finished = finished or data.get("type") in ("message_stop", "error")
-                    yield data
-        if not finished:
-            yield _Failure("upstream stream ended before message_stop")
-    finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
