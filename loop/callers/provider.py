@@ -231,7 +231,9 @@ class ProviderModelCaller:
         try:
             body = await answer.read()
         except UPSTREAM_BROKEN:
-            yield error_event("api_error", f"{failure.reason}; non-streaming fallback lost its connection", 502)
+            yield error_event(
+                "api_error", f"{failure.reason}; non-streaming fallback lost its connection", 502
+            )
             return
         finally:
             answer.close()

@@ -1,0 +1,145 @@
+"""The shared stream guard's pieces on their own: failure classification of a broken read
+(including ``IncompleteReadError``, which once only the relay handled), the idle watchdog's
+warning then abort, the drain deadline, the hold-back and the recovery decision."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from gateway.providers.base import UpstreamResponse
+from gateway.streaming.guard import (
+    DeadlinePassed,
+    GuardedReader,
+    HoldBack,
+    Idle,
+    Recovery,
+    StreamFailure,
+    StreamSettings,
+    recovery,
+)
+from gateway.streaming.watchdog import IdleAction
+
+FAST = StreamSettings(
+    idle_warning_s=0.02, idle_timeout_s=0.05, ping_every_s=float("inf"), nonstreaming_fallback=True
+)
+
+
+@dataclass(slots=True)
+class Scripted(UpstreamResponse):
+    """An upstream whose body yields ``chunks`` then raises ``error`` (or hangs when ``hang``)."""
+
+    chunks: list[bytes]
+    error: BaseException | None = None
+    hang: bool = False
+    status: int = 200
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    is_event_stream: bool = True
+    closed_iterator: bool = False
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        try:
+            for chunk in self.chunks:
+                yield chunk
+            if self.hang:
+                await asyncio.Event().wait()
+            if self.error is not None:
+                raise self.error
+        finally:
+            self.closed_iterator = True
+
+    async def read(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def close(self) -> None:
+        return None
+
+
+async def _drain(reader: GuardedReader) -> list[bytes | Idle]:
+    items: list[bytes | Idle] = []
+    async with contextlib.aclosing(reader.read()) as stream:
+        async for item in stream:
+            items.append(item)
+            if isinstance(item, bytes):
+                reader.data_received(asyncio.get_running_loop().time())
+    return items
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "error_type", "status"),
+    [
+        (
+            asyncio.IncompleteReadError(b"ab", 10),
+            "upstream connection lost (IncompleteReadError)",
+            "api_error",
+            502,
+        ),
+        (ConnectionResetError(), "upstream connection lost (ConnectionResetError)", "api_error", 502),
+        (TimeoutError(), "upstream read timed out", "timeout_error", 504),
+    ],
+)
+async def test_broken_reads_are_classified(
+    error: BaseException, reason: str, error_type: str, status: int
+) -> None:
+    upstream = Scripted([b"event: ping\n\n"], error=error)
+    with pytest.raises(StreamFailure) as info:
+        await _drain(GuardedReader(upstream, FAST))
+    assert (info.value.reason, info.value.error_type, info.value.status) == (reason, error_type, status)
+    assert info.value.event_error_type == "api_error"
+
+
+async def test_stall_warns_then_aborts_and_closes_the_body() -> None:
+    upstream = Scripted([b"x"], hang=True)
+    reader = GuardedReader(upstream, FAST)
+    items: list[bytes | Idle] = []
+    with pytest.raises(StreamFailure) as info:
+        async with contextlib.aclosing(reader.read()) as stream:
+            async for item in stream:
+                items.append(item)
+    assert [i if isinstance(i, bytes) else i.action for i in items] == [
+        b"x",
+        IdleAction.WARN,
+        IdleAction.ABORT,
+    ]
+    assert info.value.reason.startswith("upstream stream stalled") and info.value.status == 504
+    assert upstream.closed_iterator
+
+
+async def test_deadline_ends_the_read() -> None:
+    deadline: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    upstream = Scripted([], hang=True)
+    settings = StreamSettings(30.0, 60.0, float("inf"), True)
+    reader = GuardedReader(upstream, settings, deadline=deadline)
+    asyncio.get_running_loop().call_later(0.01, deadline.set_result, None)
+    with pytest.raises(DeadlinePassed):
+        await _drain(reader)
+    assert upstream.closed_iterator
+
+
+def test_hold_back_until_content_or_end() -> None:
+    held: HoldBack[str] = HoldBack()
+    assert held.offer("message_start", content=False, final=False) == []
+    assert held.offer("ping", content=False, final=False) == []
+    assert held.offer("delta", content=True, final=False) == ["message_start", "ping", "delta"]
+    assert held.content_forwarded and held.offer("more", content=False, final=False) == ["more"]
+    ended: HoldBack[str] = HoldBack()
+    ended.offer("message_start", content=False, final=False)
+    assert ended.offer("message_stop", content=False, final=True) == ["message_start", "message_stop"]
+    assert not ended.content_forwarded
+
+
+@pytest.mark.parametrize(
+    ("content", "finished", "enabled", "decision"),
+    [
+        (False, False, True, Recovery.FALLBACK),
+        (False, False, False, Recovery.FAIL),
+        (True, False, True, Recovery.ERROR_EVENT),
+        (False, True, True, Recovery.ERROR_EVENT),
+    ],
+)
+def test_recovery(content: bool, finished: bool, enabled: bool, decision: Recovery) -> None:
+    assert recovery(content_forwarded=content, finished=finished, fallback_enabled=enabled) is decision
