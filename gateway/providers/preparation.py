@@ -107,3 +107,15 @@ def prepare(
 
 def client_header(request: ClientRequest, name: str) -> str | None:
     return header_value(request.headers, name)
+
+
+def first_party_headers(
+    client_headers: list[tuple[str, str]], prepared: PreparedRequest, auth: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Client headers plus credentials; ``anthropic-beta`` rewritten only if the policy dropped some."""
+    if not prepared.dropped_betas:
+        return [*client_headers, *auth]
+    headers = [(name, value) for name, value in client_headers if name.lower() != "anthropic-beta"]
+    if prepared.betas:
+        headers.append(("anthropic-beta", ",".join(prepared.betas)))
+    return [*headers, *auth]
