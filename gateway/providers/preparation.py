@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 
 from gateway.config import ProviderName, Settings
-from gateway.errors import GatewayError
+from gateway.errors import ClientInputError
 from gateway.headers import header_value
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import BetaPolicy, parse_beta_header
@@ -74,7 +74,7 @@ def prepare(
         try:
             upstream_model = resolver.resolve(model)
         except UnknownModel as exc:
-            raise GatewayError(404, exc.message, error_type="not_found_error") from None
+            raise ClientInputError(404, exc.message, error_type="not_found_error") from None
     betas = parse_beta_header(value for name, value in request.headers if name.lower() == "anthropic-beta")
     fold = applies(fold_targets, model, upstream_model)
     folded = fold and fold_system_messages(payload)
