@@ -20,7 +20,12 @@ import orjson
 import pytest
 
 from gateway.metrics import GatewayMetrics
+from gateway.providers.vertex import VertexProvider
+from gateway.server import create_app
+from gateway.service import running
 from tests.observability.rig import KEY, SONNET, gateway_rig
+from tests.providers.vertex_harness import GATEWAY_KEY as VERTEX_GATEWAY_KEY
+from tests.providers.vertex_harness import gateway_settings, predict_requests, vertex_upstream
 
 Send = Callable[[aiohttp.ClientSession, str], Awaitable[int]]
 BODY = {"model": SONNET, "max_tokens": 16, "messages": [{"role": "user", "content": "Hi"}]}
@@ -153,3 +158,31 @@ async def test_every_status_path_is_accounted_once(
         else {(("provider", "anthropic"), ("type", case.upstream_error)): 1.0}
     )
     assert upstream_errors == expected
+
+
+async def test_unknown_model_is_the_clients_error_not_the_upstreams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On Vertex an unknown model is refused by the gateway itself (a 404 before any upstream
+    call): one line and one 4xx sample, and no upstream error."""
+    caplog.set_level(logging.INFO, logger="switchyard.access")
+    metrics = GatewayMetrics()
+    async with vertex_upstream(tmp_path, monkeypatch) as (env, emulator):
+        settings = gateway_settings(env)
+        app = create_app(settings, VertexProvider(settings), metrics=metrics)
+        async with running(app, "127.0.0.1", 0) as server, aiohttp.ClientSession() as session:
+            body = orjson.dumps({**BODY, "model": "not-a-claude-model"})
+            headers = {**HEADERS, "x-api-key": VERTEX_GATEWAY_KEY}
+            async with session.post(server.base_url + "/v1/messages", data=body, headers=headers) as answer:
+                assert answer.status == 404
+                assert (await answer.json())["error"]["type"] == "not_found_error"
+        assert predict_requests(emulator) == []
+    (line,) = _access(caplog)
+    assert (line["status"], line["error_type"], line["model"]) == (
+        404,
+        "not_found_error",
+        "not-a-claude-model",
+    )
+    (labels,) = _samples(metrics, "gateway_requests_total")
+    assert dict(labels)["status_class"] == "4xx"
+    assert _samples(metrics, "gateway_upstream_errors_total") == {}
