@@ -42,6 +42,16 @@ def error_type_for_status(status: int) -> str:
     return "api_error" if status >= 500 else "invalid_request_error"
 
 
+def error_type_of(body: bytes, status: int) -> str:
+    """The ``error.type`` of an Anthropic-shaped error body, else the status's usual type."""
+    try:
+        parsed = orjson.loads(body)
+        error_type = parsed["error"]["type"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return error_type_for_status(status)
+    return error_type if isinstance(error_type, str) and error_type else error_type_for_status(status)
+
+
 def error_body(error_type: str, message: str, request_id: str | None = None) -> bytes:
     body: dict[str, object] = {"type": "error", "error": {"type": error_type, "message": message}}
     if request_id is not None:
@@ -77,6 +87,11 @@ class GatewayError(Exception):
         if self.should_retry is not None:
             headers["x-should-retry"] = "true" if self.should_retry else "false"
         return headers
+
+
+class ClientInputError(GatewayError):
+    """The client's own input is at fault (an unknown model, a missing field): never counted as an
+    upstream error, though it is found while preparing the upstream request."""
 
 
 class UpstreamUnavailable(GatewayError):

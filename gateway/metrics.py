@@ -209,7 +209,7 @@ class GatewayMetrics:
 
         ``increase()`` misses a counter's first increment when the series is born with it, so a
         team's first request of a pod's life (or a rare watchdog abort) would never show in
-        over-the-range panels. Call it at start-up; ``Gateway._record`` and key reloads call it too.
+        over-the-range panels. Call it at start-up; ``Gateway._close`` and key reloads call it too.
         Metrics-only keys spend nothing: their teams are not primed.
         """
         if isinstance(keys, KeyRing):

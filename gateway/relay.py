@@ -32,7 +32,7 @@ import orjson
 from aiohttp import web
 
 from gateway.drain import DRAIN_KEY, SHUTDOWN_MESSAGE
-from gateway.errors import GatewayError, error_body, error_type_for_status
+from gateway.errors import GatewayError, error_body, error_type_for_status, error_type_of
 from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.streaming.guard import (
     UPSTREAM_BROKEN,
@@ -324,7 +324,7 @@ async def relay_buffered(
     if upstream.status == 200 and observe_usage:
         outcome.usage, outcome.stop_reason = usage_from_message(body)
     elif upstream.status >= 400:
-        outcome.error_type = error_type_for_status(upstream.status)
+        outcome.error_type = error_type_of(body, upstream.status)  # the upstream's own word
     response = web.Response(status=upstream.status, body=body)
     for name, value in upstream.headers:
         response.headers.add(name, value)

@@ -19,11 +19,12 @@ import orjson
 from aiohttp import web
 
 from gateway.access_log import log_request
+from gateway.accounting import SCOPE_KEY, RequestScope, accounting_middleware
 from gateway.cache.pipeline import CacheContext, CachePipeline, build_store
 from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
-from gateway.errors import GatewayError, error_body
+from gateway.errors import ClientInputError, GatewayError, error_body
 from gateway.headers import forwardable_request_headers, header_value
 from gateway.inbound import Authenticator, client_request
 from gateway.key_reload import KeyReloader
@@ -195,25 +196,48 @@ class Gateway:
         operation: Operation,
         send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
     ) -> web.StreamResponse:
-        started = self.clock()
-        team = self.auth.team_for(request)
-        request_id = self.new_request_id()
-        client = await client_request(request, operation, self.settings.max_body_bytes, request_id)
-        retry_key = RequestKey(team, client)  # the client's own bytes, before any reshaping
+        scope = request[SCOPE_KEY]  # opened by the accounting middleware, closed by ``_close``
+        outcome = scope.outcome
+        try:
+            scope.team = self.auth.team_for(request)
+            scope.client = await client_request(
+                request, operation, self.settings.max_body_bytes, scope.request_id
+            )
+            return await self._exchange(request, scope, send)
+        except GatewayError as exc:
+            if outcome.status == 0:  # made by the gateway for this request (auth, body, preparation)
+                outcome.status, outcome.error_type, outcome.failure = exc.status, exc.error_type, exc.message
+            raise
+        except Exception as exc:
+            if outcome.status == 0:  # the middleware answers 500
+                outcome.status, outcome.error_type = 500, "api_error"
+                outcome.failure = f"internal error: {type(exc).__name__}"
+            raise
+
+    async def _exchange(
+        self,
+        request: web.Request,
+        scope: RequestScope,
+        send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
+    ) -> web.StreamResponse:
+        client = scope.client
+        assert client is not None
+        operation = client.operation
+        retry_key = RequestKey(scope.team, client)  # the client's own bytes, before any reshaping
         retrying = ClientRetries.from_headers(client.headers, self.retry_memory.recall(retry_key))
         cache_context: CacheContext | None = None
         if operation is Operation.MESSAGES:
             client, cache_context = await self.cache.before(client)
         else:
             client = self.cache.normalise_only(client)
-        outcome = Outcome()
+        outcome = scope.outcome
         metrics = self.metrics
         provider = self.provider.name
         metrics.inflight_requests.inc()
         try:
             outcome.upstream_started_at = self.clock()
             attempt = await self._attempt(send, client, outcome, retrying)
-            extra = {"x-client-request-id": request_id, "x-gateway-retries": str(attempt.retries)}
+            extra = {"x-client-request-id": client.request_id, "x-gateway-retries": str(attempt.retries)}
             if attempt.model_fallback is not None:
                 extra["x-gateway-model-fallback"] = attempt.model_fallback
             advice = self._final_advice(attempt, retrying, retry_key)
@@ -222,7 +246,8 @@ class Gateway:
                 outcome.status = exc.status
                 outcome.error_type = exc.error_type
                 outcome.failure = exc.message
-                metrics.upstream_errors.labels(provider, exc.error_type).inc()
+                if not isinstance(exc, ClientInputError):
+                    scope.upstream_error = exc.error_type
                 should_retry = advice.pop("x-should-retry", None)
                 if should_retry is not None:
                     exc.should_retry = should_retry == "true"
@@ -259,24 +284,23 @@ class Gateway:
                         return await relay.run(upstream, extra)
                     finally:
                         metrics.inflight_streams.dec()
-                return await relay_buffered(
+                        if outcome.error_type is not None:  # an error event or a broken stream
+                            scope.upstream_error = outcome.error_type
+                answer = await relay_buffered(
                     upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES
                 )
+                if upstream.status >= 400:  # relayed as the upstream sent it
+                    scope.upstream_error = outcome.error_type
+                return answer
             finally:
                 outcome.upstream_done_at = self.clock()
                 upstream.close()
-        except Exception as exc:
-            if outcome.status == 0 and not isinstance(exc, GatewayError):  # the middleware answers 500
-                outcome.status, outcome.error_type = 500, "api_error"
-                outcome.failure = f"internal error: {type(exc).__name__}"
-            raise
         finally:
             metrics.inflight_requests.dec()
             if cache_context is not None:
                 outcome.cache_break_reason = self.cache.after(
                     cache_context, outcome.usage, outcome.status, provider
                 )
-            self._record(client, team, outcome, started)
 
     def _final_advice(self, attempt: Attempt, retrying: ClientRetries, key: RequestKey) -> dict[str, str]:
         """Remember how the request ended and, for a retryable error, what the client is told."""
@@ -334,7 +358,9 @@ class Gateway:
                 return event
         raise RuntimeError("with_retry ended without an outcome")  # pragma: no cover
 
-    def _record(self, client: ClientRequest, team: str, outcome: Outcome, started: float) -> None:
+    def _close(self, scope: RequestScope) -> None:
+        """The end of one API request's accounting scope: its one sample and one access-log line."""
+        client, team, outcome, started = scope.request(), scope.team, scope.outcome, scope.started
         finished = self.clock()
         duration = finished - started
         provider = self.provider.name
@@ -349,14 +375,14 @@ class Gateway:
         if overhead is not None:
             metrics.overhead.labels(provider).observe(overhead)
         cost = None
-        if client.operation is Operation.MESSAGES:
+        if client.operation is Operation.MESSAGES and scope.client is not None:
             served = outcome.model_fallback or client.model  # tokens and spend go to the model that answered
             cost = load_price_table(self.settings.pricing_file).cost(provider, served, outcome.usage)
             metrics.prime(provider, self.keys)
             metrics.observe_usage(provider, served, team, outcome.usage)
             metrics.observe_cost(provider, served, team, cost)
-        if outcome.error_type is not None and outcome.status == 200:
-            metrics.upstream_errors.labels(provider, outcome.error_type).inc()
+        if scope.upstream_error is not None:
+            metrics.upstream_errors.labels(provider, scope.upstream_error).inc()
         log_request(
             client=client,
             outcome=outcome,
@@ -390,7 +416,8 @@ def create_app(
         request_id_factory=request_id_factory or (lambda: str(uuid.uuid4())),
     )
 
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[error_middleware])
+    accounting = accounting_middleware(gateway._close, gateway.new_request_id, gateway.clock)
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[accounting, error_middleware])
     app[SETTINGS_KEY] = settings
     app[PROVIDER_KEY] = provider
     app[METRICS_KEY] = metrics

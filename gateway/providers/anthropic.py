@@ -1,6 +1,10 @@
 """First-party upstream: the Anthropic API (``ANTHROPIC_BASE_URL``, default api.anthropic.com).
 
-The body goes upstream byte-for-byte as the client sent it; the client's credential is replaced by
+The body goes upstream byte-for-byte as the client sent it unless request preparation
+(:func:`~gateway.providers.preparation.prepare`, shared with the cloud providers) changed something:
+``GATEWAY_MODEL_MAP``, a ``GATEWAY_BETA_POLICY`` row for ``anthropic`` (the default keeps every beta)
+or ``GATEWAY_FOLD_SYSTEM_MESSAGES``. When none of them can apply, preparation is skipped (no copy,
+no parse). The client's credential is replaced by
 the gateway's (``x-api-key`` for ``ANTHROPIC_API_KEY``, ``Authorization: Bearer`` for
 ``ANTHROPIC_AUTH_TOKEN``); a fresh ``x-client-request-id`` is added (first party only: third-party
 hosts may reject unknown headers). Responses, errors included, are relayed verbatim: clients'
@@ -9,9 +13,11 @@ recovery logic matches the upstream wording.
 
 from __future__ import annotations
 
-from gateway.config import Settings
+from gateway.config import ProviderName, Settings
 from gateway.errors import GatewayError
 from gateway.providers.base import ClientRequest, Provider, UpstreamResponse
+from gateway.providers.betas import BetaPolicy
+from gateway.providers.preparation import first_party_headers, prepare, resolver_for
 from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
 
 
@@ -21,6 +27,10 @@ class AnthropicProvider(Provider):
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._pool = UpstreamPool()
+        self._resolver = resolver_for(settings)
+        self._policy = BetaPolicy.from_settings(settings.beta_policy)
+        # the default first-party policy keeps every beta and strips nothing
+        self._policy_applies = self._policy.accepted.get(ProviderName.ANTHROPIC) is not None
         if settings.anthropic_api_key is not None:
             self._auth: tuple[str, str] | None = ("x-api-key", settings.anthropic_api_key.get_secret_value())
             self._credential_source = "ANTHROPIC_API_KEY"
@@ -63,10 +73,33 @@ class AnthropicProvider(Provider):
         return HttpUpstreamResponse(response)
 
     async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:
-        headers = self._with_auth(request.headers)
+        auth = self._with_auth([])
+        dropped: tuple[str, ...] = ()
+        if not self._needs_preparation(request):
+            headers, body = [*request.headers, *auth], request.body
+        else:
+            prepared = prepare(
+                request,
+                ProviderName.ANTHROPIC,
+                self._resolver,
+                self._policy,
+                fold_targets=self._settings.fold_system_messages,
+            )
+            headers = first_party_headers(request.headers, prepared, auth)
+            body, dropped = prepared.body_bytes(request), tuple(prepared.dropped_betas)
         headers.append(("x-client-request-id", request.request_id))
-        response = await self._connection().request("POST", path, headers=headers, body=request.body)
-        return HttpUpstreamResponse(response)
+        response = await self._connection().request("POST", path, headers=headers, body=body)
+        result = HttpUpstreamResponse(response)
+        result.dropped_betas = dropped
+        return result
+
+    def _needs_preparation(self, request: ClientRequest) -> bool:
+        """Whether :func:`prepare` could change anything: otherwise it would only copy the payload."""
+        return (
+            self._policy_applies
+            or bool(self._settings.fold_system_messages)
+            or request.model in self._resolver.overrides
+        )
 
     def _with_auth(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         if self._auth is None:

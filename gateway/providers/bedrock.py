@@ -28,7 +28,7 @@ import aiohttp
 import orjson
 
 from gateway.config import ProviderName, Settings
-from gateway.errors import GatewayError, UpstreamUnavailable, error_body
+from gateway.errors import ClientInputError, GatewayError, UpstreamUnavailable, error_body
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.bedrock_auth import BearerAuth, BedrockAuth, SigV4ChainAuth
 from gateway.providers.bedrock_discovery import bedrock_fetcher
@@ -213,7 +213,7 @@ class BedrockProvider(Provider):
             fold_targets=self._settings.fold_system_messages,
         )
         if not prepared.model:
-            raise GatewayError(400, "model: Field required", error_type="invalid_request_error")
+            raise ClientInputError(400, "model: Field required", error_type="invalid_request_error")
         return prepared
 
     async def _signed(

@@ -38,7 +38,7 @@ from gateway.providers.foundry_auth import (
 )
 from gateway.providers.foundry_errors import foundry_error_response
 from gateway.providers.model_listing import models_page
-from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
+from gateway.providers.preparation import first_party_headers, prepare, resolver_for
 from gateway.providers.token_cache import TokenCache, TokenFetch
 from gateway.transport import HttpUpstreamResponse, UpstreamPool
 
@@ -50,18 +50,6 @@ def foundry_base_url(settings: Settings) -> str | None:
     if settings.foundry_resource:
         return f"https://{settings.foundry_resource}.services.ai.azure.com/anthropic"
     return None
-
-
-def foundry_headers(
-    client_headers: list[tuple[str, str]], prepared: PreparedRequest, auth: list[tuple[str, str]]
-) -> list[tuple[str, str]]:
-    """Client headers plus credentials; ``anthropic-beta`` rewritten only if the policy dropped some."""
-    if not prepared.dropped_betas:
-        return [*client_headers, *auth]
-    headers = [(name, value) for name, value in client_headers if name.lower() != "anthropic-beta"]
-    if prepared.betas:
-        headers.append(("anthropic-beta", ",".join(prepared.betas)))
-    return [*headers, *auth]
 
 
 class FoundryProvider(Provider):
@@ -166,7 +154,7 @@ class FoundryProvider(Provider):
         auth = self._static_auth
         if self._entra is not None:
             auth = [("authorization", f"Bearer {await self._entra.bearer()}")]
-        headers = foundry_headers(request.headers, prepared, auth)
+        headers = first_party_headers(request.headers, prepared, auth)
         response = await self._pool.require().request(
             "POST", path, headers=headers, body=prepared.body_bytes(request)
         )

@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 
 from gateway.config import ProviderName, Settings
-from gateway.errors import GatewayError
+from gateway.errors import ClientInputError
 from gateway.headers import header_value
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import BetaPolicy, parse_beta_header
@@ -74,7 +74,7 @@ def prepare(
         try:
             upstream_model = resolver.resolve(model)
         except UnknownModel as exc:
-            raise GatewayError(404, exc.message, error_type="not_found_error") from None
+            raise ClientInputError(404, exc.message, error_type="not_found_error") from None
     betas = parse_beta_header(value for name, value in request.headers if name.lower() == "anthropic-beta")
     fold = applies(fold_targets, model, upstream_model)
     folded = fold and fold_system_messages(payload)
@@ -107,3 +107,15 @@ def prepare(
 
 def client_header(request: ClientRequest, name: str) -> str | None:
     return header_value(request.headers, name)
+
+
+def first_party_headers(
+    client_headers: list[tuple[str, str]], prepared: PreparedRequest, auth: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Client headers plus credentials; ``anthropic-beta`` rewritten only if the policy dropped some."""
+    if not prepared.dropped_betas:
+        return [*client_headers, *auth]
+    headers = [(name, value) for name, value in client_headers if name.lower() != "anthropic-beta"]
+    if prepared.betas:
+        headers.append(("anthropic-beta", ",".join(prepared.betas)))
+    return [*headers, *auth]

@@ -34,7 +34,7 @@ import aiohttp
 import orjson
 
 from gateway.config import ConfigError, ProviderName, Settings
-from gateway.errors import GatewayError, UpstreamUnavailable
+from gateway.errors import ClientInputError, GatewayError, UpstreamUnavailable
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
 from gateway.providers.model_discovery import ModelCatalogue
@@ -180,7 +180,7 @@ class VertexProvider(Provider):
     async def messages(self, request: ClientRequest) -> UpstreamResponse:
         prepared = self._prepare(request)
         if not prepared.model:
-            raise GatewayError(400, "model: Field required")
+            raise ClientInputError(400, "model: Field required")
         verb = "streamRawPredict" if request.stream else "rawPredict"
         path = model_path(self._project, self._region, prepared.model, verb)
         return await self._post(path, vertex_body(prepared, keep_model=False), request, prepared)
@@ -188,7 +188,7 @@ class VertexProvider(Provider):
     async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
         prepared = self._prepare(request)
         if not prepared.model:
-            raise GatewayError(400, "model: Field required")
+            raise ClientInputError(400, "model: Field required")
         path = model_path(self._project, self._region, "count-tokens", "rawPredict")
         return await self._post(path, vertex_body(prepared, keep_model=True), request, prepared)
 

@@ -77,7 +77,13 @@ async def test_one_line_per_request_without_credentials_or_content(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     responses, ids = await _traffic(tmp_path)
-    first, second = access_records(caplog)  # the 401 is answered before a request is formed
+    first, second, rejected = access_records(caplog)  # the 401 has its line too (issue 12)
+    assert (rejected["status"], rejected["error_type"], rejected["team"], rejected["model"]) == (
+        401,
+        "authentication_error",
+        "",
+        "",
+    )
     assert first["event"] == "request" and first["request_id"] == ids[0]
     assert first["upstream_request_id"] and first["session_id"] == SESSION
     assert (first["provider"], first["operation"], first["model"], first["team"]) == (

@@ -13,6 +13,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.accounting import RequestScope
 from gateway.config import Settings
 from gateway.keys import InboundKey, Role
 from gateway.loop_metrics import LoopMetrics
@@ -119,7 +120,7 @@ def test_overhead_excludes_the_upstream() -> None:
     gateway = _gateway(metrics, now=10.0)
     client = ClientRequest(Operation.MESSAGES, b"{}", {"model": SONNET, "stream": True}, [], "req-1")
     outcome = Outcome(status=200, upstream_started_at=1.002, upstream_done_at=9.9995, relay_busy_s=0.0003)
-    gateway._record(client, "default", outcome, 1.0)
+    gateway._close(RequestScope(Operation.MESSAGES, "req-1", 1.0, outcome, client, "default"))
     registry = metrics.registry
     assert registry.get_sample_value("gateway_overhead_seconds_count", {"provider": "anthropic"}) == 1
     # 2 ms before the upstream + 0.3 ms on chunks + 0.5 ms after it
@@ -131,7 +132,7 @@ def test_overhead_excludes_the_upstream() -> None:
     labels = {"provider": "anthropic", "model": SONNET, "stream": "true"}
     assert registry.get_sample_value("gateway_request_duration_seconds_sum", labels) == 9.0
     # the upstream was never called (the timestamp is not set): no overhead observation
-    gateway._record(client, "default", Outcome(status=502), 1.0)
+    gateway._close(RequestScope(Operation.MESSAGES, "req-1", 1.0, Outcome(status=502), client, "default"))
     assert registry.get_sample_value("gateway_overhead_seconds_count", {"provider": "anthropic"}) == 1
 
 

@@ -1,0 +1,98 @@
+"""One accounting scope per API request: opened when it arrives, closed once when its last byte is
+sent or the client went away.
+
+On ``/v1/messages`` and ``/v1/messages/count_tokens`` every answer — relayed, made by the gateway
+(401 bad key, 400 invalid JSON, 413 too large, 404 unknown model, 405 wrong method, 5xx) or cut
+short by a client disconnect — closes its scope exactly once, and the closing callback writes the
+one access-log line and the one ``gateway_requests_total`` sample. The scope is outermost (outside
+the error middleware), so it sees the status actually sent; it sends a plain response itself so the
+duration runs to the last byte and a client that left is noticed.
+
+Which failures are the upstream's (for ``gateway_upstream_errors_total``) is marked by the handler
+(:attr:`RequestScope.upstream_error`): never an error the client's own input caused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+import aiohttp
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from gateway.errors import error_type_of
+from gateway.providers.base import ClientRequest, Operation
+from gateway.relay import Outcome
+
+API_PATHS: Final[Mapping[str, Operation]] = {
+    "/v1/messages": Operation.MESSAGES,
+    "/v1/messages/count_tokens": Operation.COUNT_TOKENS,
+}
+_CLIENT_GONE: Final = (ConnectionResetError, aiohttp.ClientConnectionResetError)
+
+
+@dataclass(slots=True)
+class RequestScope:
+    """What one API request's accounting needs; filled in by the handler as it learns more."""
+
+    operation: Operation
+    request_id: str
+    started: float
+    outcome: Outcome = field(default_factory=Outcome)
+    client: ClientRequest | None = None  # set once the body is parsed
+    team: str = ""  # set once the caller is authenticated
+    upstream_error: str | None = None  # the error type, when the failure is the upstream's
+
+    def request(self) -> ClientRequest:
+        """The parsed request, or an empty stand-in (no model, no body) when it never was."""
+        if self.client is not None:
+            return self.client
+        return ClientRequest(self.operation, b"", {}, [], self.request_id)
+
+
+SCOPE_KEY: Final = web.RequestKey("accounting_scope", RequestScope)
+
+
+def accounting_middleware(
+    close: Callable[[RequestScope], None],
+    new_request_id: Callable[[], str],
+    clock: Callable[[], float],
+) -> Middleware:
+    """The middleware that opens a scope for each API request and calls ``close`` once for it."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        operation = API_PATHS.get(request.path)
+        if operation is None:
+            return await handler(request)
+        scope = RequestScope(operation, new_request_id(), clock())
+        request[SCOPE_KEY] = scope
+        outcome = scope.outcome
+        try:
+            response = await handler(request)
+            if not response.prepared:  # a whole answer: send it here so the scope sees it go out
+                outcome.status = response.status
+                if response.status >= 400 and outcome.error_type is None:
+                    body = response.body if isinstance(response, web.Response) else None
+                    outcome.error_type = error_type_of(
+                        body if isinstance(body, bytes) else b"", response.status
+                    )
+                try:
+                    await response.prepare(request)
+                    await response.write_eof()
+                except _CLIENT_GONE:
+                    outcome.client_disconnected = True
+            return response
+        except BaseException:
+            # the error middleware answers every Exception, so this is a cancellation (shutdown,
+            # or the client gone while the handler waited)
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                outcome.client_disconnected = True
+            raise
+        finally:
+            close(scope)
+
+    return middleware
