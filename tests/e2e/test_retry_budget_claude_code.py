@@ -118,7 +118,8 @@ async def test_client_retry_limit(tmp_path: Path, version: str, honours: bool) -
 
 
 @pytest.mark.skipif(
-    not SLOW, reason="about 3 minutes of Claude Code's own back-off: run `make soak` (SWITCHYARD_SLOW_TESTS=1)"
+    not SLOW,
+    reason="about 3 minutes of Claude Code's own back-off: run `make soak` (SWITCHYARD_SLOW_TESTS=1)",
 )
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("version", [PINNED, "newest"])
