@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 
@@ -25,7 +26,7 @@ import aiohttp
 import orjson
 
 from gateway.config import ConfigError, ProviderName, Settings
-from gateway.errors import GatewayError, UpstreamUnavailable
+from gateway.errors import GatewayError
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
 from gateway.providers.credentials_health import CredentialHealth
@@ -41,6 +42,8 @@ from gateway.providers.model_listing import models_page
 from gateway.providers.preparation import first_party_headers, prepare, resolver_for
 from gateway.providers.token_cache import TokenCache, TokenFetch
 from gateway.transport import HttpUpstreamResponse, UpstreamPool
+
+log = logging.getLogger("switchyard.foundry")
 
 
 def foundry_base_url(settings: Settings) -> str | None:
@@ -165,7 +168,15 @@ class FoundryProvider(Provider):
             try:
                 raw = await response.read()
             except (aiohttp.ClientError, OSError) as exc:
-                raise UpstreamUnavailable(f"upstream error body lost: {type(exc).__name__}") from None
+                # the status line is the upstream's answer: a 401 whose body was cut stays a 401
+                # (retrying it as "unreachable" would mask the credential problem)
+                log.warning(
+                    "foundry error body lost (status %d, request %s): %s",
+                    response.status,
+                    request.request_id,
+                    type(exc).__name__,
+                )
+                raw = b""
             finally:
                 response.release()
             result = foundry_error_response(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -289,3 +290,36 @@ async def test_resource_url_and_list_models(tmp_path: Path) -> None:
     assert provider.describe()["base_url"] == "https://acme.services.ai.azure.com/anthropic"
     listing = orjson.loads(await (await provider.list_models([], "")).read())
     assert "claude-sonnet-4-6" in [model["id"] for model in listing["data"]]
+
+
+async def test_an_error_whose_body_is_cut_keeps_its_status() -> None:
+    """A 401 whose body the upstream cuts short is still a 401 (not retried as "unreachable":
+    a retry would mask the credential problem, and with a one-off 401 would even succeed)."""
+    seen: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        seen.append(head.split(b"\r\n", 1)[0])
+        writer.write(
+            b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 200\r\n\r\n{"
+        )
+        await writer.drain()
+        writer.close()  # 199 bytes short
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    env = {
+        "GATEWAY_PROVIDER": "foundry",
+        "ANTHROPIC_FOUNDRY_BASE_URL": f"http://127.0.0.1:{port}/anthropic",
+        "ANTHROPIC_FOUNDRY_API_KEY": FOUNDRY_KEY,
+    }
+    try:
+        async with foundry_gateway(env, GATEWAY_MAX_RETRIES="3") as url:
+            client = anthropic.AsyncAnthropic(api_key=GATEWAY_KEY, base_url=url, max_retries=0)
+            with pytest.raises(anthropic.AuthenticationError):
+                await client.messages.create(model=MODEL, max_tokens=16, messages=USER)
+            await client.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert seen == [b"POST /anthropic/v1/messages HTTP/1.1"]
