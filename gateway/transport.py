@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -102,6 +103,28 @@ class HttpUpstreamResponse(UpstreamResponse):
 
     def close(self) -> None:
         self._response.release()
+
+
+async def read_error_body(response: aiohttp.ClientResponse, provider: str, request_id: str) -> bytes:
+    """The body of a non-2xx upstream answer, or ``b""`` when the connection drops while reading it.
+
+    The status line is the upstream's answer: a 401 whose body was cut stays a 401 (mapped by its
+    status), never a retryable "upstream unreachable" that would mask it (and, for a one-off
+    error, turn into a success on the retry). The response is released either way.
+    """
+    try:
+        return await response.read()
+    except (aiohttp.ClientError, OSError) as exc:
+        logging.getLogger("switchyard.transport").warning(
+            "%s error body lost (status %d, request %s): %s",
+            provider,
+            response.status,
+            request_id,
+            type(exc).__name__,
+        )
+        return b""
+    finally:
+        response.release()
 
 
 def build_ssl_context(settings: Settings) -> ssl.SSLContext:

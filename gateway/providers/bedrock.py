@@ -45,7 +45,7 @@ from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.model_listing import describe_model_map, models_page
 from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.streaming.eventstream import EventStreamResponse, EventStreamToSSE
-from gateway.transport import Upstream, UpstreamPool
+from gateway.transport import Upstream, UpstreamPool, read_error_body
 
 log = logging.getLogger("switchyard.bedrock")
 
@@ -234,12 +234,13 @@ class BedrockProvider(Provider):
         )
 
     async def _buffered(self, response: aiohttp.ClientResponse, request: ClientRequest) -> BufferedResponse:
-        try:
-            body = await response.read()
-        except aiohttp.ClientError:
-            raise UpstreamUnavailable("upstream connection lost while reading the response") from None
         if response.status == 200:
+            try:
+                body = await response.read()
+            except (aiohttp.ClientError, OSError):
+                raise UpstreamUnavailable("upstream connection lost while reading the response") from None
             return BufferedResponse(200, body, _relayed_headers(response, response.content_type or JSON))
+        body = await read_error_body(response, "bedrock", request.request_id)
         return http_error(
             response.status,
             list(response.headers.items()),

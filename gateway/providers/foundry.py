@@ -18,11 +18,9 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Callable
 
-import aiohttp
 import orjson
 
 from gateway.config import ConfigError, ProviderName, Settings
@@ -41,9 +39,7 @@ from gateway.providers.foundry_errors import foundry_error_response
 from gateway.providers.model_listing import models_page
 from gateway.providers.preparation import first_party_headers, prepare, resolver_for
 from gateway.providers.token_cache import TokenCache, TokenFetch
-from gateway.transport import HttpUpstreamResponse, UpstreamPool
-
-log = logging.getLogger("switchyard.foundry")
+from gateway.transport import HttpUpstreamResponse, UpstreamPool, read_error_body
 
 
 def foundry_base_url(settings: Settings) -> str | None:
@@ -165,20 +161,7 @@ class FoundryProvider(Provider):
         if 200 <= response.status < 300:
             result = HttpUpstreamResponse(response)
         else:
-            try:
-                raw = await response.read()
-            except (aiohttp.ClientError, OSError) as exc:
-                # the status line is the upstream's answer: a 401 whose body was cut stays a 401
-                # (retrying it as "unreachable" would mask the credential problem)
-                log.warning(
-                    "foundry error body lost (status %d, request %s): %s",
-                    response.status,
-                    request.request_id,
-                    type(exc).__name__,
-                )
-                raw = b""
-            finally:
-                response.release()
+            raw = await read_error_body(response, "foundry", request.request_id)
             result = foundry_error_response(
                 response.status, raw, response.headers.items(), request.request_id, request.model
             )

@@ -30,11 +30,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final
 
-import aiohttp
 import orjson
 
 from gateway.config import ConfigError, ProviderName, Settings
-from gateway.errors import ClientInputError, GatewayError, UpstreamUnavailable
+from gateway.errors import ClientInputError, GatewayError
 from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
 from gateway.providers.model_discovery import ModelCatalogue
@@ -43,7 +42,7 @@ from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
 from gateway.providers.vertex_auth import GoogleCredentials, load_google_credentials
 from gateway.providers.vertex_discovery import vertex_fetcher
 from gateway.providers.vertex_errors import vertex_error_response
-from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
+from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool, read_error_body
 
 VERTEX_API_VERSION: Final = "vertex-2023-10-16"
 _NOT_TO_VERTEX: Final = frozenset({"anthropic-version", "anthropic-beta", "content-type"})
@@ -217,12 +216,7 @@ class VertexProvider(Provider):
         if 200 <= response.status < 300:
             result = HttpUpstreamResponse(response)
         else:
-            try:
-                raw = await response.read()
-            except (aiohttp.ClientError, OSError) as exc:
-                raise UpstreamUnavailable(f"upstream error body lost: {type(exc).__name__}") from None
-            finally:
-                response.release()
+            raw = await read_error_body(response, "vertex", request.request_id)
             result = vertex_error_response(
                 response.status, raw, response.headers.items(), request.request_id, request.model
             )
