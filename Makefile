@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test soak lint bench clean constraints dashboards k8s
+.PHONY: venv demo test soak lint bench profile clean constraints dashboards k8s
 
 # Create the venv and install the project with the pinned dependency set (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
@@ -38,11 +38,17 @@ k8s: $(STAMP)
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/build.py
 
+# Direct, bare aiohttp pass-through (the floor) and gateway side by side, then the other benches.
 bench: $(STAMP)
 	$(BIN)/python -m gateway.bench --json bench-results.json
 	$(BIN)/python -m gateway.bench.eventstream_bench
 	$(BIN)/python -m gateway.bench.provider_latency
 	$(BIN)/python -m gateway.bench.cache_efficiency
+
+# py-spy profile of the gateway under load (py-spy is installed on demand into ~/.cache/switchyard).
+profile: $(STAMP)
+	$(BIN)/python -m gateway.bench profile --mode nonstream
+	$(BIN)/python -m gateway.bench profile --mode stream
 
 # Re-pin after changing dependencies: installs the newest allowed versions into a scratch venv.
 constraints:

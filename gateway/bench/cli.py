@@ -1,12 +1,17 @@
 """Command line of the benchmark harness.
 
 ``python -m gateway.bench [options]``
-    Full benchmark (what ``make bench`` runs): fake upstream + gateway subprocesses, direct vs
-    gateway for every mode and concurrency, table and targets on stdout.
+    Full benchmark (what ``make bench`` runs): fake upstream, bare aiohttp pass-through and gateway
+    subprocesses; direct, pass-through and gateway for every mode and concurrency; tables, ratios to
+    the pass-through floor and targets on stdout.
 ``python -m gateway.bench upstream --port N``
     Only the fake upstream, in the foreground (to point another gateway at it).
 ``python -m gateway.bench loadgen --url URL [...]``
     Only the load generator, against any URL; prints a summary (or raw samples with ``--json``).
+``python -m gateway.bench passthrough --upstream URL --port N``
+    Only the bare aiohttp pass-through (:mod:`gateway.bench.passthrough`), in the foreground.
+``python -m gateway.bench profile [--mode stream|nonstream] [--concurrency 10] [--seconds 10]``
+    Sampling profile of the gateway under load with py-spy (:mod:`gateway.bench.profiling`).
 
 Benchmarking another gateway (e.g. a LiteLLM proxy) the same way::
 
@@ -76,17 +81,19 @@ benchmarking another Anthropic-compatible gateway (e.g. a LiteLLM proxy):
      api_base http://127.0.0.1:9100 and any api_key) and start it, say on port 4000
   3. python -m gateway.bench --target http://127.0.0.1:4000 --upstream-url http://127.0.0.1:9100 \\
          --api-key <its client key> [--auth-header authorization] [--target-pid <its pid>]
-  The direct baseline then uses the same fake upstream, so both columns are comparable with ours.
-  Start-up time is measured only for the gateway we spawn; RSS and CPU only with --target-pid.
+  The direct baseline and the pass-through floor then use the same fake upstream, so every column
+  is comparable with ours. Start-up time is measured only for the gateway we spawn; RSS and CPU
+  (so the CPU ratio to the floor) only with --target-pid.
 """
 
 
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m gateway.bench",
-        description="Benchmark the gateway against a fast fake Anthropic upstream. "
-        "Sub-commands: 'upstream' (fake upstream only), 'loadgen' (load generator only); "
-        "see 'python -m gateway.bench upstream --help'.",
+        description="Benchmark the gateway against a fast fake Anthropic upstream, side by side with "
+        "a bare aiohttp pass-through (the floor). Sub-commands: 'upstream' (fake upstream only), "
+        "'loadgen' (load generator only), 'passthrough' (pass-through only), 'profile' (py-spy "
+        "profile of the gateway under load); see 'python -m gateway.bench profile --help'.",
         epilog=_OTHER_GATEWAYS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -96,7 +103,15 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--upstream-port", type=int, default=0, help="port for the fake upstream we start (default: free)"
     )
-    p.add_argument("--duration", type=float, default=15.0, help="measured seconds per run (default 15)")
+    p.add_argument(
+        "--duration", type=float, default=4.0, help="measured seconds per run and round (default 4)"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="runs per target and cell, every other round in reverse target order (default 2)",
+    )
     p.add_argument("--concurrency", type=_csv_ints, default=[1, 10, 50], help="e.g. 1,10,50 (default)")
     p.add_argument("--modes", type=_csv_modes, default=list(MODES), help="nonstream,stream (default both)")
     p.add_argument(
@@ -116,7 +131,9 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--loadgen-procs", type=int, default=1, help="load generator processes (default 1)")
     p.add_argument(
-        "--pin", action="store_true", help="pin the gateway to CPU 0 and everything else to the rest"
+        "--pin",
+        action="store_true",
+        help="pin the gateway and the pass-through to CPU 0 and everything else to the rest",
     )
     p.add_argument("--startup-timeout", type=float, default=30.0)
     p.add_argument("--json", dest="json_out", help="also write the results as JSON to this file")
@@ -191,7 +208,10 @@ def _main_loadgen(argv: Sequence[str]) -> int:
 
 
 def _main_run(argv: Sequence[str]) -> int:
-    a = _run_parser().parse_args(argv)
+    parser = _run_parser()
+    a = parser.parse_args(argv)
+    if a.rounds < 1 or a.duration <= 0:
+        parser.error("--rounds must be >= 1 and --duration > 0")
     opts = BenchOptions(
         target=a.target,
         target_pid=a.target_pid,
@@ -199,6 +219,7 @@ def _main_run(argv: Sequence[str]) -> int:
         upstream_port=a.upstream_port,
         duration=a.duration,
         warmup=a.warmup,
+        rounds=a.rounds,
         concurrency=a.concurrency,
         modes=a.modes,
         gateway_cmd=a.gateway_cmd,
@@ -230,4 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main_upstream(args[1:])
     if args and args[0] == "loadgen":
         return _main_loadgen(args[1:])
+    # imported here: the load generator processes start with this module and need neither
+    if args and args[0] == "passthrough":
+        from gateway.bench import passthrough
+
+        return passthrough.main(args[1:])
+    if args and args[0] == "profile":
+        from gateway.bench import profiling
+
+        return profiling.main(args[1:])
     return _main_run(args)

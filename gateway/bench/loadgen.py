@@ -4,7 +4,10 @@ Each worker sends a request, waits for the complete response, and immediately se
 A request is *counted* when it completes inside the measurement window ``[start + warmup,
 start + warmup + duration]``; requests/s is the counted number divided by ``duration``.
 
-Recorded per request: total latency (request written -> last body byte), time to first body
+Recorded per request: the completion time of every successful request, warm-up included (``ends``,
+``time.perf_counter()`` values: on Linux that is ``CLOCK_MONOTONIC``, one clock for every process, so
+the runner can count the requests completed inside the exact window it read a target's CPU time
+over); for those inside the measurement window, total latency (request written -> last body byte), time to first body
 byte, and for streams time to the first ``content_block_delta`` ("TTFT"), plus status and errors.
 An error is a connection failure, a timeout, a non-200 status, or a stream without
 ``message_stop``. :func:`run_load` runs in the current process; the ``loadgen`` CLI sub-command runs
@@ -66,6 +69,7 @@ class LoadSamples:
     latency: list[float] = field(default_factory=list)
     ttfb: list[float] = field(default_factory=list)  # first body byte
     ttft: list[float] = field(default_factory=list)  # first content_block_delta (streams only)
+    ends: list[float] = field(default_factory=list)  # completion time of every success, warm-up too
     ok: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     statuses: dict[str, int] = field(default_factory=dict)
@@ -89,12 +93,23 @@ class LoadSamples:
             merged.latency += p.latency
             merged.ttfb += p.ttfb
             merged.ttft += p.ttft
+            merged.ends += p.ends
             merged.ok += p.ok
             errors.update(p.errors)
             statuses.update(p.statuses)
         merged.errors = dict(errors)
         merged.statuses = dict(statuses)
         return merged
+
+    @classmethod
+    def pool(cls, rounds: list[LoadSamples]) -> LoadSamples:
+        """Runs of the same load one after another (rounds): samples and durations add up, the
+        concurrency stays."""
+        pooled = cls.merge(rounds)
+        pooled.concurrency = rounds[0].concurrency
+        pooled.duration = sum(r.duration for r in rounds)
+        pooled.processes = rounds[0].processes
+        return pooled
 
     @property
     def error_count(self) -> int:
@@ -145,6 +160,8 @@ async def _worker(
             conn.close()
             conn = None
             continue
+        if resp.status == 200 and (resp.complete_stream or not stream):
+            s.ends.append(resp.t_end)
         if not rec.in_window(resp.t_end):
             continue
         rec.statuses[str(resp.status)] += 1

@@ -1,4 +1,5 @@
-"""Spawning and stopping the benchmark's child processes: fake upstream, gateway, load generators.
+"""Spawning and stopping the benchmark's child processes: fake upstream, gateway, pass-through,
+load generators.
 
 Every child is started with ``python -m gateway.bench ...`` (or the gateway command) so it gets its
 own interpreter and event loop; optional CPU pinning is applied before ``exec`` so every thread a
@@ -83,6 +84,11 @@ def start_gateway(
         preexec_fn=_pin(cpus),
     )
     return proc, t0
+
+
+def passthrough_cmd(upstream_url: str, port: int) -> list[str]:
+    """The command that starts the bare aiohttp pass-through (:mod:`gateway.bench.passthrough`)."""
+    return _bench_cmd("passthrough", "--upstream", upstream_url, "--port", str(port))
 
 
 def post_once(cfg: LoadConfig, timeout: float = 5.0) -> int:

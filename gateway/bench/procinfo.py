@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _status_kb(pid: int, field: str) -> int:
@@ -65,7 +65,13 @@ def machine_busy_seconds() -> float:
     with open("/proc/stat", encoding="ascii") as fh:
         parts = fh.readline().split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in parts[:7])
-    return (user + nice + system + irq + softirq) / _CLK_TCK
+    return (user + nice + system + irq + softirq) / CLK_TCK
+
+
+def process_ticks(pid: int) -> int | None:
+    """utime + stime of ``pid`` (every thread of it) in clock ticks; ``None`` once it has exited."""
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[11]) + int(fields[12])
 
 
 def all_process_ticks() -> dict[int, tuple[int, str]]:
@@ -93,8 +99,28 @@ class CpuSnapshot:
 
 
 def snapshot(at: float, roles: Mapping[str, Iterable[int]]) -> CpuSnapshot:
+    """Every process's CPU time; the roles' processes are read first, right after ``at`` was taken,
+    so their readings belong to that moment (the scan of every other process takes milliseconds)."""
     frozen = {role: frozenset(pids) for role, pids in roles.items()}
-    return CpuSnapshot(at, frozen, all_process_ticks(), machine_busy_seconds())
+    first = {pid: process_ticks(pid) for pids in frozen.values() for pid in pids}
+    processes = all_process_ticks()
+    for pid, ticks in first.items():
+        if ticks is not None:
+            processes[pid] = (ticks, processes.get(pid, (0, "?"))[1])
+    return CpuSnapshot(at, frozen, processes, machine_busy_seconds())
+
+
+def role_cpu_seconds(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, float]:
+    """User + system CPU seconds each role's processes used between the two snapshots (only
+    processes alive at both count: the targets measured here live across the whole window)."""
+    out: dict[str, float] = {}
+    for role, pids in after.roles.items():
+        ticks = 0
+        for pid in pids | before.roles.get(role, frozenset()):
+            if pid in before.processes and pid in after.processes:
+                ticks += max(0, after.processes[pid][0] - before.processes[pid][0])
+        out[role] = ticks / CLK_TCK
+    return out
 
 
 @dataclass(frozen=True)
@@ -120,7 +146,7 @@ def shares(before: CpuSnapshot, after: CpuSnapshot) -> CpuShares:
     wall = after.at - before.at
     if wall <= 0:
         return CpuShares({}, 0.0, 0.0, 0.0, [])
-    scale = 100.0 / (_CLK_TCK * wall)
+    scale = 100.0 / (CLK_TCK * wall)
 
     def delta(pid: int) -> int:
         ticks = after.processes.get(pid, (0, ""))[0] - before.processes.get(pid, (0, ""))[0]

@@ -1,4 +1,10 @@
-"""Statistics over load samples, the direct-vs-gateway comparison table, and the target check.
+"""Statistics over load samples, the per-target figures, their ratios to the floor, and the targets.
+
+Every mode x concurrency ("cell") is run against three targets: ``direct`` (the fake upstream
+itself), ``passthrough`` (the bare aiohttp pass-through, the floor) and the gateway under test.
+A target's CPU per request is the user + system CPU time of its process tree over a window divided
+by the successful requests completed inside that same window (:class:`RoundCpu`); over several
+rounds the CPU seconds and the requests are each summed before dividing.
 
 Nothing here asserts anything about absolute times: targets are printed next to the measured
 values with a PASS/MISS marker, and it is up to the reader to judge them.
@@ -6,11 +12,22 @@ values with a PASS/MISS marker, and it is up to the reader to judge them.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gateway.bench.loadgen import LoadSamples
+
+DIRECT = "direct"
+FLOOR = "passthrough"
+
+# issue 12's targets (gateway relative to the pass-through floor measured in the same run)
+CPU_RATIO_LIMITS = {"nonstream": 2.0, "stream": 1.6}
+CPU_RATIO_CONCURRENCY = (10, 50)
+ADDED_LATENCY_LIMIT_MS = 0.5
+IDLE_RSS_LIMIT_MB = 60.0
+STARTUP_LIMIT_S = 1.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -44,7 +61,7 @@ class Summary:
 
     @property
     def first_token_ms(self) -> float:
-        """The 'TTFB' column: first content_block_delta for streams, first body byte otherwise."""
+        """The 'TTFT' column: first content_block_delta for streams, first body byte otherwise."""
         return self.ttft_p50_ms if self.mode == "stream" else self.ttfb_p50_ms
 
 
@@ -65,136 +82,135 @@ def summarize(samples: LoadSamples) -> Summary:
     )
 
 
+def completions_in_window(ends: Sequence[float], start: float, end: float) -> int:
+    """How many completion times in ``ends`` fall within ``[start, end]``."""
+    ordered = sorted(ends)
+    return bisect.bisect_right(ordered, end) - bisect.bisect_left(ordered, start)
+
+
+def cpu_ms_per_request(cpu_s: float | None, completed: int) -> float:
+    """CPU milliseconds per completed request; NaN when unmeasured or nothing completed."""
+    if cpu_s is None or completed <= 0:
+        return math.nan
+    return cpu_s * 1e3 / completed
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    if math.isnan(numerator) or math.isnan(denominator) or denominator == 0:
+        return math.nan
+    return numerator / denominator
+
+
 @dataclass(frozen=True)
-class Comparison:
-    """The same load run directly against the upstream and through the gateway under test."""
+class RoundCpu:
+    """A target's CPU over one measured window, and the requests completed inside that window."""
 
-    direct: Summary
-    gateway: Summary
-    cpu_direct: dict[str, float]  # role -> % of one core during the measurement window
-    cpu_gateway: dict[str, float]
-
-    @property
-    def added_p50_ms(self) -> float:
-        return self.gateway.p50_ms - self.direct.p50_ms
+    window_s: float
+    cpu_s: float | None  # user + system CPU of the target's process tree; None: not measured
+    completed: int
 
     @property
-    def rps_ratio(self) -> float:
-        return self.gateway.rps / self.direct.rps if self.direct.rps else math.nan
+    def cpu_ms_per_req(self) -> float:
+        return cpu_ms_per_request(self.cpu_s, self.completed)
+
+
+@dataclass(frozen=True)
+class TargetRun:
+    """One target in one cell, pooled over every round it was run."""
+
+    summary: Summary  # from every round's samples together
+    rounds: tuple[RoundCpu, ...]
+    cpu_shares: dict[str, float]  # role -> mean % of one core over the rounds' windows
+
+    @classmethod
+    def pool(
+        cls, samples: list[LoadSamples], rounds: list[RoundCpu], shares: Sequence[Mapping[str, float]]
+    ) -> TargetRun:
+        roles = list(dict.fromkeys(role for s in shares for role in s))
+        mean = {r: sum(s.get(r, 0.0) for s in shares) / len(shares) for r in roles} if shares else {}
+        return cls(summarize(LoadSamples.pool(samples)), tuple(rounds), mean)
 
     @property
-    def p50_ratio(self) -> float:
-        return self.gateway.p50_ms / self.direct.p50_ms if self.direct.p50_ms else math.nan
+    def cpu_measured(self) -> bool:
+        return bool(self.rounds) and all(r.cpu_s is not None for r in self.rounds)
+
+    @property
+    def cpu_ms_per_req(self) -> float:
+        """Sum of CPU over sum of completed requests (NaN if any round was not measured)."""
+        if not self.cpu_measured:
+            return math.nan
+        return cpu_ms_per_request(
+            sum(r.cpu_s or 0.0 for r in self.rounds), sum(r.completed for r in self.rounds)
+        )
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One mode x concurrency: every target's run."""
+
+    mode: str
+    concurrency: int
+    runs: dict[str, TargetRun]
+
+    def added_p50_ms(self, name: str) -> float:
+        """Median latency the target adds over going direct to the fake upstream."""
+        return self.runs[name].summary.p50_ms - self.runs[DIRECT].summary.p50_ms
+
+    def added_ttft_ms(self, name: str) -> float:
+        """Median time to the first content_block_delta the target adds (streams; NaN otherwise)."""
+        return self.runs[name].summary.ttft_p50_ms - self.runs[DIRECT].summary.ttft_p50_ms
+
+    def cpu_ratio(self, name: str) -> float:
+        """The target's CPU per request over the pass-through's."""
+        return ratio(self.runs[name].cpu_ms_per_req, self.runs[FLOOR].cpu_ms_per_req)
+
+    def cpu_ratio_range(self, name: str) -> tuple[float, float]:
+        """Lowest and highest per-round CPU ratio (round i of the target over round i of the floor)."""
+        pairs = zip(self.runs[name].rounds, self.runs[FLOOR].rounds, strict=False)
+        values = [
+            v for v in (ratio(t.cpu_ms_per_req, f.cpu_ms_per_req) for t, f in pairs) if not math.isnan(v)
+        ]
+        return (min(values), max(values)) if values else (math.nan, math.nan)
+
+    def rps_ratio(self, name: str) -> float:
+        """The target's throughput over the pass-through's."""
+        return ratio(self.runs[name].summary.rps, self.runs[FLOOR].summary.rps)
 
 
 @dataclass(frozen=True)
 class TargetCheck:
+    """A measured figure against its upper limit (NaN never passes)."""
+
     name: str
     measured: float
     limit: float
     unit: str
-    higher_is_better: bool
 
     @property
     def passed(self) -> bool:
-        if math.isnan(self.measured):
-            return False
-        return self.measured >= self.limit if self.higher_is_better else self.measured < self.limit
-
-    def line(self) -> str:
-        op = ">=" if self.higher_is_better else "<"
-        mark = "PASS" if self.passed else "MISS"
-        measured = _fmt(self.measured, 2)
-        return (
-            f"  [{mark}] {self.name:<42} measured {measured:>9} {self.unit:<5} target {op} {_g(self.limit)}"
-        )
-
-
-def _g(v: float) -> str:
-    return f"{v:g}"
-
-
-def _fmt(v: float, digits: int = 2) -> str:
-    return "-" if math.isnan(v) else f"{v:.{digits}f}"
+        return not math.isnan(self.measured) and self.measured <= self.limit
 
 
 def check_targets(
-    comparisons: Sequence[Comparison], startup_s: float | None, idle_rss_mb: float | None
+    cells: Sequence[Cell], label: str, startup_s: float | None, idle_rss_mb: float | None
 ) -> list[TargetCheck]:
-    """The issue's targets, evaluated against whatever was measured (absent figures are skipped)."""
-    checks: list[TargetCheck] = []
-    for c in comparisons:
-        if c.direct.concurrency == 1:
-            checks.append(
-                TargetCheck(f"added p50 latency, {c.direct.mode}, c=1", c.added_p50_ms, 1.0, "ms", False)
-            )
-        if c.gateway.concurrency == 50:
-            limit = 2000.0 if c.gateway.mode == "nonstream" else 800.0
-            checks.append(
-                TargetCheck(
-                    f"gateway throughput, {c.gateway.mode}, c=50", c.gateway.rps, limit, "req/s", True
-                )
-            )
+    """Issue 12's targets, evaluated against whatever was measured (absent figures are skipped)."""
+    ratios: list[TargetCheck] = []
+    latency: list[TargetCheck] = []
+    for c in cells:
+        measured_both = FLOOR in c.runs and label in c.runs and c.runs[label].cpu_measured
+        if c.concurrency in CPU_RATIO_CONCURRENCY and measured_both and c.runs[FLOOR].cpu_measured:
+            name = f"CPU/request {label} / pass-through, {c.mode}, c={c.concurrency}"
+            ratios.append(TargetCheck(name, c.cpu_ratio(label), CPU_RATIO_LIMITS[c.mode], "x"))
+        if c.concurrency == 1 and DIRECT in c.runs and label in c.runs:
+            if c.mode == "nonstream":
+                name, added = "added p50 latency, nonstream, c=1", c.added_p50_ms(label)
+            else:
+                name, added = "added TTFT p50, stream, c=1", c.added_ttft_ms(label)
+            latency.append(TargetCheck(name, added, ADDED_LATENCY_LIMIT_MS, "ms"))
+    checks = ratios + latency
     if idle_rss_mb is not None:
-        checks.append(TargetCheck("idle RSS", idle_rss_mb, 80.0, "MB", False))
+        checks.append(TargetCheck("idle RSS", idle_rss_mb, IDLE_RSS_LIMIT_MB, "MB"))
     if startup_s is not None:
-        checks.append(TargetCheck("start-up to first served request", startup_s, 2.0, "s", False))
+        checks.append(TargetCheck("start-up (spawn -> first served 200)", startup_s, STARTUP_LIMIT_S, "s"))
     return checks
-
-
-def format_cpu(comparisons: Sequence[Comparison], label: str = "gateway") -> list[str]:
-    """CPU share of each process role during each measurement window, in % of one core."""
-    roles: list[str] = []
-    for c in comparisons:
-        for role in [*c.cpu_direct, *c.cpu_gateway]:
-            if role not in roles:
-                roles.append(role)
-    widths = [max(5, len(r)) for r in roles]
-    cols = " ".join(f"{r:>{w}}" for r, w in zip(roles, widths, strict=True))
-    rows = [
-        "CPU during each measurement window, % of one core (machine = all busy CPU, at most 100% x cores;",
-        "  other procs = processes outside the benchmark; kernel = busy CPU charged to no process, mostly",
-        "  loopback softirq work):",
-        f"{'mode':>10} {'conc':>5} {'run':>8} | {cols}",
-    ]
-    for c in comparisons:
-        for run, cpu in (("direct", c.cpu_direct), (label, c.cpu_gateway)):
-            vals = " ".join(
-                f"{cpu[r]:>{w}.0f}" if r in cpu else f"{'-':>{w}}" for r, w in zip(roles, widths, strict=True)
-            )
-            rows.append(f"{c.direct.mode:>10} {c.direct.concurrency:>5} {run:>8} | {vals}")
-    return rows
-
-
-def _cols(s: Summary) -> str:
-    return f"{_fmt(s.p50_ms):>7} {_fmt(s.p99_ms):>7} {_fmt(s.first_token_ms):>7} {_fmt(s.rps, 0):>9}"
-
-
-def format_table(comparisons: Sequence[Comparison], label: str = "gateway") -> str:
-    """The main comparison table plus a CPU-share table (percent of one core per role)."""
-    head1 = f"{'':>16} | {'direct (fake upstream)':^33} | {label + ' -> fake upstream':^33} | {'':^21}"
-    head2 = (
-        f"{'mode':>10} {'conc':>5} | {'p50':>7} {'p99':>7} {'TTFB':>7} {'rps':>9} | "
-        f"{'p50':>7} {'p99':>7} {'TTFB':>7} {'rps':>9} | {'+p50ms':>7} {'rps x':>6} {'p50 x':>6}"
-    )
-    rows = [head1, head2, "-" * len(head2)]
-    for c in comparisons:
-        d, g = c.direct, c.gateway
-        err = ""
-        if d.errors or g.errors:
-            err = f"  errors: direct {d.errors}, {label} {g.errors}"
-        rows.append(
-            f"{d.mode:>10} {d.concurrency:>5} | {_cols(d)} | {_cols(g)} | "
-            f"{_fmt(c.added_p50_ms):>7} {_fmt(c.rps_ratio):>6} {_fmt(c.p50_ratio):>6}{err}"
-        )
-    rows.append("latencies in ms; TTFB = p50 time to the first content_block_delta (stream)")
-    rows.append("  or to the first body byte (nonstream);")
-    rows.append("rps x = gateway/direct throughput; p50 x = gateway/direct median latency")
-    if any(c.cpu_direct or c.cpu_gateway for c in comparisons):
-        rows += ["", *format_cpu(comparisons, label)]
-    return "\n".join(rows)
-
-
-def format_targets(checks: Sequence[TargetCheck]) -> str:
-    lines = [c.line() for c in checks] or ["  (none of the targeted figures was measured in this run)"]
-    return "\n".join(["Targets (from the issue; measured on this machine, not asserted):", *lines])

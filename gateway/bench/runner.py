@@ -1,39 +1,49 @@
-"""The benchmark procedure: start the fake upstream (and the gateway), measure, compare, report.
+"""The benchmark procedure: fake upstream, pass-through floor and gateway, measured side by side.
 
 Default procedure (``make bench``):
 
 1. start the fake upstream in its own process on a free loopback port;
-2. spawn the gateway (``python -m gateway serve``) pointed at it, and time spawn -> first 200 to a
-   ``POST /v1/messages`` (start-up); read its idle RSS;
-3. for every mode and concurrency, run the same closed-loop load directly against the fake upstream
-   and then through the gateway, recording each process's CPU share during the measurement window;
-4. read the gateway's RSS after load and its peak (VmHWM); print the table and the targets.
+2. spawn the bare aiohttp pass-through (:mod:`gateway.bench.passthrough`) and the gateway
+   (``python -m gateway serve``, every default feature on: inbound key auth, the cache pipeline
+   with the memory store, metrics, the access log at INFO into a file) pointed at it; time each
+   spawn -> first 200 to a ``POST /v1/messages`` (start-up); read their idle RSS;
+3. for every mode and concurrency, run the same closed-loop load against each target one after
+   another: ``direct`` (the fake upstream), ``passthrough``, then the gateway; repeat ``rounds``
+   times, every other round in reverse order, so slow drifts in the machine's load hit every
+   target alike. Each run reads every process's CPU time at the start and end of its measurement
+   window (after the warm-up) and counts the requests completed inside exactly that window;
+4. pool the rounds (CPU seconds and completed requests summed, latency samples merged), compute
+   CPU per request, the gateway / pass-through ratios and the latency added over direct; print the
+   tables and issue 12's targets.
 
-With ``target`` set, step 2 is skipped and the already-running URL is measured instead (its
-start-up and memory are read only if its pid is given).
+With ``target`` set, the gateway spawn is skipped and that running URL is measured instead (its
+CPU, start-up and memory are read only if its pid is given); the pass-through still runs.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gateway.bench import evloop, payloads, processes, procinfo
 from gateway.bench.loadgen import LoadConfig, LoadSamples
 from gateway.bench.report import (
-    Comparison,
+    DIRECT,
+    FLOOR,
+    Cell,
+    RoundCpu,
+    TargetRun,
     check_targets,
-    format_table,
-    format_targets,
-    summarize,
+    completions_in_window,
 )
+from gateway.bench.servers import Server, spawn_gateway, spawn_passthrough
+from gateway.bench.tables import format_results, format_targets
 
 
 @dataclass
@@ -42,8 +52,9 @@ class BenchOptions:
     target_pid: int | None = None  # optional: its pid, for RSS/CPU readings
     upstream_url: str | None = None  # use this running fake upstream instead of starting one
     upstream_port: int = 0
-    duration: float = 15.0
+    duration: float = 4.0
     warmup: float = 1.0
+    rounds: int = 2
     concurrency: list[int] = field(default_factory=lambda: [1, 10, 50])
     modes: list[str] = field(default_factory=lambda: ["nonstream", "stream"])
     gateway_cmd: list[str] = field(default_factory=lambda: [sys.executable, "-m", "gateway", "serve"])
@@ -53,13 +64,27 @@ class BenchOptions:
     deltas: int = payloads.DEFAULT_DELTAS
     event_delay: float = 0.0
     loadgen_procs: int = 1
-    pin: bool = False  # gateway on CPU 0, upstream + load generators on the others
+    pin: bool = False  # gateway and pass-through on CPU 0, upstream + load generators on the others
     startup_timeout: float = 30.0
     json_out: str | None = None
-    keep_gateway_log: bool = False  # the log is always kept when the run fails
+    keep_gateway_log: bool = False  # the logs are always kept when the run fails
 
 
 NOISE_PCT = 10.0  # outside processes using more than this (% of a core) during a run are reported
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: str
+    pid: int | None  # its CPU is read when known (never for direct)
+
+
+@dataclass
+class _Rounds:
+    samples: list[LoadSamples] = field(default_factory=list)
+    cpu: list[RoundCpu] = field(default_factory=list)
+    shares: list[dict[str, float]] = field(default_factory=list)
 
 
 def _log(msg: str) -> None:
@@ -73,7 +98,7 @@ def _cpu_sets(pin: bool) -> tuple[set[int] | None, set[int] | None]:
     return {cpus[0]}, set(cpus[1:])
 
 
-def _load_cfg(opts: BenchOptions, url: str, mode: str, concurrency: int) -> LoadConfig:
+def load_cfg(opts: BenchOptions, url: str, mode: str, concurrency: int) -> LoadConfig:
     return LoadConfig(
         url=url,
         mode=mode,
@@ -86,30 +111,81 @@ def _load_cfg(opts: BenchOptions, url: str, mode: str, concurrency: int) -> Load
 
 
 def measure_load(
-    cfg: LoadConfig, procs: int, roles: dict[str, list[int]], cpus: set[int] | None
-) -> tuple[LoadSamples, procinfo.CpuShares]:
-    """Run ``cfg`` in ``procs`` load generator processes; return merged samples and CPU shares."""
+    cfg: LoadConfig, procs: int, roles: dict[str, list[int]], target_role: str | None, cpus: set[int] | None
+) -> tuple[LoadSamples, procinfo.CpuShares, RoundCpu]:
+    """Run ``cfg`` in ``procs`` load generator processes; return the merged samples, the CPU shares
+    over the measurement window, and ``target_role``'s CPU with the requests completed in it."""
     with tempfile.TemporaryDirectory(prefix="switchyard-bench-") as tmp:
-        return _measure_load(cfg, procs, roles, cpus, Path(tmp))
+        lg = processes.start_loadgens(cfg, procs, Path(tmp), cpus)
+        try:
+            all_roles = {**roles, "loadgen": [p.pid for p, _ in lg]}
+            start_at = processes.release_loadgens([p for p, _ in lg])
+            # the window starts after the warm-up; the requests counted against the CPU are the
+            # ones completed between the two readings (same monotonic clock), see loadgen.py
+            time.sleep(max(0.0, start_at + cfg.warmup - time.time()))
+            before = procinfo.snapshot(time.perf_counter(), all_roles)
+            time.sleep(max(0.0, start_at + cfg.warmup + cfg.duration - time.time()))
+            after = procinfo.snapshot(time.perf_counter(), all_roles)
+            parts = [
+                LoadSamples.from_json(processes.collect_output(p, out, cfg.timeout + 30)) for p, out in lg
+            ]
+        finally:
+            for p, _ in lg:
+                processes.stop(p)
+    samples = LoadSamples.merge(parts)
+    return samples, procinfo.shares(before, after), round_cpu(before, after, samples.ends, target_role)
 
 
-def _measure_load(
-    cfg: LoadConfig, procs: int, roles: dict[str, list[int]], cpus: set[int] | None, tmp: Path
-) -> tuple[LoadSamples, procinfo.CpuShares]:
-    lg = processes.start_loadgens(cfg, procs, tmp, cpus)
-    try:
-        all_roles = {**roles, "loadgen": [p.pid for p, _ in lg]}
-        start_at = processes.release_loadgens([p for p, _ in lg])
-        # sample CPU exactly over the measurement window (after the warm-up)
-        time.sleep(max(0.0, start_at + cfg.warmup - time.time()))
-        before = procinfo.snapshot(time.perf_counter(), all_roles)
-        time.sleep(max(0.0, start_at + cfg.warmup + cfg.duration - time.time()))
-        after = procinfo.snapshot(time.perf_counter(), all_roles)
-        parts = [LoadSamples.from_json(processes.collect_output(p, out, cfg.timeout + 30)) for p, out in lg]
-    finally:
-        for p, _ in lg:
-            processes.stop(p)
-    return LoadSamples.merge(parts), procinfo.shares(before, after)
+def round_cpu(
+    before: procinfo.CpuSnapshot, after: procinfo.CpuSnapshot, ends: list[float], target_role: str | None
+) -> RoundCpu:
+    """``target_role``'s CPU between the two snapshots and the requests completed between them:
+    one window for both, so warm-up work and warm-up requests are left out of both alike."""
+    cpu_s = procinfo.role_cpu_seconds(before, after).get(target_role) if target_role else None
+    return RoundCpu(after.at - before.at, cpu_s, completions_in_window(ends, before.at, after.at))
+
+
+def round_order(targets: list[Target], index: int) -> list[Target]:
+    """Round 0 runs the targets in the given order, round 1 in reverse, and so on."""
+    return list(targets) if index % 2 == 0 else list(reversed(targets))
+
+
+def _measure_cells(
+    opts: BenchOptions,
+    targets: list[Target],
+    fixed_roles: dict[str, list[int]],
+    cpus: set[int] | None,
+) -> tuple[list[Cell], list[str]]:
+    cells: list[Cell] = []
+    noise: list[str] = []
+    for mode in opts.modes:
+        for conc in opts.concurrency:
+            acc = {t.name: _Rounds() for t in targets}
+            for r in range(opts.rounds):
+                for t in round_order(targets, r):
+                    roles = dict(fixed_roles)
+                    for other in targets:
+                        if other.pid is not None:
+                            roles[other.name] = procinfo.descendants(other.pid)
+                    _log(
+                        f"run: {mode:<9} c={conc:<3} {t.name:<11} round {r + 1}/{opts.rounds} "
+                        f"{opts.duration:g}s + {opts.warmup:g}s warm-up"
+                    )
+                    cfg = load_cfg(opts, t.url, mode, conc)
+                    target_role = t.name if t.pid is not None else None
+                    samples, shares, cpu = measure_load(cfg, opts.loadgen_procs, roles, target_role, cpus)
+                    acc[t.name].samples.append(samples)
+                    acc[t.name].cpu.append(cpu)
+                    acc[t.name].shares.append(shares.as_dict())
+                    if shares.other_processes >= NOISE_PCT:
+                        top = ", ".join(f"{name} {pct:.0f}%" for name, pct in shares.top_others)
+                        noise.append(
+                            f"{mode} c={conc} {t.name} round {r + 1}: processes outside the benchmark "
+                            f"used {shares.other_processes:.0f}% of a core ({top})"
+                        )
+            runs = {name: TargetRun.pool(a.samples, a.cpu, a.shares) for name, a in acc.items()}
+            cells.append(Cell(mode, conc, runs))
+    return cells, noise
 
 
 def _environment(opts: BenchOptions) -> dict[str, Any]:
@@ -122,102 +198,45 @@ def _environment(opts: BenchOptions) -> dict[str, Any]:
         "pinned": opts.pin,
         "duration_s": opts.duration,
         "warmup_s": opts.warmup,
+        "rounds": opts.rounds,
         "stream_deltas": opts.deltas,
         "event_delay_s": opts.event_delay,
     }
 
 
-def _spawn_gateway(
-    opts: BenchOptions, upstream_url: str, log: IO[bytes], log_path: Path, cpus: set[int] | None
-) -> tuple[subprocess.Popen[bytes], str, float]:
-    """Start our gateway against ``upstream_url``; returns it, its URL and its start-up time."""
-    port = processes.free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        "GATEWAY_HOST": "127.0.0.1",
-        "GATEWAY_PORT": str(port),
-        "GATEWAY_API_KEYS": opts.api_key,
-        "ANTHROPIC_BASE_URL": upstream_url,
-        "ANTHROPIC_API_KEY": "upstream-key",
-        **opts.gateway_env,
-    }
-    gateway, t0 = processes.start_gateway(opts.gateway_cmd, env, log, cpus)
-    _log(f"gateway: {shlex.join(opts.gateway_cmd)} on {url} (pid {gateway.pid}, log {log_path})")
-    try:
-        startup = processes.wait_first_served(
-            gateway, _load_cfg(opts, url, "nonstream", 1), t0, opts.startup_timeout
-        )
-    except processes.BenchError as exc:
-        processes.stop(gateway)
-        raise processes.BenchError(
-            f"{exc}\n--- gateway log tail ---\n{processes.log_tail(log_path)}"
-        ) from exc
-    _log(f"gateway served its first request after {startup:.3f}s")
-    return gateway, url, startup
-
-
-def _compare_all(
-    opts: BenchOptions,
-    label: str,
-    urls: dict[str, str],
-    roles: dict[str, list[int]],
-    gw_pid: int | None,
-    cpus: set[int] | None,
-) -> tuple[list[Comparison], list[str]]:
-    """Every mode x concurrency, direct then through ``label``; also notes on outside CPU use."""
-    comparisons: list[Comparison] = []
-    noise: list[str] = []
-    for mode in opts.modes:
-        for conc in opts.concurrency:
-            runs: dict[str, tuple[LoadSamples, procinfo.CpuShares]] = {}
-            for which, url in urls.items():
-                run_roles = dict(roles)
-                if gw_pid is not None:
-                    run_roles[label] = procinfo.descendants(gw_pid)
-                _log(f"run: {mode:<9} c={conc:<3} {which:<7} {opts.duration:g}s + {opts.warmup:g}s warm-up")
-                runs[which] = measure_load(
-                    _load_cfg(opts, url, mode, conc), opts.loadgen_procs, run_roles, cpus
-                )
-                cpu = runs[which][1]
-                if cpu.other_processes >= NOISE_PCT:
-                    top = ", ".join(f"{name} {pct:.0f}%" for name, pct in cpu.top_others)
-                    noise.append(
-                        f"{mode} c={conc} {which}: processes outside the benchmark used "
-                        f"{cpu.other_processes:.0f}% of a core ({top})"
-                    )
-            (d_samples, d_cpu), (g_samples, g_cpu) = runs["direct"], runs[label]
-            comparisons.append(
-                Comparison(summarize(d_samples), summarize(g_samples), d_cpu.as_dict(), g_cpu.as_dict())
-            )
-    return comparisons, noise
-
-
-def _results_json(comparisons: list[Comparison], label: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "mode": c.direct.mode,
-            "concurrency": c.direct.concurrency,
-            "direct": asdict(c.direct),
-            label: asdict(c.gateway),
-            "added_p50_ms": c.added_p50_ms,
-            "rps_ratio": c.rps_ratio,
-            "p50_ratio": c.p50_ratio,
-            "cpu_direct_pct": c.cpu_direct,
-            f"cpu_{label}_pct": c.cpu_gateway,
-        }
-        for c in comparisons
-    ]
+def cells_json(cells: list[Cell], label: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for c in cells:
+        entry: dict[str, Any] = {"mode": c.mode, "concurrency": c.concurrency}
+        for name, run in c.runs.items():
+            entry[name] = {
+                **asdict(run.summary),
+                "cpu_ms_per_req": run.cpu_ms_per_req,
+                "rounds": [{**asdict(r), "cpu_ms_per_req": r.cpu_ms_per_req} for r in run.rounds],
+                "cpu_share_pct": run.cpu_shares,
+            }
+            if name != DIRECT and DIRECT in c.runs:
+                entry[name]["added_p50_ms"] = c.added_p50_ms(name)
+                entry[name]["added_ttft_ms"] = c.added_ttft_ms(name)
+        if FLOOR in c.runs and label in c.runs:
+            lo, hi = c.cpu_ratio_range(label)
+            entry["ratios"] = {
+                "cpu_per_req": c.cpu_ratio(label),
+                "cpu_per_req_round_min": lo,
+                "cpu_per_req_round_max": hi,
+                "rps": c.rps_ratio(label),
+            }
+        out.append(entry)
+    return out
 
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
     """Run the whole benchmark, print the report on stdout, and return it as a JSON-able dict."""
-    gw_cpus, other_cpus = _cpu_sets(opts.pin)
+    target_cpus, other_cpus = _cpu_sets(opts.pin)
     label = "target" if opts.target else "gateway"
     result: dict[str, Any] = {"environment": _environment(opts), "label": label}
     upstream: subprocess.Popen[bytes] | None = None
-    gateway: subprocess.Popen[bytes] | None = None
-    log_file = tempfile.NamedTemporaryFile(prefix="switchyard-bench-gateway-", suffix=".log", delete=False)  # noqa: SIM115
-    log_path = Path(log_file.name)
+    servers: list[Server] = []
     ok = False
     try:
         if opts.upstream_url:
@@ -228,80 +247,93 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
             )
             upstream_url = f"http://127.0.0.1:{port}"
             _log(f"fake upstream: {upstream_url} (pid {upstream.pid})")
-
-        startup_s: float | None = None
+        probe = load_cfg(opts, upstream_url, "nonstream", 1)
+        passthrough = spawn_passthrough(upstream_url, probe, opts.startup_timeout, target_cpus)
+        servers.append(passthrough)
         gw_pid: int | None = opts.target_pid
+        startup_s: float | None = None
         if opts.target:
             target_url = opts.target.rstrip("/")
             t0 = time.perf_counter()
             processes.wait_first_served(
-                None, _load_cfg(opts, target_url, "nonstream", 1), t0, opts.startup_timeout
+                None, load_cfg(opts, target_url, "nonstream", 1), t0, opts.startup_timeout
             )
         else:
-            gateway, target_url, startup_s = _spawn_gateway(opts, upstream_url, log_file, log_path, gw_cpus)
-            gw_pid = gateway.pid
-        idle_rss: float | None = None
-        if gw_pid is not None:
-            time.sleep(0.5)  # let start-up work that runs after the first request settle
-            idle_rss = procinfo.rss_mb(procinfo.descendants(gw_pid))
+            env = {"GATEWAY_API_KEYS": opts.api_key, "ANTHROPIC_BASE_URL": upstream_url, **opts.gateway_env}
+            gateway = spawn_gateway(opts.gateway_cmd, env, probe, opts.startup_timeout, target_cpus)
+            servers.append(gateway)
+            target_url, gw_pid, startup_s = gateway.url, gateway.proc.pid, gateway.startup_s
+        time.sleep(0.5)  # let start-up work that runs after the first request settle
+        idle_rss = procinfo.rss_mb(procinfo.descendants(gw_pid)) if gw_pid is not None else None
         result.update(
-            upstream_url=upstream_url, target_url=target_url, startup_s=startup_s, idle_rss_mb=idle_rss
+            upstream_url=upstream_url,
+            passthrough_url=passthrough.url,
+            target_url=target_url,
+            startup_s=startup_s,
+            passthrough_startup_s=passthrough.startup_s,
+            idle_rss_mb=idle_rss,
+            passthrough_idle_rss_mb=procinfo.rss_mb(procinfo.descendants(passthrough.proc.pid)),
         )
 
-        roles = {"upstream": [upstream.pid]} if upstream is not None else {}
-        urls = {"direct": upstream_url, label: target_url}
-        comparisons, noise = _compare_all(opts, label, urls, roles, gw_pid, other_cpus)
+        targets = [
+            Target(DIRECT, upstream_url, None),
+            Target(FLOOR, passthrough.url, passthrough.proc.pid),
+            Target(label, target_url, gw_pid),
+        ]
+        fixed_roles = {"upstream": [upstream.pid]} if upstream is not None else {}
+        cells, noise = _measure_cells(opts, targets, fixed_roles, other_cpus)
 
         if gw_pid is not None:
             tree = procinfo.descendants(gw_pid)
             result["rss_after_load_mb"] = procinfo.rss_mb(tree)
             result["peak_rss_mb"] = procinfo.peak_rss_mb(tree)
-        # the latency and throughput targets are defined for an instant upstream (no event pacing)
-        checks = check_targets(comparisons if opts.event_delay <= 0 else [], startup_s, idle_rss)
-        result["results"] = _results_json(comparisons, label)
+        # the targets are defined for an instant upstream (no event pacing)
+        checks = check_targets(cells if opts.event_delay <= 0 else [], label, startup_s, idle_rss)
+        result["results"] = cells_json(cells, label)
         result["targets"] = [{**asdict(t), "passed": t.passed} for t in checks]
         result["noise"] = noise
-        print(_render(result, comparisons, checks, label))
+        print(render(result, format_results(cells, label), format_targets(checks), label))
         ok = True
     finally:
-        if gateway is not None:
-            processes.stop(gateway)
+        for server in reversed(servers):
+            server.close(keep_log=not ok or (opts.keep_gateway_log and server.name == "gateway"))
         if upstream is not None:
             processes.stop(upstream)
-        log_file.close()
-        if (ok and not opts.keep_gateway_log) or log_path.stat().st_size == 0:
-            log_path.unlink(missing_ok=True)
-        else:
-            _log(f"gateway log kept at {log_path}")
     return result
 
 
-def _render(result: dict[str, Any], comparisons: list[Comparison], checks: list[Any], label: str) -> str:
+def _mb(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} MB"
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f} s"
+
+
+def render(result: dict[str, Any], tables: str, targets: str, label: str) -> str:
     env = result["environment"]
     pinning = (
-        "gateway pinned to CPU 0, upstream + load generators on the rest" if env["pinned"] else "no pinning"
+        "gateway and pass-through pinned to CPU 0, upstream + load generators on the rest"
+        if env["pinned"]
+        else "no pinning"
     )
     lines = [
         f"switchyard bench: {env['cpus']} CPUs, python {env['python']} on {env['event_loop']}, "
         f"{env['loadgen_processes']} load generator process(es), {pinning},",
-        f"  {env['duration_s']:g}s per run after {env['warmup_s']:g}s warm-up, "
-        f"{env['stream_deltas']} deltas/stream, upstream event delay {env['event_delay_s']:g}s",
-        f"{label}: {result['target_url']}   fake upstream: {result['upstream_url']}",
+        f"  {env['rounds']} round(s) x {env['duration_s']:g}s per target and cell after {env['warmup_s']:g}s "
+        f"warm-up each, {env['stream_deltas']} deltas/stream, upstream event delay {env['event_delay_s']:g}s",
+        f"{label}: {result['target_url']}   pass-through: {result['passthrough_url']}   "
+        f"fake upstream: {result['upstream_url']}",
+        f"{label} start-up (spawn -> first served 200): {_s(result.get('startup_s'))}   "
+        f"RSS idle: {_mb(result.get('idle_rss_mb'))}   after load: {_mb(result.get('rss_after_load_mb'))}   "
+        f"peak (VmHWM): {_mb(result.get('peak_rss_mb'))}",
+        f"pass-through start-up: {_s(result.get('passthrough_startup_s'))}   "
+        f"RSS idle: {_mb(result.get('passthrough_idle_rss_mb'))}",
+        "",
+        tables,
     ]
-
-    def mb(key: str) -> str:
-        v = result.get(key)
-        return "-" if v is None else f"{v:.1f} MB"
-
-    startup = result.get("startup_s")
-    lines.append(
-        f"start-up to first served POST /v1/messages: {'-' if startup is None else f'{startup:.3f} s'}   "
-        f"RSS idle: {mb('idle_rss_mb')}   after load: {mb('rss_after_load_mb')}   "
-        f"peak (VmHWM): {mb('peak_rss_mb')}"
-    )
-    lines += ["", format_table(comparisons, label)]
     if result["noise"]:
         lines += ["", "NOTE: the machine was not quiet; these runs competed with other processes:"]
         lines += [f"  {n}" for n in result["noise"]]
-    lines += ["", format_targets(checks)]
+    lines += ["", targets]
     return "\n".join(lines)

@@ -7,14 +7,13 @@ claim about absolute speed: nothing here asserts a time.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import orjson
 import pytest
 
 from gateway.bench import fake_upstream, payloads
 from gateway.bench.loadgen import LoadConfig, LoadSamples, run_load
-from gateway.bench.report import Comparison, check_targets, format_table, percentile, summarize
+from gateway.bench.report import percentile, summarize
 
 
 async def test_paced_stream_reports_time_to_first_delta() -> None:
@@ -95,16 +94,9 @@ async def test_loadgen_against_fake_upstream() -> None:
         again = LoadSamples.merge([LoadSamples.from_json(samples.to_json())] * 2)
         assert again.ok == 2 * samples.ok and again.concurrency == 4
 
-    nonstream = summarize(results["nonstream"])
-    comparison = Comparison(nonstream, nonstream, {}, {})
-    assert comparison.added_p50_ms == 0.0 and comparison.rps_ratio == 1.0
-    table = format_table([comparison])
-    assert "nonstream" in table
-    at_c1 = Comparison(replace(nonstream, concurrency=1), replace(nonstream, concurrency=1), {}, {})
-    checks = check_targets([at_c1], startup_s=0.5, idle_rss_mb=10.0)
-    assert [c.name for c in checks] == [
-        "added p50 latency, nonstream, c=1",
-        "idle RSS",
-        "start-up to first served request",
-    ]
-    assert all(c.passed for c in checks)
+        # every success's completion time is kept, the warm-up's too (the runner picks its own window)
+        assert len(samples.ends) > samples.ok
+        again_pooled = LoadSamples.pool([samples, samples])
+        assert again_pooled.concurrency == samples.concurrency
+        assert again_pooled.duration == 2 * samples.duration
+        assert summarize(again_pooled).rps == pytest.approx(s.rps)
