@@ -71,6 +71,7 @@ class BenchOptions:
 
 
 NOISE_PCT = 10.0  # outside processes using more than this (% of a core) during a run are reported
+NOISE_SHOWN = 3  # noisy runs listed on stdout
 
 
 @dataclass(frozen=True)
@@ -292,6 +293,7 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
         result["results"] = cells_json(cells, label)
         result["targets"] = [{**asdict(t), "passed": t.passed} for t in checks]
         result["noise"] = noise
+        result["runs_per_round"] = len(cells) * len(targets)
         print(render(result, format_results(cells, label), format_targets(checks), label))
         ok = True
     finally:
@@ -332,8 +334,14 @@ def render(result: dict[str, Any], tables: str, targets: str, label: str) -> str
         "",
         tables,
     ]
-    if result["noise"]:
-        lines += ["", "NOTE: the machine was not quiet; these runs competed with other processes:"]
-        lines += [f"  {n}" for n in result["noise"]]
+    noise: list[str] = result["noise"]
+    if noise:
+        runs = env["rounds"] * result["runs_per_round"]
+        lines += [
+            "",
+            f"NOTE: the machine was not quiet: in {len(noise)} of {runs} runs, processes outside the "
+            f"benchmark used >= {NOISE_PCT:g}% of a core (all in the JSON output), e.g.:",
+            *[f"  {n}" for n in noise[:NOISE_SHOWN]],
+        ]
     lines += ["", targets]
     return "\n".join(lines)
