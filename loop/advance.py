@@ -57,8 +57,13 @@ def record_response(state: LoopState, outcome: TurnOutcome) -> LoopState:
 
     ``state.messages`` must be exactly what the request sent.
     """
+    accepted = outcome.usage.context_tokens if outcome.error is None else 0
+    context = state.context
+    if accepted > context.largest_accepted_prompt:
+        context = replace(context, largest_accepted_prompt=accepted)
     return replace(
         state,
+        context=context,
         turn_count=state.turn_count + 1,
         usage=state.usage + outcome.usage,
         context_tokens=outcome.usage.total if outcome.usage.total else state.context_tokens,
@@ -97,8 +102,13 @@ def advance(
                 messages=(*state.messages, *kept, user_message(CONTINUE_PROMPT)),
                 max_output_recovery_count=attempt,
             )
-        case CollapseDrain(error_kind=kind):
-            context = replace(state.context, pending=Pending.DRAIN, drained=state.context.drained | {kind})
+        case CollapseDrain(error_kind=kind, learned_limit=limit):
+            context = replace(
+                state.context,
+                pending=Pending.DRAIN,
+                drained=state.context.drained | {kind},
+                learned_limit=limit if limit is not None else state.context.learned_limit,
+            )
             state = replace(state, context=context)
         case ReactiveCompactRetry(error_kind=kind, learned_limit=limit):
             context = replace(

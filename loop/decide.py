@@ -102,7 +102,7 @@ def recover(state: LoopState, error: ContextError, config: LoopConfig) -> Transi
             return downgrade
     window_exceeded = error.kind is ContextErrorKind.WINDOW_EXCEEDED
     if not window_exceeded and context.can_drain and kind not in context.drained:
-        return CollapseDrain(kind)
+        return CollapseDrain(kind, _learned_limit(state, error, config))
     if kind not in context.reactive_attempted:
         return ReactiveCompactRetry(kind, None if window_exceeded else _learned_limit(state, error, config))
     if (
@@ -122,7 +122,8 @@ def _from_error(state: LoopState, error: ApiErrorInfo, config: LoopConfig) -> Tr
 
 
 def _learned_limit(state: LoopState, error: ContextError, config: LoopConfig) -> int | None:
-    """The prompt limit a refusal states (``N maximum``) or implies (a share of what was refused)."""
+    """The prompt limit a refusal states (``N maximum``) or implies: a share of what was refused,
+    but never less than the largest prompt the upstream accepted in this run."""
     if error.kind is ContextErrorKind.OUTPUT_OVERFLOW:
         return state.context.learned_limit  # the prompt itself fitted
     if error.limit is not None:
@@ -130,6 +131,9 @@ def _learned_limit(state: LoopState, error: ContextError, config: LoopConfig) ->
     else:
         refused = error.prompt_tokens or context_tokens(state)
         learned = int(refused * config.context.unknown_limit_factor)
+        accepted = state.context.largest_accepted_prompt
+        if accepted < refused:
+            learned = max(learned, accepted)
     learned = max(learned, config.context.min_learned_limit)
     current = state.context.learned_limit
     return learned if current is None else min(current, learned)

@@ -67,6 +67,7 @@ class CollapseDrain:
 
     reason: ClassVar[Literal["collapse_drain"]] = "collapse_drain"
     error_kind: str
+    learned_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

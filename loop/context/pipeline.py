@@ -132,7 +132,9 @@ class ContextPipeline:
         new_context = replace(
             context,
             pending=None,
-            can_drain=bool(collapse.spans(normalized, settings)) if settings.config.enabled else False,
+            can_drain=settings.config.enabled
+            and settings.config.collapse
+            and bool(collapse.spans(normalized, settings)),
             compactions=compactions,
             summariser_calls=calls,
         )

@@ -40,6 +40,9 @@ class ContextState:
     """Output cap after a context overflow (applies for the rest of the run)."""
     learned_limit: int | None = None
     """The most prompt tokens the upstream accepts, stated or inferred from a refusal."""
+    largest_accepted_prompt: int = 0
+    """The largest prompt (API-reported) a response was given in this run: a refusal's limit is
+    at least that."""
     overhead_tokens: int = 0
     """Estimated tokens of the system prompt and tool definitions."""
     compactions: int = 0

@@ -238,6 +238,13 @@ CASES: list[tuple[str, LoopState, TurnOutcome, LoopConfig, Transition | Terminal
         ReactiveCompactRetry("input_too_long", 8_000),
     ),
     (
+        "an inferred limit is at least the largest prompt the upstream accepted",
+        replace(SIZED, context=ContextState(largest_accepted_prompt=45_000)),
+        failed("invalid_request_error", "Input is too long.", 400),
+        CONFIG,
+        ReactiveCompactRetry("input_too_long", 45_000),
+    ),
+    (
         "a learned limit only goes down",
         replace(SIZED, context=ContextState(learned_limit=20_000)),
         failed("invalid_request_error", "Input is too long.", 400),
@@ -249,7 +256,7 @@ CASES: list[tuple[str, LoopState, TurnOutcome, LoopConfig, Transition | Terminal
         DRAINABLE,
         PTL,
         CONFIG,
-        CollapseDrain("prompt_too_long"),
+        CollapseDrain("prompt_too_long", 200_000),
     ),
     (
         "then reactive compaction",
