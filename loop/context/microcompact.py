@@ -110,12 +110,15 @@ def _clearable(
         if recent:
             boundary = min(boundary, recent[0])
     found: list[tuple[int, int]] = []
-    for position in range(boundary):
-        message = messages[position]
+    newer = 0
+    for position, message in enumerate(messages):
         if message.get("role") != "user":
             continue
         for index, block in enumerate(blocks_of(message)):
             if block.get("type") != "tool_result":
+                continue
+            if position >= boundary:
+                newer += 1
                 continue
             text = result_text(block)
             if text.startswith(CLEARED_NOTE):
@@ -123,8 +126,8 @@ def _clearable(
             if len(text) < MIN_CLEARABLE_CHARS and not has_non_text(block):
                 continue
             found.append((position, index))
-    keep = 0 if forced else config.microcompact_keep_results
-    return found[: max(0, len(found) - keep)] if keep else found
+    keep = 0 if forced else max(0, config.microcompact_keep_results - newer)
+    return found[: max(0, len(found) - keep)]
 
 
 def server_edits(settings: ContextSettings, learned_limit: int | None) -> JSONObject:
