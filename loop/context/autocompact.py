@@ -24,7 +24,7 @@ from loop.context.settings import ContextSettings, LayerState
 from loop.context.state import Pending
 from loop.context.transcript import render
 from loop.events import Compaction
-from loop.messages import Block, Message, blocks_of
+from loop.messages import Block, Message, blocks_view
 from loop.tokens import estimate_tokens
 from loop.usage import TokenUsage
 
@@ -154,11 +154,11 @@ def complete(
 def _assemble(compact: CompactPlan, note: str) -> tuple[Message, ...]:
     blocks: list[Block] = []
     if compact.first is not None:
-        blocks.extend(blocks_of(compact.first))
+        blocks.extend(blocks_view(compact.first))
     blocks.append({"type": "text", "text": note})
     tail = compact.tail
     if tail and tail[0].get("role") == "user":
-        blocks.extend(blocks_of(tail[0]))
+        blocks.extend(blocks_view(tail[0]))
         tail = tail[1:]
     return ({"role": "user", "content": blocks}, *tail)
 
@@ -168,7 +168,7 @@ def _split_first(head: tuple[Message, ...], limit: int) -> tuple[Message | None,
     messages to summarise."""
     if not head or head[0].get("role") != "user":
         return None, head
-    blocks = blocks_of(head[0])
+    blocks = blocks_view(head[0])
     if not blocks or any(b.get("type") == "tool_result" for b in blocks):
         return None, head
     cut = next(

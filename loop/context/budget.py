@@ -11,6 +11,8 @@ results may use at most a quarter of the window. Only ``tool_result`` blocks are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loop.context.history import (
     DEFAULT_RESULT_CAP,
     STORED_NOTE,
@@ -26,7 +28,7 @@ from loop.context.result import LayerResult, StoredText
 from loop.context.settings import ContextSettings, LayerState
 from loop.context.state import Pending
 from loop.events import Compaction
-from loop.messages import Block, Message, blocks_of
+from loop.messages import Block, Message, blocks_view
 from loop.tokens import BYTES_PER_TOKEN_ESTIMATE, freed_tokens
 
 NOTE_ROOM = 400
@@ -55,6 +57,8 @@ def apply(messages: tuple[Message, ...], state: LayerState, settings: ContextSet
     if state.pending is Pending.REACTIVE:
         quarter = settings.thresholds(state.learned_limit).window * BYTES_PER_TOKEN_ESTIMATE // 4
         per_message = quarter if per_message is None else min(per_message, quarter)
+    finite = [cap for cap in settings.tool_caps.values() if cap is not None]
+    smallest = min([*finite, DEFAULT_RESULT_CAP])
     names: dict[str, str] | None = None
     out: list[Message] | None = None
     stored: list[StoredText] = []
@@ -62,10 +66,13 @@ def apply(messages: tuple[Message, ...], state: LayerState, settings: ContextSet
     for position, message in enumerate(messages):
         if message.get("role") != "user":
             continue
-        blocks = blocks_of(message)
+        blocks = blocks_view(message)
         candidates = [i for i, b in enumerate(blocks) if b.get("type") == "tool_result"]
         if not candidates:
             continue
+        lengths = [len(result_text(blocks[i])) for i in candidates]
+        if max(lengths) <= smallest and (per_message is None or sum(lengths) <= per_message):
+            continue  # nothing here can be over a cap: the common case, decided without names
         if names is None:
             names = tool_names(messages)
         new_blocks = _budget_message(blocks, candidates, names, settings, per_message, stored)
@@ -97,7 +104,7 @@ def apply(messages: tuple[Message, ...], state: LayerState, settings: ContextSet
 
 
 def _budget_message(
-    blocks: list[Block],
+    blocks: Sequence[Block],
     candidates: list[int],
     names: dict[str, str],
     settings: ContextSettings,
@@ -117,10 +124,7 @@ def _budget_message(
         if cap is None:
             continue
         text = result_text(block)
-        if is_marked(text):
-            sizes[i] = len(text)
-            continue
-        if len(text) > cap:
+        if len(text) > cap and not is_marked(text):
             new_blocks[i] = _shortened(
                 block, text, name, cap, config.excerpt_head_chars, config.excerpt_tail_chars
             )

@@ -31,7 +31,7 @@ from loop.context.result import LayerResult, StoredText
 from loop.context.settings import ContextSettings, LayerState
 from loop.context.state import Pending
 from loop.events import Compaction
-from loop.messages import Message, blocks_of, tool_use_ids, user_message
+from loop.messages import Message, blocks_view, tool_use_ids, user_message
 from loop.tokens import freed_tokens, message_bytes
 
 HEADER = (
@@ -57,12 +57,18 @@ def spans(messages: tuple[Message, ...], settings: ContextSettings) -> list[tupl
     return found
 
 
+def has_span(messages: tuple[Message, ...], settings: ContextSettings) -> bool:
+    """Whether a collapse drain would find anything (stops at the first span)."""
+    limit = protected_tail_start(messages, settings.config)
+    return any(_is_pair(messages, index) for index in range(1, limit - 1))
+
+
 def _is_pair(messages: tuple[Message, ...], index: int) -> bool:
     call, answer = messages[index], messages[index + 1]
     ids = tool_use_ids(call)
     if not ids or not is_results_message(answer):
         return False
-    answered = [str(b.get("tool_use_id")) for b in blocks_of(answer)]
+    answered = [str(b.get("tool_use_id")) for b in blocks_view(answer)]
     return sorted(answered) == sorted(ids)
 
 
@@ -118,11 +124,11 @@ def apply(messages: tuple[Message, ...], state: LayerState, settings: ContextSet
 def _digest(span: tuple[Message, ...], names: dict[str, str], limit: int, stored: list[StoredText]) -> str:
     lines: list[str] = []
     for call, answer in zip(span[::2], span[1::2], strict=True):
-        said = " ".join(str(b.get("text", "")) for b in blocks_of(call) if b.get("type") == "text")
+        said = " ".join(str(b.get("text", "")) for b in blocks_view(call) if b.get("type") == "text")
         if said.strip():
             lines.append(f"- said: {preview(said, limit)}")
-        results = {b.get("tool_use_id"): b for b in blocks_of(answer)}
-        for block in blocks_of(call):
+        results = {b.get("tool_use_id"): b for b in blocks_view(answer)}
+        for block in blocks_view(call):
             kind = block.get("type")
             if kind == "server_tool_use":
                 lines.append(f"- (server) {block.get('name')}({_args(block, limit)})")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loop.context.config import ContextConfig
-from loop.messages import Block, Message, blocks_of
+from loop.messages import Block, Message, blocks_of, blocks_view
 from loop.tokens import estimate_tokens
 
 DEFAULT_RESULT_CAP = 50_000
@@ -31,7 +31,7 @@ def tool_names(messages: Sequence[Message]) -> dict[str, str]:
     for message in messages:
         if message.get("role") != "assistant":
             continue
-        for block in blocks_of(message):
+        for block in blocks_view(message):
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                 names[block["id"]] = str(block.get("name", ""))
     return names
@@ -64,12 +64,12 @@ def is_results_message(message: Message) -> bool:
     """A user message holding tool results and nothing else."""
     if message.get("role") != "user":
         return False
-    blocks = blocks_of(message)
+    blocks = blocks_view(message)
     return bool(blocks) and all(b.get("type") == "tool_result" for b in blocks)
 
 
 def text_of(message: Message) -> str:
-    return "\n".join(str(b.get("text", "")) for b in blocks_of(message) if b.get("type") == "text")
+    return "\n".join(str(b.get("text", "")) for b in blocks_view(message) if b.get("type") == "text")
 
 
 def is_collapse_message(message: Message) -> bool:

@@ -34,7 +34,7 @@ from loop.context.kinds import Layer, Outcome
 from loop.context.result import LayerResult, StoredText
 from loop.context.settings import ContextSettings, LayerState
 from loop.events import Compaction
-from loop.messages import JSONObject, Message, blocks_of
+from loop.messages import JSONObject, Message, blocks_view
 from loop.tokens import freed_tokens
 
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
@@ -73,7 +73,7 @@ def apply(messages: tuple[Message, ...], state: LayerState, settings: ContextSet
     stored: list[StoredText] = []
     before = after = 0
     for position, index in targets:
-        block = blocks_of(out[position])[index]
+        block = blocks_view(out[position])[index]
         tool_use_id = str(block.get("tool_use_id", ""))
         name = names.get(tool_use_id, "tool")
         text = result_text(block)
@@ -114,7 +114,7 @@ def _clearable(
     for position, message in enumerate(messages):
         if message.get("role") != "user":
             continue
-        for index, block in enumerate(blocks_of(message)):
+        for index, block in enumerate(blocks_view(message)):
             if block.get("type") != "tool_result":
                 continue
             if position >= boundary:

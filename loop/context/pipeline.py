@@ -122,7 +122,7 @@ class ContextPipeline:
             if result.messages is not messages:
                 messages, rewritten, full_rewrite = result.messages, True, True
                 compactions += 1
-        if has_thinking(messages) and not self.thinking_enabled(state):
+        if not self.thinking_enabled(state) and has_thinking(messages):
             stripped = strip_thinking(messages)
             freed = freed_tokens(message_bytes(messages), message_bytes(stripped))
             view = view.with_tokens(max(0, view.tokens - freed))
@@ -134,7 +134,7 @@ class ContextPipeline:
             pending=None,
             can_drain=settings.config.enabled
             and settings.config.collapse
-            and bool(collapse.spans(normalized, settings)),
+            and collapse.has_span(normalized, settings),
             compactions=compactions,
             summariser_calls=calls,
         )

@@ -14,12 +14,12 @@ whole messages); :func:`strip_thinking` applies 1.
 from __future__ import annotations
 
 from loop.context.history import THINKING_TYPES
-from loop.messages import Message, blocks_of
+from loop.messages import Message, blocks_view
 
 
 def has_thinking(messages: tuple[Message, ...]) -> bool:
     return any(
-        m.get("role") == "assistant" and any(b.get("type") in THINKING_TYPES for b in blocks_of(m))
+        m.get("role") == "assistant" and any(b.get("type") in THINKING_TYPES for b in blocks_view(m))
         for m in messages
     )
 
@@ -32,7 +32,7 @@ def strip_thinking(messages: tuple[Message, ...]) -> tuple[Message, ...]:
         if message.get("role") != "assistant":
             out.append(message)
             continue
-        blocks = blocks_of(message)
+        blocks = blocks_view(message)
         kept = [b for b in blocks if b.get("type") not in THINKING_TYPES]
         if len(kept) == len(blocks):
             out.append(message)

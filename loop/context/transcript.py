@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import orjson
 
 from loop.context.history import excerpt, result_text
-from loop.messages import Block, Message, blocks_of
+from loop.messages import Block, Message, blocks_view
 from loop.tokens import BYTES_PER_TOKEN_ESTIMATE
 
 
@@ -75,11 +75,11 @@ def render(messages: Sequence[Message], budget_tokens: int) -> Transcript:
 
 def _chunks(messages: Sequence[Message], shedding: Shedding) -> list[str]:
     results_seen = 0
-    total_results = sum(1 for m in messages for b in blocks_of(m) if b.get("type") == "tool_result")
+    total_results = sum(1 for m in messages for b in blocks_view(m) if b.get("type") == "tool_result")
     out: list[str] = []
     for message in messages:
         lines = [f"[{message.get('role', 'user')}]"]
-        for block in blocks_of(message):
+        for block in blocks_view(message):
             if block.get("type") == "tool_result":
                 results_seen += 1
                 recent = shedding.keep_results is None or total_results - results_seen < shedding.keep_results
