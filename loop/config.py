@@ -28,7 +28,9 @@ class LoopConfig:
     """"Continue where you stopped" attempts after the escalated retry was still truncated."""
 
     max_turns: int = 20
-    """Safety net: model calls per run (every request counts, retries and continuations too)."""
+    """Safety net: model calls per run (every request counts, retries and continuations too).
+    Summarisation calls are not counted here: the circuit breaker and the once-per-error rungs
+    bound them (``state.context.summariser_calls``)."""
     max_total_tokens: int | None = 1_000_000
     """Billed tokens over the run: uncached input + cache writes + output (summarisation calls
     included). Cache reads do not count: see ``max_cache_read_tokens``."""

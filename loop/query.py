@@ -308,13 +308,14 @@ def _appended(number: int, state: LoopState, before: int, outcome: TurnOutcome) 
 
 def _server_edits(config: LoopConfig, caller: ModelCaller) -> bool:
     """Whether microcompact is the upstream's: configured, or (``None``) when the caller's upstream
-    accepts the context-management beta (see :mod:`loop.context.microcompact`)."""
+    accepts the context-management beta (see :mod:`loop.context.microcompact`) and the model is
+    one context editing supports (Claude 4 and later: not the ``claude-3`` families)."""
     if not config.context.enabled:
         return False
     if config.context.server_context_edits is not None:
         return config.context.server_context_edits
     provider = getattr(caller, "provider", None)
-    return getattr(provider, "name", None) in SERVER_EDIT_PROVIDERS
+    return getattr(provider, "name", None) in SERVER_EDIT_PROVIDERS and "claude-3" not in config.model
 
 
 def _resolve_caller(deps: LoopDeps) -> tuple[ModelCaller, Callable[[], Awaitable[None]] | None]:

@@ -52,7 +52,8 @@ class ContextConfig:
     """...and only when it can free at least this much (one cache break for a real gain)."""
     server_context_edits: bool | None = None
     """Use the ``context-management-2025-06-27`` beta (server-side clearing) instead of the client
-    variant. ``None``: when the model caller's upstream accepts it (first party, Foundry, Bedrock)."""
+    variant. ``None``: when the model caller's upstream accepts it (first party, Foundry, Bedrock)
+    and the model is not a ``claude-3`` one."""
 
     # --- layer 3: context collapse -------------------------------------------------------------
     collapse: bool = True
