@@ -14,9 +14,12 @@
 """
 
 from loop.config import LoopConfig
-from loop.deps import Clock, Compactor, LoopDeps, ModelCaller, SystemClock
+from loop.context import ContextConfig, ContextSession
+from loop.deps import Clock, LoopDeps, ModelCaller, SystemClock
 from loop.events import (
     AssistantMessage,
+    Compaction,
+    ContextBoundary,
     LoopEvent,
     StatusEvent,
     StreamEvent,
@@ -29,10 +32,12 @@ from loop.query import QueryParams, query
 from loop.request import ModelRequest
 from loop.run import Run
 from loop.state import LoopState
+from loop.stop_hooks import StopHook, StopHookResult
 from loop.transitions import (
     AbortedStreaming,
     AbortedTools,
     BlockingLimit,
+    CollapseDrain,
     Completed,
     Guardrail,
     GuardrailKind,
@@ -44,9 +49,12 @@ from loop.transitions import (
     NextTurn,
     PauseTurnResume,
     PromptTooLong,
+    ReactiveCompactRetry,
     Refusal,
+    StopHookBlocking,
     StopHookPrevented,
     Terminal,
+    ThinkingDowngrade,
     Transition,
 )
 
@@ -56,8 +64,12 @@ __all__ = [
     "AssistantMessage",
     "BlockingLimit",
     "Clock",
-    "Compactor",
+    "CollapseDrain",
+    "Compaction",
     "Completed",
+    "ContextBoundary",
+    "ContextConfig",
+    "ContextSession",
     "Guardrail",
     "GuardrailKind",
     "GuardrailReport",
@@ -75,13 +87,18 @@ __all__ = [
     "PauseTurnResume",
     "PromptTooLong",
     "QueryParams",
+    "ReactiveCompactRetry",
     "Refusal",
     "Run",
     "StatusEvent",
+    "StopHook",
+    "StopHookBlocking",
     "StopHookPrevented",
+    "StopHookResult",
     "StreamEvent",
     "SystemClock",
     "Terminal",
+    "ThinkingDowngrade",
     "ToolFinished",
     "ToolResults",
     "ToolStarted",

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import orjson
 
+from loop.context.state import Pending
 from loop.messages import (
     INTERRUPTED_RESULT_TEXT,
     MISSING_RESULT_TEXT,
@@ -28,14 +29,19 @@ from loop.messages import (
 )
 from loop.outcome import ToolUse, TurnOutcome
 from loop.state import LoopState
+from loop.stop_hooks import blocking_message
 from loop.transitions import (
+    CollapseDrain,
     Completed,
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
     NextTurn,
     PauseTurnResume,
+    ReactiveCompactRetry,
     Refusal,
+    StopHookBlocking,
     Terminal,
+    ThinkingDowngrade,
     Transition,
 )
 
@@ -51,8 +57,13 @@ def record_response(state: LoopState, outcome: TurnOutcome) -> LoopState:
 
     ``state.messages`` must be exactly what the request sent.
     """
+    accepted = outcome.usage.context_tokens if outcome.error is None else 0
+    context = state.context
+    if accepted > context.largest_accepted_prompt:
+        context = replace(context, largest_accepted_prompt=accepted)
     return replace(
         state,
+        context=context,
         turn_count=state.turn_count + 1,
         usage=state.usage + outcome.usage,
         context_tokens=outcome.usage.total if outcome.usage.total else state.context_tokens,
@@ -77,6 +88,7 @@ def advance(
                 consecutive_error_turns=_error_streak(state, results),
                 last_tool_signature=signature,
                 repeated_tool_calls=repeats,
+                context=state.context.clear_recovery(),
             )
         case PauseTurnResume():
             state = replace(state, messages=(*state.messages, assistant))
@@ -89,6 +101,37 @@ def advance(
                 state,
                 messages=(*state.messages, *kept, user_message(CONTINUE_PROMPT)),
                 max_output_recovery_count=attempt,
+            )
+        case CollapseDrain(error_kind=kind, learned_limit=limit):
+            context = replace(
+                state.context,
+                pending=Pending.DRAIN,
+                drained=state.context.drained | {kind},
+                learned_limit=limit if limit is not None else state.context.learned_limit,
+            )
+            state = replace(state, context=context)
+        case ReactiveCompactRetry(error_kind=kind, learned_limit=limit):
+            context = replace(
+                state.context,
+                pending=Pending.REACTIVE,
+                reactive_attempted=state.context.reactive_attempted | {kind},
+                learned_limit=limit if limit is not None else state.context.learned_limit,
+            )
+            state = replace(state, context=context)
+        case ThinkingDowngrade(max_tokens=cap, thinking_budget=budget):
+            context = replace(
+                state.context,
+                thinking_downgraded=True,
+                thinking_budget=budget,
+                thinking_disabled=budget is None,
+                max_tokens_cap=cap if cap is not None else state.context.max_tokens_cap,
+            )
+            state = replace(state, context=context)
+        case StopHookBlocking(errors=errors):
+            state = replace(
+                state,
+                messages=(*state.messages, assistant, blocking_message(errors)),
+                stop_hook_active=True,
             )
     return replace(state, transition=transition, transitions=(*state.transitions, transition))
 

@@ -21,6 +21,8 @@ from loop.config import DEFAULT_MODEL, LoopConfig
 from loop.deps import LoopDeps, ModelCaller
 from loop.events import (
     AssistantMessage,
+    Compaction,
+    ContextBoundary,
     LoopEvent,
     StatusEvent,
     StreamEvent,
@@ -143,6 +145,10 @@ class _TextPrinter:
                 self._write(f"  [{kind}] {message}\n")
             case TransitionEvent(transition=transition) if transition.reason != "next_turn":
                 self._write(f"  [{transition.reason}]\n")
+            case Compaction(layer=layer, outcome=outcome, tokens_before=before, tokens_after=after):
+                self._write(f"  [{layer.value} {outcome.value}: {before} -> {after} tokens]\n")
+            case ContextBoundary(layer=layer, messages_removed=removed, tokens_freed=freed):
+                self._write(f"  [{layer.value}: {removed} messages dropped, {freed} tokens freed]\n")
 
     def terminal(self, terminal: Terminal) -> None:
         details = {k: v for k, v in describe(terminal).items() if k != "reason"}
@@ -203,6 +209,27 @@ def event_json(event: LoopEvent) -> dict[str, Any]:
             return {"type": "tool_results", "turn": turn, "message": message}
         case TransitionEvent(turn=turn, transition=transition):
             return {"type": "transition", "turn": turn, **describe(transition)}
+        case Compaction():
+            return {
+                "type": "compaction",
+                "turn": event.turn,
+                "layer": event.layer.value,
+                "tokens_before": event.tokens_before,
+                "tokens_after": event.tokens_after,
+                "outcome": event.outcome.value,
+                "detail": event.detail,
+                "breaker_tripped": event.breaker_tripped,
+                "usage": event.usage.as_dict() if event.usage is not None else None,
+            }
+        case ContextBoundary():
+            return {
+                "type": "context_boundary",
+                "turn": event.turn,
+                "layer": event.layer.value,
+                "tokens_freed": event.tokens_freed,
+                "messages_removed": event.messages_removed,
+                "detail": event.detail,
+            }
         case StatusEvent():
             return {
                 "type": "status",

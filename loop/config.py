@@ -1,13 +1,18 @@
 """The loop's immutable configuration, snapshotted once when a run starts and never re-read.
 
 Defaults are the numbers of the design digest: an 8,000-token output cap escalated once to
-64,000, three continuation recoveries, 20 model calls, 100,000 tokens, five minutes of wall clock,
-three consecutive tool-error turns, five identical tool calls in a row, ten concurrent safe tools.
+64,000, three continuation recoveries, 20 model calls, five minutes of wall clock, three
+consecutive tool-error turns, five identical tool calls in a row, ten concurrent safe tools. The
+token guardrail counts billed tokens (uncached input, output and cache writes: 1,000,000 by
+default); cache reads are capped separately, and not by default, so a long cached session is not
+stopped for re-reading its own prefix. The context layers' settings are ``context``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from loop.context.config import ContextConfig, autocompact_threshold, blocking_limit
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
@@ -23,9 +28,14 @@ class LoopConfig:
     """"Continue where you stopped" attempts after the escalated retry was still truncated."""
 
     max_turns: int = 20
-    """Safety net: model calls per run (every request counts, retries and continuations too)."""
-    max_total_tokens: int | None = 100_000
-    """Tokens billed over the run (uncached input + cache read + cache write + output)."""
+    """Safety net: model calls per run (every request counts, retries and continuations too).
+    Summarisation calls are not counted here: the circuit breaker and the once-per-error rungs
+    bound them (``state.context.summariser_calls``)."""
+    max_total_tokens: int | None = 1_000_000
+    """Billed tokens over the run: uncached input + cache writes + output (summarisation calls
+    included). Cache reads do not count: see ``max_cache_read_tokens``."""
+    max_cache_read_tokens: int | None = None
+    """Cache-read tokens over the run (``None``: no cap)."""
     max_wall_clock_s: float | None = 300.0
     """Seconds since the run started, on the injected clock."""
     max_consecutive_errors: int | None = 3
@@ -44,6 +54,9 @@ class LoopConfig:
     source: str = "sdk"
     """Who runs the loop (``repl``, ``sdk``, ``agent:<name>``, ``compact``...). ``compact`` is
     exempt from the blocking limit (the compaction agent must be able to run)."""
+
+    context: ContextConfig = field(default_factory=ContextConfig)
+    """The context layers (tool-result budget, snip, microcompact, collapse, auto-compact)."""
 
     thinking_budget_tokens: int | None = None
     """Extended thinking budget (``thinking: {"type": "enabled"}``); ``None`` disables it."""
@@ -66,12 +79,18 @@ class LoopConfig:
         for name, value in positive.items():
             if value < 1:
                 raise ValueError(f"LoopConfig.{name} must be >= 1, got {value}")
+        if self.effective_window < 1:
+            raise ValueError(
+                f"LoopConfig.context_window ({self.context_window}) leaves no room once "
+                f"min(escalated_max_tokens, 20_000) is reserved for the output"
+            )
         if self.max_output_recoveries < 0:
             raise ValueError("LoopConfig.max_output_recoveries must be >= 0")
         if self.tool_timeout_s <= 0:
             raise ValueError("LoopConfig.tool_timeout_s must be > 0")
         for name, limit in (
             ("max_total_tokens", self.max_total_tokens),
+            ("max_cache_read_tokens", self.max_cache_read_tokens),
             ("max_wall_clock_s", self.max_wall_clock_s),
             ("max_consecutive_errors", self.max_consecutive_errors),
             ("max_repeated_tool_calls", self.max_repeated_tool_calls),
@@ -90,5 +109,11 @@ class LoopConfig:
         return self.context_window - min(self.escalated_max_tokens, 20_000)
 
     @property
+    def autocompact_threshold(self) -> int:
+        """``effective - 13_000`` (never below half the effective window)."""
+        return autocompact_threshold(self.effective_window, self.context.autocompact_buffer_tokens)
+
+    @property
     def blocking_limit(self) -> int:
-        return self.effective_window - self.blocking_buffer_tokens
+        """``effective - 3_000`` (never below 90% of the effective window)."""
+        return blocking_limit(self.effective_window, self.blocking_buffer_tokens)

@@ -2,17 +2,36 @@
 
 ``stop_reason`` is the only signal (never the text): ``tool_use`` runs tools; ``end_turn`` and
 ``stop_sequence`` complete; ``pause_turn`` resumes; ``max_tokens`` escalates the cap once, then
-asks the model to continue up to ``max_output_recoveries`` times; ``model_context_window_exceeded``
-is ``prompt_too_long``; ``refusal`` is ``refusal``; an error is ``model_error`` (or
-``prompt_too_long`` when the API said the prompt does not fit).
+asks the model to continue up to ``max_output_recoveries`` times; ``refusal`` is ``refusal``;
+any other error is ``model_error``.
+
+The context recovery ladder (each rung at most once, its use recorded in the new state):
+
+* the upstream refused the prompt as too long (:mod:`loop.context.errors`): a **collapse drain**
+  when the last pass saw completed tool work it could collapse, then **reactive compaction**
+  (once per error kind; the flags survive stop-hook retries and are reset only by a completed tool
+  turn), then a **thinking downgrade** (retry without thinking) when thinking is on, then
+  ``prompt_too_long``;
+* ``input length and max_tokens exceed context limit``: first the **thinking downgrade** to an
+  output cap (and thinking budget) that fits, then the rungs above;
+* ``stop_reason: model_context_window_exceeded`` is a truncation: reactive compaction and the
+  request again (once), then ``prompt_too_long``.
+
+With ``context.enabled`` off, every context error is ``prompt_too_long`` at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loop.config import LoopConfig
+from loop.context.errors import ContextError, ContextErrorKind, classify
 from loop.outcome import ApiErrorInfo, TurnOutcome
 from loop.state import LoopState
+from loop.stop_hooks import StopHookResult
+from loop.tokens import context_tokens
 from loop.transitions import (
+    CollapseDrain,
     Completed,
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
@@ -20,17 +39,24 @@ from loop.transitions import (
     NextTurn,
     PauseTurnResume,
     PromptTooLong,
+    ReactiveCompactRetry,
     Refusal,
+    StopHookBlocking,
+    StopHookPrevented,
     Terminal,
+    ThinkingDowngrade,
     Transition,
 )
 
-PROMPT_TOO_LONG_MARKER = "prompt is too long"
+MIN_THINKING_BUDGET = 1_024
+OUTPUT_MARGIN = 1_000
+"""Kept free under the window when the output cap is lowered to fit."""
+MIN_DOWNGRADED_MAX_TOKENS = 1_024
 
 
 def decide(state: LoopState, outcome: TurnOutcome, config: LoopConfig) -> Transition | Terminal:
     if outcome.error is not None:
-        return _from_error(outcome.error)
+        return _from_error(state, outcome.error, config)
     if not outcome.complete:
         return ModelError("incomplete_stream", "the response stream ended before message_stop")
     stop_reason = outcome.stop_reason
@@ -45,18 +71,103 @@ def decide(state: LoopState, outcome: TurnOutcome, config: LoopConfig) -> Transi
     if stop_reason == "max_tokens":
         return _after_max_tokens(state, config)
     if stop_reason == "model_context_window_exceeded":
-        return PromptTooLong("the model's context window was exceeded (model_context_window_exceeded)")
+        error = ContextError(
+            ContextErrorKind.WINDOW_EXCEEDED,
+            "the model's context window was exceeded (model_context_window_exceeded)",
+        )
+        return recover(state, error, config)
     if stop_reason == "refusal":
         return Refusal(outcome.stop_details)
     return ModelError("invalid_response", f"unknown stop_reason {stop_reason!r}")
 
 
-def _from_error(error: ApiErrorInfo) -> Terminal:
-    if error.status == 413 or error.error_type == "request_too_large":
-        return PromptTooLong(f"{error.error_type}: {error.message}")
-    if error.error_type == "invalid_request_error" and PROMPT_TOO_LONG_MARKER in error.message.lower():
-        return PromptTooLong(f"{error.error_type}: {error.message}")
-    return ModelError(error.error_type, error.message, error.status)
+def after_stop_hooks(results: Sequence[StopHookResult]) -> StopHookBlocking | StopHookPrevented | None:
+    """What the stop hooks' answers to a completed turn mean (``None``: the run completes)."""
+    for result in results:
+        if result.prevent_continuation:
+            return StopHookPrevented(result.message or "a stop hook prevented continuation")
+    errors = tuple(error for result in results for error in result.blocking_errors)
+    return StopHookBlocking(errors) if errors else None
+
+
+def recover(state: LoopState, error: ContextError, config: LoopConfig) -> Transition | Terminal:
+    """The next unused rung of the ladder for ``error``, or ``prompt_too_long``."""
+    kind = error.kind.value
+    context = state.context
+    if not config.context.enabled:
+        return PromptTooLong(error.detail, kind)
+    if error.kind is ContextErrorKind.OUTPUT_OVERFLOW and not context.thinking_downgraded:
+        downgrade = _fitting_output(state, error, config)
+        if downgrade is not None:
+            return downgrade
+    window_exceeded = error.kind is ContextErrorKind.WINDOW_EXCEEDED
+    if not window_exceeded and context.can_drain and kind not in context.drained:
+        return CollapseDrain(kind, _learned_limit(state, error, config))
+    if kind not in context.reactive_attempted:
+        return ReactiveCompactRetry(kind, None if window_exceeded else _learned_limit(state, error, config))
+    if (
+        not window_exceeded
+        and _thinking_budget(state, config) is not None
+        and not context.thinking_downgraded
+    ):
+        return ThinkingDowngrade(kind, max_tokens=None, thinking_budget=None)
+    return PromptTooLong(error.detail, kind)
+
+
+def _from_error(state: LoopState, error: ApiErrorInfo, config: LoopConfig) -> Transition | Terminal:
+    context_error = classify(error)
+    if context_error is None:
+        return ModelError(error.error_type, error.message, error.status)
+    return recover(state, context_error, config)
+
+
+def _learned_limit(state: LoopState, error: ContextError, config: LoopConfig) -> int | None:
+    """The prompt limit a refusal states (``N maximum``) or implies: a share of what was refused,
+    but never less than the largest prompt the upstream accepted in this run."""
+    if error.kind is ContextErrorKind.OUTPUT_OVERFLOW:
+        return state.context.learned_limit  # the prompt itself fitted
+    if error.limit is not None:
+        learned = error.limit
+    else:
+        refused = error.prompt_tokens or context_tokens(state)
+        learned = int(refused * config.context.unknown_limit_factor)
+        accepted = state.context.largest_accepted_prompt
+        if accepted < refused:
+            learned = max(learned, accepted)
+    learned = max(learned, config.context.min_learned_limit)
+    current = state.context.learned_limit
+    return learned if current is None else min(current, learned)
+
+
+def _thinking_budget(state: LoopState, config: LoopConfig) -> int | None:
+    if state.context.thinking_disabled:
+        return None
+    return state.context.thinking_budget or config.thinking_budget_tokens
+
+
+def current_max_tokens(state: LoopState, config: LoopConfig) -> int:
+    cap = state.max_output_tokens_override or config.max_tokens
+    if state.context.max_tokens_cap is not None:
+        cap = min(cap, state.context.max_tokens_cap)
+    return cap
+
+
+def _fitting_output(state: LoopState, error: ContextError, config: LoopConfig) -> ThinkingDowngrade | None:
+    """A smaller output cap (and thinking budget) that fits next to the prompt, if one does."""
+    current = current_max_tokens(state, config)
+    if error.limit is not None and error.prompt_tokens is not None:
+        max_tokens = error.limit - error.prompt_tokens - OUTPUT_MARGIN
+    else:
+        max_tokens = current // 2
+    max_tokens = min(max_tokens, current - 1)
+    if max_tokens < MIN_DOWNGRADED_MAX_TOKENS:
+        return None
+    budget = _thinking_budget(state, config)
+    if budget is not None:
+        budget = min(budget, max_tokens - MIN_THINKING_BUDGET)
+        if budget < MIN_THINKING_BUDGET:
+            budget = None
+    return ThinkingDowngrade(error.kind.value, max_tokens=max_tokens, thinking_budget=budget)
 
 
 def _after_max_tokens(state: LoopState, config: LoopConfig) -> Transition | Terminal:

@@ -1,11 +1,11 @@
-"""The loop's injectable dependencies: five small protocols, each with a production default.
+"""The loop's injectable dependencies, each with a production default.
 
 * ``call_model``: a request in, Anthropic stream event dicts (and ``StatusEvent``s) out. Default:
   the gateway's configured provider, in process (``loop.callers.ProviderModelCaller``), built from
-  the environment when the run starts and closed when it ends.
-* ``compact`` / ``microcompact``: rewrite the history before a request. The defaults keep it as it
-  is; they are the seam the compaction work plugs into (microcompact then compact run, in that
-  order, before every request).
+  the environment when the run starts and closed when it ends. Summarisation calls go through it
+  too (``ModelRequest.source == "compact"``).
+* ``layers``: the pure context layers 0-3 (tool-result budget, snip, microcompact, collapse) run
+  in order before every request; auto-compaction (layer 4) follows them.
 * ``uuid``: request ids.
 * ``clock``: ``now``, ``sleep`` and ``timeout``; guardrails and tool timeouts use it, so a
   ``loop.testing.VirtualClock`` makes them deterministic.
@@ -21,9 +21,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from loop.config import LoopConfig
+from loop.context.layers import DEFAULT_LAYERS, ContextLayer
 from loop.events import StatusEvent
-from loop.messages import JSONObject, Message
+from loop.messages import JSONObject
 from loop.request import ModelRequest
 
 ModelStreamItem = JSONObject | StatusEvent
@@ -38,10 +38,6 @@ class ModelCaller(Protocol):
     """
 
     def __call__(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]: ...
-
-
-class Compactor(Protocol):
-    async def __call__(self, messages: tuple[Message, ...], config: LoopConfig) -> tuple[Message, ...]: ...
 
 
 class Clock(Protocol):
@@ -67,11 +63,6 @@ class SystemClock:
         return asyncio.timeout(seconds)
 
 
-async def keep_history(messages: tuple[Message, ...], config: LoopConfig) -> tuple[Message, ...]:
-    """The default compactor and microcompactor: the history unchanged."""
-    return messages
-
-
 def new_request_id() -> str:
     return f"req_loop_{uuid.uuid4().hex}"
 
@@ -80,7 +71,6 @@ def new_request_id() -> str:
 class LoopDeps:
     call_model: ModelCaller | None = None
     """``None``: the gateway provider configured by the environment (owned by the run)."""
-    compact: Compactor = keep_history
-    microcompact: Compactor = keep_history
+    layers: tuple[ContextLayer, ...] = DEFAULT_LAYERS
     uuid: Callable[[], str] = new_request_id
     clock: Clock = field(default_factory=SystemClock)

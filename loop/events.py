@@ -4,8 +4,15 @@ Order within a turn: ``StreamEvent``s as the response arrives (interleaved with 
 ``ToolFinished`` of concurrency-safe calls that start before the response ends), then the
 complete ``AssistantMessage``, then the remaining tool events and one ``ToolResults`` message, then
 a ``TransitionEvent`` saying why the loop goes round again. A response the loop withholds (a
-truncated one it retries with a higher cap) produces no ``AssistantMessage``: its
-``TransitionEvent`` tells a UI to drop what it streamed.
+truncated one it retries with a higher cap, one refused as too long that it recovers from)
+produces no ``AssistantMessage``, and its raw ``error`` events are not yielded: its
+``TransitionEvent`` tells a UI to drop what it streamed. They are yielded only when every
+recovery failed, just before the run ends.
+
+Before a model call come the events of the context layers that acted, in layer order
+(``ContextBoundary`` for snip, ``Compaction`` for the others). A ``Compaction`` of the upstream's
+own clearing (``server_applied``) follows the response that reported it. The size each response's
+prompt really had is its ``AssistantMessage.usage.context_tokens``.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from loop.context.kinds import Layer, Outcome
 from loop.messages import JSONObject
 from loop.transitions import Transition
 from loop.usage import TokenUsage
@@ -86,7 +94,49 @@ class TransitionEvent:
     transition: Transition
 
 
+@dataclass(frozen=True, slots=True)
+class ContextBoundary:
+    """Old messages were dropped (snip): a UI removes them; ``tokens_freed`` fed this turn's
+    auto-compact decision."""
+
+    turn: int
+    layer: Layer
+    tokens_freed: int
+    messages_removed: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A context layer rewrote the history (or tried to). Tokens are the loop's estimate of the
+    context before and after (API-reported figures for ``server_applied``)."""
+
+    turn: int
+    layer: Layer
+    tokens_before: int
+    tokens_after: int
+    outcome: Outcome
+    detail: str = ""
+    breaker_tripped: bool = False
+    """This failure opened the auto-compact circuit breaker."""
+    usage: TokenUsage | None = None
+    """What the summarisation call was billed (auto/reactive compaction only)."""
+
+    @property
+    def tokens_freed(self) -> int:
+        return max(0, self.tokens_before - self.tokens_after)
+
+
 ToolEvent = ToolStarted | ToolFinished
+ContextEvent = ContextBoundary | Compaction
 LoopEvent = (
-    StreamEvent | AssistantMessage | ToolStarted | ToolFinished | ToolResults | TransitionEvent | StatusEvent
+    StreamEvent
+    | AssistantMessage
+    | ToolStarted
+    | ToolFinished
+    | ToolResults
+    | TransitionEvent
+    | StatusEvent
+    | ContextBoundary
+    | Compaction
 )

@@ -1,10 +1,13 @@
-"""Limits checked before every model call, each ending the run with its own terminal and report."""
+"""Limits checked before every model call, each ending the run with its own terminal and report.
+
+``check_guardrails`` runs first; the context blocking limit (``check_blocking``) runs after the
+context layers, on the history they produced.
+"""
 
 from __future__ import annotations
 
 from loop.config import LoopConfig
 from loop.state import LoopState
-from loop.tokens import context_tokens
 from loop.transitions import BlockingLimit, Guardrail, GuardrailKind, GuardrailReport, MaxTurns, Terminal
 
 COMPACT_SOURCE = "compact"
@@ -13,19 +16,29 @@ COMPACT_SOURCE = "compact"
 def check_guardrails(state: LoopState, config: LoopConfig, now: float) -> Terminal | None:
     """The first limit ``state`` has reached, or ``None`` when the next call may go ahead.
 
-    Order: max_turns, total tokens, wall clock, consecutive error turns, repeated tool calls, then
-    the context blocking limit (not applied to the compaction agent, which must be able to run).
+    Order: max_turns, billed tokens, cache-read tokens, wall clock, consecutive error turns,
+    repeated tool calls.
     """
     turns = state.turn_count
     if turns >= config.max_turns:
         return MaxTurns(config.max_turns)
-    if config.max_total_tokens is not None and state.usage.total >= config.max_total_tokens:
+    billed = state.usage.billed
+    if config.max_total_tokens is not None and billed >= config.max_total_tokens:
         return _guardrail(
             GuardrailKind.TOKENS,
             config.max_total_tokens,
-            state.usage.total,
+            billed,
             turns,
-            f"{state.usage.total} tokens used, limit {config.max_total_tokens}",
+            f"{billed} billed tokens (input + cache writes + output), limit {config.max_total_tokens}",
+        )
+    reads = state.usage.cache_read_input_tokens
+    if config.max_cache_read_tokens is not None and reads >= config.max_cache_read_tokens:
+        return _guardrail(
+            GuardrailKind.CACHE_READ_TOKENS,
+            config.max_cache_read_tokens,
+            reads,
+            turns,
+            f"{reads} cache-read tokens, limit {config.max_cache_read_tokens}",
         )
     elapsed = now - state.started_at
     if config.max_wall_clock_s is not None and elapsed >= config.max_wall_clock_s:
@@ -54,10 +67,14 @@ def check_guardrails(state: LoopState, config: LoopConfig, now: float) -> Termin
             turns,
             f"the same tool call was made {repeats} times in a row: {state.last_tool_signature}",
         )
-    if config.source != COMPACT_SOURCE:
-        estimated = context_tokens(state)
-        if estimated >= config.blocking_limit:
-            return BlockingLimit(estimated, config.blocking_limit)
+    return None
+
+
+def check_blocking(estimated: int, limit: int, config: LoopConfig) -> BlockingLimit | None:
+    """The hard limit on the request about to be sent (after the context layers ran); not applied
+    to the compaction agent (``source="compact"``), which must be able to run."""
+    if config.source != COMPACT_SOURCE and estimated >= limit:
+        return BlockingLimit(estimated, limit)
     return None
 
 

@@ -38,12 +38,24 @@ def blocks_of(message: Message) -> list[Block]:
     return []
 
 
+def blocks_view(message: Message) -> Sequence[Block]:
+    """Like :func:`blocks_of`, without copying when the content is already a list of blocks: for
+    reading only (the result may be the message's own list)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if type(block) is not dict:
+                return [b for b in content if isinstance(b, dict)]
+        return content
+    return blocks_of(message)
+
+
 def tool_use_ids(message: Message) -> list[str]:
     """Ids of the ``tool_use`` blocks of an assistant message, in order, without duplicates."""
     if message.get("role") != "assistant":
         return []
     seen: list[str] = []
-    for block in blocks_of(message):
+    for block in blocks_view(message):
         if block.get("type") == "tool_use" and isinstance(block.get("id"), str) and block["id"] not in seen:
             seen.append(block["id"])
     return seen
@@ -82,7 +94,7 @@ def _answer(ids: list[str], follower: Message | None, missing_text: str) -> Mess
     """The user message that must follow an assistant message calling ``ids``."""
     others: list[Block] = []
     found: dict[str, Block] = {}
-    for block in blocks_of(follower) if follower is not None else []:
+    for block in blocks_view(follower) if follower is not None else []:
         if block.get("type") != "tool_result":
             others.append(block)
             continue
@@ -99,7 +111,7 @@ def _answer(ids: list[str], follower: Message | None, missing_text: str) -> Mess
 
 
 def _without_results(message: Message) -> Message | None:
-    blocks = blocks_of(message)
+    blocks = blocks_view(message)
     kept = [b for b in blocks if b.get("type") != "tool_result"]
     if len(kept) == len(blocks):
         return message

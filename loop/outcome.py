@@ -46,6 +46,10 @@ class TurnOutcome:
     error: ApiErrorInfo | None = None
     complete: bool = False
     message_id: str | None = None
+    context_cleared_tokens: int = 0
+    """Prompt tokens the upstream cleared itself (context-management beta): the sum of
+    ``context_management.applied_edits[].cleared_input_tokens``, or the usage's
+    ``cache_deleted_input_tokens`` when only that was reported."""
 
     def assistant_message(self) -> JSONObject:
         return {"role": "assistant", "content": list(self.content)}

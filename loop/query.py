@@ -1,9 +1,12 @@
 """The agent loop: an async generator that only does I/O and yields.
 
-Each iteration: guardrails (pure) → history preparation (microcompact, compact, normalise) →
-request → stream (events yielded as they arrive; safe tool calls start as their blocks complete)
-→ ``decide`` (pure) → tools → ``advance`` (pure) → next iteration, or a terminal reported to the
-``Run``. Every decision lives in ``decide``, ``guardrails`` and ``advance``.
+Each iteration: guardrails (pure) → the context layers (:mod:`loop.context.pipeline`: tool-result
+budget, snip, microcompact, collapse, auto-compact, then the thinking rules and the pairing
+normaliser) → the blocking limit on what they produced → request → stream (events yielded as they
+arrive, except ``error`` events, held back until the loop knows it cannot recover; safe tool calls
+start as their blocks complete) → ``decide`` (pure) → stop hooks after a completed turn → tools →
+``advance`` (pure) → next iteration, or a terminal reported to the ``Run``. Every decision lives
+in ``decide``, ``guardrails``, ``advance`` and the layers.
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loop.advance import advance, conclude, interrupt, record_response
-from loop.callers.errors import error_event
+from loop.calls import guarded
 from loop.config import LoopConfig
-from loop.decide import decide
-from loop.deps import LoopDeps, ModelCaller, ModelStreamItem
+from loop.context.microcompact import CONTEXT_MANAGEMENT_BETA, SERVER_EDIT_PROVIDERS, server_edits
+from loop.context.pipeline import ContextPipeline, Prepared, server_applied_event
+from loop.context.session import ContextSession
+from loop.context.settings import ContextSettings
+from loop.context.state import ContextState
+from loop.decide import after_stop_hooks, current_max_tokens, decide
+from loop.deps import LoopDeps, ModelCaller
 from loop.events import (
     AssistantMessage,
     LoopEvent,
@@ -30,19 +38,31 @@ from loop.events import (
     ToolResults,
     TransitionEvent,
 )
-from loop.guardrails import check_guardrails
-from loop.messages import Message, normalize, user_message
+from loop.guardrails import check_blocking, check_guardrails
+from loop.messages import Message, user_message
 from loop.outcome import TurnOutcome
-from loop.request import ModelRequest, SystemPrompt, build_request
+from loop.request import SystemPrompt, build_request, system_blocks
 from loop.run import Run
 from loop.state import LoopState, initial_state
+from loop.stop_hooks import StopHook, StopHookResult
 from loop.stream import TurnAccumulator
+from loop.tokens import estimate_json_tokens
 from loop.tools.base import Tool
+from loop.tools.builtin.read_tool_result import NAME as READ_TOOL_RESULT
+from loop.tools.builtin.read_tool_result import ReadToolResult
 from loop.tools.dispatcher import ToolDispatcher
 from loop.tools.executor import StreamingToolExecutor
 from loop.tools.permissions import PermissionCallback, PermissionPolicy
 from loop.tools.registry import ToolRegistry
-from loop.transitions import AbortedStreaming, AbortedTools, NextTurn, Terminal, Transition
+from loop.transitions import (
+    AbortedStreaming,
+    AbortedTools,
+    Completed,
+    NextTurn,
+    StopHookPrevented,
+    Terminal,
+    Transition,
+)
 
 log = logging.getLogger("switchyard.loop")
 
@@ -58,6 +78,11 @@ class QueryParams:
     permissions: PermissionPolicy = field(default_factory=PermissionPolicy)
     can_use_tool: PermissionCallback | None = None
     """Asked before a call the permission mode does not allow outright."""
+    session: ContextSession | None = None
+    """What outlives this run (circuit breaker, stored tool results): pass the same one to every
+    run of a conversation. ``None``: a new one for this run."""
+    stop_hooks: Sequence[StopHook] = ()
+    """Run, in order, when the model ends its turn without calling a tool."""
 
 
 def query(params: QueryParams) -> Run:
@@ -93,7 +118,11 @@ class _Turn:
 async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, None]:
     config, deps = params.config, params.deps
     clock = deps.clock
-    registry = ToolRegistry(params.tools)
+    session = params.session if params.session is not None else ContextSession()
+    tools = list(params.tools)
+    if config.context.enabled and all(t.name != READ_TOOL_RESULT for t in tools):
+        tools.append(ReadToolResult(session.store))
+    registry = ToolRegistry(tools)
     tool_definitions = registry.definitions()
     dispatcher = ToolDispatcher(
         registry,
@@ -101,9 +130,28 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         policy=params.permissions,
         can_use_tool=params.can_use_tool,
         default_timeout_s=config.tool_timeout_s,
+        truncate_results=not config.context.enabled,
     )
     caller, close_caller = _resolve_caller(deps)
+    overhead = estimate_json_tokens([*system_blocks(params.system, cache=False), *tool_definitions])
+    settings = ContextSettings(
+        config.context,
+        config.effective_window,
+        config.blocking_buffer_tokens,
+        {tool.name: tool.max_result_size_chars for tool in registry},
+        overhead_tokens=overhead,
+        thinking=config.thinking_budget_tokens is not None,
+        server_edits=_server_edits(config, caller),
+    )
+    pipeline = ContextPipeline(
+        settings, config, session=session, caller=caller, clock=clock, uuid=deps.uuid, layers=deps.layers
+    )
     state = initial_state(run.initial_messages, clock.now())
+    state = replace(
+        state,
+        context_tokens=overhead,
+        context=ContextState(overhead_tokens=overhead, learned_limit=session.learned_limit),
+    )
     turn: _Turn | None = None
     try:
         while True:
@@ -112,15 +160,32 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             if stop is not None:
                 run.settle(stop, state)
                 return
-            state = await _prepare_history(state, deps, config)
-            max_tokens = state.max_output_tokens_override or config.max_tokens
+            prepared: Prepared | None = None
+            async for step in pipeline.run(state):
+                if isinstance(step, Prepared):
+                    prepared = step
+                else:
+                    yield step
+            if prepared is None:  # pragma: no cover - the pass always ends with one
+                raise RuntimeError("the context pass ended without a result")
+            state = prepared.state
+            blocked = check_blocking(prepared.tokens, prepared.thresholds.blocking, config)
+            if blocked is not None:
+                run.settle(blocked, state)
+                return
+            thinking = state.context.thinking_budget or config.thinking_budget_tokens
             request = build_request(
                 state.messages,
                 config,
                 system=params.system,
                 tools=tool_definitions,
-                max_tokens=max_tokens,
+                max_tokens=current_max_tokens(state, config),
                 request_id=deps.uuid(),
+                thinking_budget=thinking if pipeline.thinking_enabled(state) else None,
+                context_management=server_edits(settings, state.context.learned_limit)
+                if settings.server_edits
+                else None,
+                extra_betas=(CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else (),
             )
             turn = _Turn(
                 number=state.turn_count + 1,
@@ -132,27 +197,41 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                     max_concurrency=config.max_tool_concurrency,
                 ),
             )
-            async with aclosing(_guarded(caller, request)) as stream:
+            held: list[StreamEvent] = []
+            async with aclosing(guarded(caller, request)) as stream:
                 async for item in stream:
                     if isinstance(item, StatusEvent):
                         yield item
                         continue
                     tool_use = turn.accumulator.feed(item)
+                    if item.get("type") == "error":
+                        held.append(StreamEvent(turn.number, item))  # withheld until decided
+                        break
                     if config.stream_events:
                         yield StreamEvent(turn.number, item)
                     if tool_use is not None:
                         turn.executor.submit(tool_use)
                     for tool_event in turn.executor.drain():
                         yield tool_event
-                    if item.get("type") == "error":
-                        break
             outcome = turn.outcome = turn.accumulator.outcome()
             state = record_response(state, outcome)
+            if outcome.context_cleared_tokens:
+                yield server_applied_event(
+                    turn.number, outcome.usage.context_tokens, outcome.context_cleared_tokens
+                )
             decision = decide(state, outcome, config)
+            if isinstance(decision, Completed) and params.stop_hooks:
+                hooked = after_stop_hooks(await _run_stop_hooks(params.stop_hooks, state, outcome))
+                if hooked is not None:
+                    decision = hooked
             if not isinstance(decision, Transition):
                 await turn.executor.cancel()
+                if config.stream_events:
+                    for held_error in held:  # every recovery rung failed: shown now
+                        yield held_error
                 before = len(state.messages)
-                state = conclude(state, decision, outcome)
+                answered = Completed("end_turn") if isinstance(decision, StopHookPrevented) else decision
+                state = conclude(state, answered, outcome)
                 run.settle(decision, state)
                 for event in _appended(turn.number, state, before, outcome):
                     yield event
@@ -187,6 +266,20 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             await close_caller()
 
 
+async def _run_stop_hooks(
+    hooks: Sequence[StopHook], state: LoopState, outcome: TurnOutcome
+) -> list[StopHookResult]:
+    """The hooks' answers to the completed turn (a hook that raises is logged and ignored)."""
+    history = (*state.messages, outcome.assistant_message())
+    results: list[StopHookResult] = []
+    for hook in hooks:
+        try:
+            results.append(await hook(history))
+        except Exception:
+            log.exception("stop hook %r failed; ignored", hook)
+    return results
+
+
 async def _aborted(state: LoopState, turn: _Turn | None) -> tuple[Terminal, LoopState]:
     """The terminal and final state of a run closed or cancelled now."""
     if turn is None:
@@ -213,17 +306,16 @@ def _appended(number: int, state: LoopState, before: int, outcome: TurnOutcome) 
     return events
 
 
-async def _prepare_history(state: LoopState, deps: LoopDeps, config: LoopConfig) -> LoopState:
-    """Microcompact, compact, then restore the pairing invariant: what the request will send."""
-    compacted = await deps.compact(await deps.microcompact(state.messages, config), config)
-    normalized = tuple(normalize(compacted))
-    if compacted is not state.messages:  # the history was rewritten: the reported size no longer applies
-        return replace(state, messages=normalized, context_tokens=0, context_message_count=0)
-    if len(normalized) != len(state.messages) or any(
-        a is not b for a, b in zip(normalized, state.messages, strict=True)
-    ):
-        return replace(state, messages=normalized)
-    return state
+def _server_edits(config: LoopConfig, caller: ModelCaller) -> bool:
+    """Whether microcompact is the upstream's: configured, or (``None``) when the caller's upstream
+    accepts the context-management beta (see :mod:`loop.context.microcompact`) and the model is
+    one context editing supports (Claude 4 and later: not the ``claude-3`` families)."""
+    if not config.context.enabled:
+        return False
+    if config.context.server_context_edits is not None:
+        return config.context.server_context_edits
+    provider = getattr(caller, "provider", None)
+    return getattr(provider, "name", None) in SERVER_EDIT_PROVIDERS and "claude-3" not in config.model
 
 
 def _resolve_caller(deps: LoopDeps) -> tuple[ModelCaller, Callable[[], Awaitable[None]] | None]:
@@ -234,19 +326,3 @@ def _resolve_caller(deps: LoopDeps) -> tuple[ModelCaller, Callable[[], Awaitable
 
     caller = ProviderModelCaller.from_environ(os.environ)
     return caller, caller.aclose
-
-
-async def _guarded(caller: ModelCaller, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
-    """The caller's stream, closed when we stop; an exception it raises becomes an ``error``
-    event (``client_error``), so a failing caller ends the run as ``model_error``."""
-    stream = caller(request)
-    try:
-        async for item in stream:
-            yield item
-    except Exception as exc:
-        log.exception("model caller failed (request %s)", request.request_id)
-        yield error_event("client_error", f"{type(exc).__name__}: {exc}")
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()

@@ -3,7 +3,8 @@
 With ``prompt_caching`` the request carries two breakpoints, as Claude Code places them: the end of
 the system prompt (tools and system are the stable prefix) and the newest message's last block
 (so each turn reads the previous turn's prefix from the cache). Markers are added to copies:
-the stored history never carries them.
+the stored history never carries them. The context layers may lower the output cap and the
+thinking budget (after a context overflow) and add server-side context edits (with their beta).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class ModelRequest:
     betas: tuple[str, ...]
     """Sent as the ``anthropic-beta`` header."""
     request_id: str
+    source: str = "sdk"
+    """Who asked: the run's ``LoopConfig.source``, or ``compact`` for a summarisation call."""
 
 
 def build_request(
@@ -37,25 +40,47 @@ def build_request(
     tools: Sequence[JSONObject],
     max_tokens: int,
     request_id: str,
+    thinking_budget: int | None = None,
+    context_management: JSONObject | None = None,
+    extra_betas: Sequence[str] = (),
 ) -> ModelRequest:
+    """``thinking_budget`` enables extended thinking (the caller passes the config's, or the
+    downgraded one)."""
     body: JSONObject = {"model": config.model, "max_tokens": max_tokens}
-    system_blocks = _system_blocks(system, cache=config.prompt_caching)
-    if system_blocks:
-        body["system"] = system_blocks
+    blocks = system_blocks(system, cache=config.prompt_caching)
+    if blocks:
+        body["system"] = blocks
     body["messages"] = _with_message_breakpoint(messages) if config.prompt_caching else list(messages)
     if tools:
         body["tools"] = list(tools)
-    if config.thinking_budget_tokens is not None:
-        body["thinking"] = {"type": "enabled", "budget_tokens": config.thinking_budget_tokens}
+    if thinking_budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     if config.stop_sequences:
         body["stop_sequences"] = list(config.stop_sequences)
     if config.temperature is not None:
         body["temperature"] = config.temperature
+    if context_management is not None:
+        body["context_management"] = context_management
     body["stream"] = True
-    return ModelRequest(body=body, betas=config.betas, request_id=request_id)
+    betas = (*config.betas, *(b for b in extra_betas if b not in config.betas))
+    return ModelRequest(body=body, betas=betas, request_id=request_id, source=config.source)
 
 
-def _system_blocks(system: SystemPrompt, *, cache: bool) -> list[Block]:
+def summary_request(
+    config: LoopConfig, *, system: str, messages: Sequence[Message], max_tokens: int, request_id: str
+) -> ModelRequest:
+    """The summarisation side call: same model, no tools, no thinking, ``source="compact"``."""
+    body: JSONObject = {
+        "model": config.model,
+        "max_tokens": max_tokens,
+        "system": [{"type": "text", "text": system}],
+        "messages": list(messages),
+        "stream": True,
+    }
+    return ModelRequest(body=body, betas=config.betas, request_id=request_id, source="compact")
+
+
+def system_blocks(system: SystemPrompt, *, cache: bool) -> list[Block]:
     if system is None or system == "":
         return []
     blocks: list[Block] = (

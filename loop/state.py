@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from loop.context.state import ContextState
 from loop.messages import Message
 from loop.transitions import Transition
 from loop.usage import TokenUsage
@@ -19,9 +20,12 @@ class LoopState:
     usage: TokenUsage = field(default_factory=TokenUsage)
     """Totals over every response, discarded ones included (they were billed)."""
     context_tokens: int = 0
-    """Prompt + output tokens of the last response, as the API reported them."""
+    """Prompt + output tokens of the last response, as the API reported them (or, at the start and
+    after a layer rewrote the history, the estimate then, system prompt and tools included)."""
     context_message_count: int = 0
     """How many of ``messages`` ``context_tokens`` covers (newer ones are estimated)."""
+    context: ContextState = field(default_factory=ContextState)
+    """Recovery flags, learned limits and pending work of the context layers."""
     max_output_tokens_override: int | None = None
     """The escalated output cap, while it applies."""
     max_output_recovery_count: int = 0
@@ -30,7 +34,7 @@ class LoopState:
     repeated_tool_calls: int = 0
     """How many times in a row ``last_tool_signature`` was called."""
     stop_hook_active: bool = False
-    """Set by stop-hook continuations (stop hooks arrive with a later issue)."""
+    """Set by stop-hook continuations (the loop went round again because a stop hook blocked)."""
     transition: Transition | None = None
     """Why the loop last continued (``None`` before the first continuation)."""
     transitions: tuple[Transition, ...] = ()

@@ -91,6 +91,8 @@ class TurnAccumulator:
         self._error: ApiErrorInfo | None = None
         self._complete = False
         self._message_id: str | None = None
+        self._cleared_edits = 0
+        self._cache_deleted = 0
 
     def feed(self, event: JSONObject) -> ToolUse | None:
         kind = event.get("type")
@@ -148,10 +150,21 @@ class TurnAccumulator:
             if isinstance(details, dict):
                 self._stop_details = details
         self._update_usage(event.get("usage"))
+        management = event.get("context_management")
+        edits = management.get("applied_edits") if isinstance(management, dict) else None
+        if isinstance(edits, list):
+            self._cleared_edits = sum(
+                e["cleared_input_tokens"]
+                for e in edits
+                if isinstance(e, dict) and isinstance(e.get("cleared_input_tokens"), int)
+            )
 
     def _update_usage(self, reported: object) -> None:
         if isinstance(reported, dict):
             self._usage.update(reported)
+            deleted = reported.get("cache_deleted_input_tokens")
+            if isinstance(deleted, int):
+                self._cache_deleted = deleted
 
     def outcome(self) -> TurnOutcome:
         return TurnOutcome(
@@ -164,6 +177,7 @@ class TurnAccumulator:
             error=self._error,
             complete=self._complete and self._error is None,
             message_id=self._message_id,
+            context_cleared_tokens=self._cleared_edits or self._cache_deleted,
         )
 
 

@@ -15,10 +15,9 @@ Callers match exhaustively::
         case _ as unreachable:
             assert_never(unreachable)
 
-Each class carries a ``reason`` string (the wire name used in JSON output and logs). The later
-compaction/stop-hook/token-budget work adds its continue reasons here (``reactive_compact_retry``,
-``stop_hook_blocking``, ``token_budget_continuation``, ``collapse_drain``); nothing else in the
-package lists them.
+Each class carries a ``reason`` string (the wire name used in JSON output and logs). The
+token-budget work adds its continue reason here (``token_budget_continuation``); nothing else in
+the package lists them.
 """
 
 from __future__ import annotations
@@ -61,7 +60,56 @@ class MaxOutputTokensRecovery:
     attempt: int
 
 
-Transition = NextTurn | PauseTurnResume | MaxOutputTokensEscalate | MaxOutputTokensRecovery
+@dataclass(frozen=True, slots=True)
+class CollapseDrain:
+    """The upstream refused the prompt as too long: collapse every completed span of tool work
+    and clear every old tool result, then retry (once per error kind)."""
+
+    reason: ClassVar[Literal["collapse_drain"]] = "collapse_drain"
+    error_kind: str
+    learned_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReactiveCompactRetry:
+    """The upstream refused the prompt as too long (or the response hit
+    ``model_context_window_exceeded``): summarise the history to fit and retry (once per error
+    kind). ``learned_limit`` is the prompt limit the refusal stated or implied."""
+
+    reason: ClassVar[Literal["reactive_compact_retry"]] = "reactive_compact_retry"
+    error_kind: str
+    learned_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDowngrade:
+    """The context overflowed with extended thinking on: retry once with a smaller output cap and
+    thinking budget (``thinking_budget=None``: without thinking, its blocks stripped)."""
+
+    reason: ClassVar[Literal["thinking_downgrade"]] = "thinking_downgrade"
+    error_kind: str
+    max_tokens: int | None
+    thinking_budget: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StopHookBlocking:
+    """A stop hook returned blocking errors: they were appended and the model goes on."""
+
+    reason: ClassVar[Literal["stop_hook_blocking"]] = "stop_hook_blocking"
+    errors: tuple[str, ...]
+
+
+Transition = (
+    NextTurn
+    | PauseTurnResume
+    | MaxOutputTokensEscalate
+    | MaxOutputTokensRecovery
+    | CollapseDrain
+    | ReactiveCompactRetry
+    | ThinkingDowngrade
+    | StopHookBlocking
+)
 
 
 # --- terminal reasons -------------------------------------------------------------------------
@@ -69,6 +117,7 @@ Transition = NextTurn | PauseTurnResume | MaxOutputTokensEscalate | MaxOutputTok
 
 class GuardrailKind(enum.StrEnum):
     TOKENS = "tokens"
+    CACHE_READ_TOKENS = "cache_read_tokens"
     WALL_CLOCK = "wall_clock"
     CONSECUTIVE_ERRORS = "consecutive_errors"
     REPEATED_TOOL_CALLS = "repeated_tool_calls"
@@ -120,11 +169,12 @@ class MaxTurns:
 
 @dataclass(frozen=True, slots=True)
 class PromptTooLong:
-    """The conversation no longer fits (``model_context_window_exceeded``, a 413, or the API's
-    ``prompt is too long``). Recovery by compaction comes with the compaction work."""
+    """The conversation no longer fits (``prompt is too long``, a 413, ``Input is too long.``,
+    ``model_context_window_exceeded``...) and every recovery rung for it was used."""
 
     reason: ClassVar[Literal["prompt_too_long"]] = "prompt_too_long"
     detail: str
+    error_kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +220,7 @@ class BlockingLimit:
 
 @dataclass(frozen=True, slots=True)
 class StopHookPrevented:
-    """A stop hook prevented continuation (stop hooks arrive with a later issue)."""
+    """A stop hook prevented continuation."""
 
     reason: ClassVar[Literal["stop_hook_prevented"]] = "stop_hook_prevented"
     message: str

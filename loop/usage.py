@@ -38,6 +38,11 @@ class TokenUsage:
         return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
     @property
+    def billed(self) -> int:
+        """What the token guardrail counts: uncached input + cache writes + output."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.output_tokens
+
+    @property
     def total(self) -> int:
         """Every token the response was billed for, prompt and output."""
         return self.context_tokens + self.output_tokens

@@ -76,6 +76,8 @@ class FakeResponse:
     http_status: int | None = None
     """The request fails with this HTTP status (no stream at all)."""
     chunk_chars: int = 8
+    context_management: JSONObject | None = None
+    """Sent on ``message_delta`` (what the upstream reports of its own context edits)."""
 
     @classmethod
     def of(cls, *blocks: JSONObject, stop_reason: str | None = None, **options: Any) -> FakeResponse:
@@ -132,7 +134,10 @@ class FakeResponse:
         delta: JSONObject = {"stop_reason": self.resolved_stop_reason, "stop_sequence": self.stop_sequence}
         if self.stop_details is not None:
             delta["stop_details"] = self.stop_details
-        events.append({"type": "message_delta", "delta": delta, "usage": usage})
+        message_delta: JSONObject = {"type": "message_delta", "delta": delta, "usage": usage}
+        if self.context_management is not None:
+            message_delta["context_management"] = self.context_management
+        events.append(message_delta)
         events.append({"type": "message_stop"})
         if self.fail_after is not None and self.fail_after < len(events):
             failure = {"type": "error", "error": {"type": self.error_type, "message": self.error_message}}
@@ -180,16 +185,29 @@ class FakeModel:
     """A ``ModelCaller`` answering each request with the next scripted response.
 
     A script entry may be a function of the request (to answer based on what was sent). With a
-    ``clock`` and ``event_delay_s``, each event "takes" that long on the clock.
+    ``clock`` and ``event_delay_s``, each event "takes" that long on the clock. ``then`` answers
+    every request after the script's end (without it, one more request raises
+    ``FakeModelExhausted``). Summarisation calls are requests too (``request.source ==
+    "compact"``); ``calls(source)`` counts them apart.
     """
 
     def __init__(
-        self, script: Iterable[Script], *, clock: Clock | None = None, event_delay_s: float = 0.0
+        self,
+        script: Iterable[Script],
+        *,
+        clock: Clock | None = None,
+        event_delay_s: float = 0.0,
+        then: Script | None = None,
     ) -> None:
         self._script = list(script)
         self._clock = clock
         self._event_delay_s = event_delay_s
+        self._then = then
         self.requests: list[ModelRequest] = []
+
+    def calls(self, source: str | None = None) -> int:
+        """Requests made (with ``source``: only those from that source, e.g. ``"compact"``)."""
+        return sum(1 for r in self.requests if source is None or r.source == source)
 
     @property
     def remaining(self) -> int:
@@ -198,9 +216,9 @@ class FakeModel:
     async def __call__(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         number = len(self.requests) + 1
         self.requests.append(request)
-        if number > len(self._script):
+        entry = self._script[number - 1] if number <= len(self._script) else self._then
+        if entry is None:
             raise FakeModelExhausted(f"request {number} but the script has {len(self._script)} responses")
-        entry = self._script[number - 1]
         response = entry if isinstance(entry, FakeResponse) else entry(request)
         for event in response.events(number):
             if self._clock is not None and self._event_delay_s > 0:

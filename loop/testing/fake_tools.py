@@ -40,7 +40,7 @@ class FakeTool(Tool[BaseModel]):
         concurrency_safe: bool | None = None,
         duration_s: float = 0.0,
         error: Exception | None = None,
-        max_result_size_chars: int = 50_000,
+        max_result_size_chars: int | None = 50_000,
         timeout_s: float | None = None,
         description: str = "A fake tool for tests.",
     ) -> None:

@@ -47,7 +47,9 @@ class Tool(ABC, Generic[InputT]):
     """Changes nothing: allowed in plan mode, runs without asking in the asking modes."""
     destructive: bool = False
     """Can destroy data (overwrite, delete): asks for confirmation even in ``acceptEdits``."""
-    max_result_size_chars: int = 50_000
+    max_result_size_chars: int | None = 50_000
+    """The largest result kept whole in the history; a longer one is excerpted before the next
+    model call and stored whole (the context layers' tool-result budget). ``None``: exempt."""
     timeout_s: float | None = None
     """``None``: the loop's ``tool_timeout_s``."""
 

@@ -4,7 +4,8 @@ Every call goes through, in order: lookup (an unknown name is answered with the 
 input validation (errors and the expected schema go back so the model can retry), the permission
 check (a denial is a cancellation result), execution under a per-tool timeout on the injected
 clock, and wrapping: exceptions become ``is_error`` results, results longer than the tool's
-``max_result_size_chars`` are cut with a note. Whatever happens, the caller gets exactly one
+``max_result_size_chars`` are cut with a note (unless ``truncate_results`` is off: the loop turns it
+off when its tool-result budget layer excerpts and stores long results instead). Whatever happens, the caller gets exactly one
 ``tool_result`` block with the call's id; only cancellation propagates.
 """
 
@@ -36,8 +37,8 @@ class PreparedCall:
     tool_input: BaseModel
 
 
-def truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
+def truncate(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
         return text
     omitted = len(text) - limit
     return (
@@ -55,12 +56,14 @@ class ToolDispatcher:
         policy: PermissionPolicy | None = None,
         can_use_tool: PermissionCallback | None = None,
         default_timeout_s: float = 120.0,
+        truncate_results: bool = True,
     ) -> None:
         self._registry = registry
         self._clock = clock
         self._policy = policy or PermissionPolicy()
         self._can_use_tool = can_use_tool
         self._default_timeout_s = default_timeout_s
+        self._truncate_results = truncate_results
 
     def prepare(self, tool_use: ToolUse) -> PreparedCall | Block:
         """The validated call, or the error result that answers it."""
@@ -122,7 +125,9 @@ class ToolDispatcher:
         if isinstance(result, Exception):
             log.error("tool %s crashed (tool_use_id=%s)", tool.name, tool_use.id, exc_info=result)
             return _error(tool_use, f"Tool {tool.name!r} failed: {type(result).__name__}: {result}")
-        return tool_result_block(tool_use.id, truncate(result, tool.max_result_size_chars))
+        if self._truncate_results:
+            result = truncate(result, tool.max_result_size_chars)
+        return tool_result_block(tool_use.id, result)
 
     async def dispatch(self, tool_use: ToolUse, turn: int) -> Block:
         prepared = self.prepare(tool_use)

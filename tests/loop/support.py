@@ -85,3 +85,52 @@ def fake_run(
 
 def of_type(events: Sequence[loop.LoopEvent], kind: type[Any]) -> list[Any]:
     return [e for e in events if isinstance(e, kind)]
+
+
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def server_tool_violations(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """A ``server_tool_use`` must be answered by a ``*_tool_result`` later in the same message."""
+    problems: list[str] = []
+    for i, message in enumerate(messages):
+        content = blocks(message)
+        for position, block in enumerate(content):
+            if block.get("type") != "server_tool_use":
+                continue
+            answered = any(
+                str(b.get("type", "")).endswith("_tool_result") and b.get("tool_use_id") == block.get("id")
+                for b in content[position + 1 :]
+            )
+            if not answered:
+                problems.append(f"message {i}: server tool call {block.get('id')} has no result")
+    return problems
+
+
+def thinking_violations(
+    before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]], *, thinking_enabled: bool
+) -> list[str]:
+    """The three thinking rules, from the API's documentation, checked on a rewritten history:
+
+    1. without thinking enabled, no message carries a thinking block;
+    2. no message ends with a thinking block;
+    3. thinking is preserved: an assistant message with thinking blocks is one of the original
+       messages, unchanged, and the last assistant message (the turn the request continues) is
+       kept unchanged.
+    """
+    problems: list[str] = []
+    originals = [m for m in before if m.get("role") == "assistant"]
+    for i, message in enumerate(after):
+        content = blocks(message)
+        has = any(b.get("type") in THINKING_TYPES for b in content)
+        if has and not thinking_enabled:
+            problems.append(f"message {i}: thinking blocks in a request without thinking")
+        if content and content[-1].get("type") in THINKING_TYPES:
+            problems.append(f"message {i}: ends with a thinking block")
+        if has and message.get("role") == "assistant" and message not in originals:
+            problems.append(f"message {i}: an assistant message with thinking was altered")
+    if thinking_enabled and originals:
+        last = originals[-1]
+        if not any(m == last for m in after if m.get("role") == "assistant"):
+            problems.append("the last assistant message was not kept as it was")
+    return problems

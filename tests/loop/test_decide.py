@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from loop.config import LoopConfig
+from loop.context.config import ContextConfig
+from loop.context.state import ContextState
 from loop.decide import decide
 from loop.outcome import ApiErrorInfo, ToolUse, TurnOutcome
 from loop.state import LoopState
 from loop.transitions import (
+    CollapseDrain,
     Completed,
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
@@ -16,8 +21,10 @@ from loop.transitions import (
     NextTurn,
     PauseTurnResume,
     PromptTooLong,
+    ReactiveCompactRetry,
     Refusal,
     Terminal,
+    ThinkingDowngrade,
     Transition,
 )
 
@@ -42,6 +49,27 @@ def failed(error_type: str, message: str, status: int | None) -> TurnOutcome:
 
 
 REFUSAL_DETAILS = {"type": "refusal", "category": None}
+PTL_DETAIL = "invalid_request_error: prompt is too long: 210000 tokens > 200000 maximum"
+PTL = failed("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", 400)
+OVERFLOW_TEXT = (
+    "input length and `max_tokens` exceed context limit: 190000 + 8000 > 197000, decrease input "
+    "length or `max_tokens` and try again"
+)
+OVERFLOW = failed("invalid_request_error", OVERFLOW_TEXT, 400)
+THINKING = LoopConfig(max_tokens=16_000, thinking_budget_tokens=10_000)
+SIZED = LoopState(messages=(), started_at=0.0, context_tokens=50_000)
+"""A refused request estimated at 50,000 tokens: 60% of it is the inferred limit."""
+DRAINABLE = LoopState(messages=(), started_at=0.0, context=ContextState(can_drain=True))
+COMPACTED = LoopState(
+    messages=(),
+    started_at=0.0,
+    context=ContextState(reactive_attempted=frozenset({"prompt_too_long"}), learned_limit=200_000),
+)
+WINDOW_COMPACTED = LoopState(
+    messages=(),
+    started_at=0.0,
+    context=ContextState(reactive_attempted=frozenset({"model_context_window_exceeded"})),
+)
 
 CASES: list[tuple[str, LoopState, TurnOutcome, LoopConfig, Transition | Terminal]] = [
     ("tool_use runs tools", FRESH, done("tool_use", tool_uses=(CALL,)), CONFIG, NextTurn(1)),
@@ -120,11 +148,21 @@ CASES: list[tuple[str, LoopState, TurnOutcome, LoopConfig, Transition | Terminal
         ),
     ),
     (
-        "context window exceeded",
+        "context window exceeded is a truncation: compact and go on",
         FRESH,
         done("model_context_window_exceeded"),
         CONFIG,
-        PromptTooLong("the model's context window was exceeded (model_context_window_exceeded)"),
+        ReactiveCompactRetry("model_context_window_exceeded"),
+    ),
+    (
+        "context window exceeded again after compacting for it",
+        WINDOW_COMPACTED,
+        done("model_context_window_exceeded"),
+        CONFIG,
+        PromptTooLong(
+            "the model's context window was exceeded (model_context_window_exceeded)",
+            "model_context_window_exceeded",
+        ),
     ),
     ("refusal", FRESH, done("refusal", stop_details=REFUSAL_DETAILS), CONFIG, Refusal(REFUSAL_DETAILS)),
     (
@@ -165,18 +203,137 @@ CASES: list[tuple[str, LoopState, TurnOutcome, LoopConfig, Transition | Terminal
         ModelError("overloaded_error", "Overloaded", None),
     ),
     (
-        "prompt is too long (400)",
+        "prompt is too long (400): reactive compaction, learning the stated maximum",
         FRESH,
-        failed("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", 400),
+        PTL,
         CONFIG,
-        PromptTooLong("invalid_request_error: prompt is too long: 210000 tokens > 200000 maximum"),
+        ReactiveCompactRetry("prompt_too_long", 200_000),
     ),
     (
-        "request too large (413)",
-        FRESH,
+        "request too large (413): reactive compaction, limit inferred from the refused size",
+        SIZED,
         failed("request_too_large", "Request exceeds the maximum allowed number of bytes.", 413),
         CONFIG,
-        PromptTooLong("request_too_large: Request exceeds the maximum allowed number of bytes."),
+        ReactiveCompactRetry("request_too_large", 30_000),
+    ),
+    (
+        "Bedrock's Input is too long.",
+        SIZED,
+        failed("invalid_request_error", "Input is too long.", 400),
+        CONFIG,
+        ReactiveCompactRetry("input_too_long", 30_000),
+    ),
+    (
+        "Vertex's request-size 400 in its own words",
+        SIZED,
+        failed("invalid_request_error", "The request size (31457281 bytes) exceeds 30.000MB limit.", 400),
+        CONFIG,
+        ReactiveCompactRetry("input_too_long", 30_000),
+    ),
+    (
+        "an inferred limit never goes below min_learned_limit",
+        FRESH,
+        failed("invalid_request_error", "Input is too long.", 400),
+        CONFIG,
+        ReactiveCompactRetry("input_too_long", 8_000),
+    ),
+    (
+        "an inferred limit is at least the largest prompt the upstream accepted",
+        replace(SIZED, context=ContextState(largest_accepted_prompt=45_000)),
+        failed("invalid_request_error", "Input is too long.", 400),
+        CONFIG,
+        ReactiveCompactRetry("input_too_long", 45_000),
+    ),
+    (
+        "a learned limit only goes down",
+        replace(SIZED, context=ContextState(learned_limit=20_000)),
+        failed("invalid_request_error", "Input is too long.", 400),
+        CONFIG,
+        ReactiveCompactRetry("input_too_long", 20_000),
+    ),
+    (
+        "a drain comes first when there is tool work to collapse",
+        DRAINABLE,
+        PTL,
+        CONFIG,
+        CollapseDrain("prompt_too_long", 200_000),
+    ),
+    (
+        "then reactive compaction",
+        replace(DRAINABLE, context=ContextState(can_drain=True, drained=frozenset({"prompt_too_long"}))),
+        PTL,
+        CONFIG,
+        ReactiveCompactRetry("prompt_too_long", 200_000),
+    ),
+    (
+        "reactive compaction once per kind: then prompt_too_long",
+        COMPACTED,
+        PTL,
+        CONFIG,
+        PromptTooLong(PTL_DETAIL, "prompt_too_long"),
+    ),
+    (
+        "another kind still gets its own reactive compaction",
+        replace(COMPACTED, context=replace(COMPACTED.context, learned_limit=None)),
+        failed("request_too_large", "Request exceeds the maximum allowed number of bytes.", 413),
+        CONFIG,
+        ReactiveCompactRetry("request_too_large", 8_000),
+    ),
+    (
+        "with thinking on, a thinking downgrade after reactive compaction",
+        COMPACTED,
+        PTL,
+        THINKING,
+        ThinkingDowngrade("prompt_too_long", None, None),
+    ),
+    (
+        "downgraded already: prompt_too_long",
+        replace(COMPACTED, context=replace(COMPACTED.context, thinking_downgraded=True)),
+        PTL,
+        THINKING,
+        PromptTooLong(PTL_DETAIL, "prompt_too_long"),
+    ),
+    (
+        "input + max_tokens overflow: a smaller output cap and thinking budget first",
+        FRESH,
+        OVERFLOW,
+        THINKING,
+        ThinkingDowngrade("context_overflow", 197_000 - 190_000 - 1_000, 4_976),
+    ),
+    (
+        "overflow with a cap too small for thinking: thinking off",
+        FRESH,
+        failed("invalid_request_error", OVERFLOW_TEXT.replace("190000", "194500"), 400),
+        THINKING,
+        ThinkingDowngrade("context_overflow", 1_500, None),
+    ),
+    (
+        "overflow without thinking: only the output cap",
+        FRESH,
+        OVERFLOW,
+        CONFIG,
+        ThinkingDowngrade("context_overflow", 6_000, None),
+    ),
+    (
+        "overflow after the downgrade: reactive compaction",
+        replace(FRESH, context=ContextState(thinking_downgraded=True)),
+        OVERFLOW,
+        CONFIG,
+        ReactiveCompactRetry("context_overflow", None),
+    ),
+    (
+        "overflow with no room for any output: reactive compaction",
+        FRESH,
+        failed("invalid_request_error", OVERFLOW_TEXT.replace("190000", "196500"), 400),
+        CONFIG,
+        ReactiveCompactRetry("context_overflow", None),
+    ),
+    (
+        "context management off: prompt_too_long at once",
+        FRESH,
+        PTL,
+        LoopConfig(context=ContextConfig(enabled=False)),
+        PromptTooLong(PTL_DETAIL, "prompt_too_long"),
     ),
     (
         "other 400 is a model error",

@@ -8,6 +8,10 @@ import pytest
 
 import loop
 from loop.advance import CONTINUE_PROMPT
+from loop.context.kinds import Layer
+from loop.context.layers import ContextLayer
+from loop.context.result import LayerResult
+from loop.context.settings import ContextSettings, LayerState
 from loop.events import AssistantMessage, StatusEvent, StreamEvent, ToolFinished, ToolResults, TransitionEvent
 from loop.messages import NOT_EXECUTED_RESULT_TEXT
 from loop.request import ModelRequest
@@ -20,6 +24,7 @@ from loop.transitions import (
     NextTurn,
     PauseTurnResume,
     PromptTooLong,
+    ReactiveCompactRetry,
     Refusal,
 )
 from tests.loop.support import fake_run, of_type, pairing_violations, run_to_end
@@ -177,10 +182,14 @@ async def test_refusal() -> None:
     assert run.messages[-1] == {"role": "assistant", "content": [text("I can't help with that.")]}
 
 
-async def test_context_window_exceeded_is_prompt_too_long() -> None:
-    run, _ = fake_run([FakeResponse.of(text("cut"), stop_reason="model_context_window_exceeded")])
+async def test_context_window_exceeded_compacts_and_retries_once_then_is_prompt_too_long() -> None:
+    exceeded = FakeResponse.of(text("cut"), stop_reason="model_context_window_exceeded")
+    run, model = fake_run([exceeded, exceeded])
     await run.wait()
     assert isinstance(run.terminal, PromptTooLong)
+    assert run.terminal.error_kind == "model_context_window_exceeded"
+    assert run.state.transitions == (ReactiveCompactRetry("model_context_window_exceeded"),)
+    assert len(model.requests) == 2
     assert len(run.messages) == 1
 
 
@@ -207,16 +216,15 @@ async def test_api_errors_end_as_model_error(response: FakeResponse, expected: M
     assert run.terminal == expected
 
 
-async def test_a_413_is_prompt_too_long() -> None:
-    run, _ = fake_run(
-        [
-            FakeResponse.http_error(
-                413, "request_too_large", "Request exceeds the maximum allowed number of bytes."
-            )
-        ]
+async def test_a_413_is_prompt_too_long_once_reactive_compaction_was_tried() -> None:
+    too_large = FakeResponse.http_error(
+        413, "request_too_large", "Request exceeds the maximum allowed number of bytes."
     )
+    run, model = fake_run([too_large, too_large])
     await run.wait()
-    assert isinstance(run.terminal, PromptTooLong)
+    assert isinstance(run.terminal, PromptTooLong) and run.terminal.error_kind == "request_too_large"
+    assert [t.reason for t in run.state.transitions] == ["reactive_compact_retry"]
+    assert len(model.requests) == 2
 
 
 async def test_a_model_error_mid_stream_answers_the_calls_already_streamed() -> None:
@@ -257,7 +265,7 @@ async def test_unknown_tool_and_bad_input_are_answered_with_errors_and_the_loop_
     results = model.requests[1].body["messages"][-1]["content"]
     assert (
         results[0]["is_error"]
-        and "Unknown tool 'nope'. Available tools: read, list." in results[0]["content"]
+        and "Unknown tool 'nope'. Available tools: read, list, read_tool_result." in results[0]["content"]
     )
     assert results[1]["is_error"] and "Expected input schema" in results[1]["content"]
     assert run.terminal == Completed("end_turn")
@@ -332,36 +340,37 @@ async def test_status_events_from_the_caller_are_passed_through() -> None:
     assert run.terminal == Completed("end_turn")
 
 
-async def test_compaction_seams_run_before_every_request_in_order() -> None:
+async def test_the_layer_seam_runs_before_every_request_in_order() -> None:
     seen: list[str] = []
 
-    async def microcompact(
-        messages: tuple[dict[str, Any], ...], config: loop.LoopConfig
-    ) -> tuple[dict[str, Any], ...]:
-        seen.append(f"micro:{len(messages)}")
-        return messages
+    def recording(name: str) -> ContextLayer:
+        def layer(
+            messages: tuple[dict[str, Any], ...], state: LayerState, settings: ContextSettings
+        ) -> LayerResult:
+            seen.append(f"{name}:{len(messages)}:{state.turn}")
+            if name == "trim" and len(messages) > 3:
+                return LayerResult(Layer.SNIP, (messages[0], *messages[-2:]))
+            return LayerResult(Layer.SNIP, messages)
 
-    async def compact(
-        messages: tuple[dict[str, Any], ...], config: loop.LoopConfig
-    ) -> tuple[dict[str, Any], ...]:
-        seen.append(f"compact:{len(messages)}")
-        return (messages[0], *messages[-2:]) if len(messages) > 3 else messages
+        return layer
 
     model = FakeModel(
         [FakeResponse.of(tool_use("t", {"n": n})) for n in range(3)] + [FakeResponse.of(text("done"))]
     )
-    deps = loop.LoopDeps(call_model=model, clock=VirtualClock(), microcompact=microcompact, compact=compact)
+    deps = loop.LoopDeps(
+        call_model=model, clock=VirtualClock(), layers=(recording("first"), recording("trim"))
+    )
     run = loop.query(loop.QueryParams("go", tools=[FakeTool("t")], deps=deps))
     await run.wait()
     assert seen == [
-        "micro:1",
-        "compact:1",
-        "micro:3",
-        "compact:3",
-        "micro:5",
-        "compact:5",
-        "micro:5",
-        "compact:5",
+        "first:1:1",
+        "trim:1:1",
+        "first:3:2",
+        "trim:3:2",
+        "first:5:3",
+        "trim:5:3",
+        "first:5:4",
+        "trim:5:4",
     ]
     assert all(len(r.body["messages"]) <= 3 for r in model.requests)
     assert run.terminal == Completed("end_turn")

@@ -37,10 +37,27 @@ async def test_wall_clock_on_the_injected_clock() -> None:
 async def test_total_tokens() -> None:
     heavy = {"input_tokens": 30_000, "output_tokens": 5_000}
     script = [FakeResponse.of(tool_use("t", {"n": i}), usage=heavy) for i in range(5)]
-    run, model = fake_run(script, tools=[FakeTool("t")])
+    run, model = fake_run(script, tools=[FakeTool("t")], max_total_tokens=100_000)
     await run.wait()
     assert isinstance(run.terminal, Guardrail) and run.terminal.kind is GuardrailKind.TOKENS
     assert len(model.requests) == 3 and run.terminal.report.observed == 105_000
+
+
+async def test_a_cached_session_is_not_stopped_for_rereading_its_prefix() -> None:
+    """A ~20k-token context re-read from the cache on every call: the default guardrail counts
+    what is billed (new input, cache writes, output), so 12 calls go through."""
+    cached = {
+        "input_tokens": 50,
+        "cache_read_input_tokens": 20_000,
+        "cache_creation_input_tokens": 400,
+        "output_tokens": 100,
+    }
+    script = [FakeResponse.of(tool_use("t", {"n": i}), usage=cached) for i in range(11)]
+    run, model = fake_run([*script, FakeResponse.of(text("done"))], tools=[FakeTool("t")])
+    await run.wait()
+    assert run.terminal.reason == "completed"
+    assert len(model.requests) == 12
+    assert run.state.usage.billed < 12 * 1_000 and run.state.usage.cache_read_input_tokens > 200_000
 
 
 async def test_consecutive_error_turns() -> None:

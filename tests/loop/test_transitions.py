@@ -36,6 +36,10 @@ def test_the_sets_and_their_wire_names() -> None:
         "pause_turn_resume",
         "max_output_tokens_escalate",
         "max_output_tokens_recovery",
+        "collapse_drain",
+        "reactive_compact_retry",
+        "thinking_downgrade",
+        "stop_hook_blocking",
     }
 
 

@@ -1,0 +1,90 @@
+"""What outlives one ``query()`` call: the auto-compact circuit breaker and the stored tool results.
+
+Pass the same ``ContextSession`` to every run of one conversation (``QueryParams.session``): a
+breaker that tripped in one run stays open in the next until its cool-down has passed, and a
+result a layer shortened in one run can still be read back (``read_tool_result``) in the next.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loop.context.result import StoredText
+
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(slots=True)
+class CircuitBreaker:
+    """Consecutive summarisation failures; open (no attempt) after ``threshold`` of them, then
+    half-open (one attempt) once ``cooldown_s`` has passed: a success closes it, a failure opens
+    it again for another cool-down."""
+
+    consecutive_failures: int = 0
+    opened_at: float | None = None
+    trips: int = 0
+
+    def allows(self, now: float, cooldown_s: float) -> bool:
+        return self.opened_at is None or now - self.opened_at >= cooldown_s
+
+    def record_success(self) -> None:
+        self.consecutive_failures = 0
+        self.opened_at = None
+
+    def record_failure(self, now: float, threshold: int) -> bool:
+        """Count one failure; ``True`` when this one opened the breaker."""
+        self.consecutive_failures += 1
+        if self.consecutive_failures < threshold and self.opened_at is None:
+            return False
+        self.opened_at = now
+        self.trips += 1
+        return True
+
+    @property
+    def is_open(self) -> bool:
+        return self.opened_at is not None
+
+
+class ToolResultStore:
+    """Whole tool results by ``tool_use_id``, in memory and (with ``directory``) in one file each."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self._texts: dict[str, StoredText] = {}
+        self._directory = Path(directory) if directory is not None else None
+        if self._directory is not None:
+            self._directory.mkdir(parents=True, exist_ok=True)
+
+    def put(self, item: StoredText) -> None:
+        """Keep ``item`` (the first text stored under an id wins: later ones are excerpts of it)."""
+        if item.tool_use_id in self._texts:
+            return
+        self._texts[item.tool_use_id] = item
+        if self._directory is not None:
+            path = self._directory / f"{_SAFE_ID.sub('_', item.tool_use_id)}.txt"
+            path.write_text(item.text, encoding="utf-8")
+
+    def get(self, tool_use_id: str) -> StoredText | None:
+        return self._texts.get(tool_use_id)
+
+    def __contains__(self, tool_use_id: object) -> bool:
+        return tool_use_id in self._texts
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
+@dataclass(slots=True)
+class ContextSession:
+    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
+    store: ToolResultStore = field(default_factory=ToolResultStore)
+    learned_limit: int | None = None
+    """The lowest prompt limit an upstream stated or implied in this session (new runs start
+    from it)."""
+    summariser_calls: int = 0
+    """Summarisation calls made in this session (every run)."""
+
+    def learn_limit(self, limit: int | None) -> None:
+        if limit is not None and (self.learned_limit is None or limit < self.learned_limit):
+            self.learned_limit = limit
