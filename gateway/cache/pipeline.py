@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from gateway.cache.breaks import BreakReason, PreviousRequest, classify
+from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
@@ -41,7 +42,7 @@ class CacheContext:
     """What ``before`` learnt, for ``after``."""
 
     session_id: str | None
-    hashes: PrefixHashes
+    hashes: PrefixHashes | None  # None without a session: nothing to compare them with
     previous: PreviousRequest | None
     latches: Latches
     notes: tuple[str, ...]
@@ -91,10 +92,13 @@ class CachePipeline:
         now = self.clock()
         latches = Latches()
         previous: PreviousRequest | None = None
+        # one look at the messages: which can hold a marker, and the history the session's last
+        # request already sent (this replica's record of it says how long it was)
+        scan = scan_messages(client.payload, self._settled(session_id))
         if session_id is not None:
-            observed = observe(client.payload, betas, self._latchable)
+            observed = observe(client.payload, betas, self._latchable, messages=scan.marked)
             latches, previous = await self._store.begin(session_id, observed)
-        result = normalise(client.payload, self._rules, latches)
+        result = normalise(client.payload, self._rules, latches, marked=scan.marked)
         sent_betas = merged_betas(betas, latches.betas)
         updated = client
         if result.changed:
@@ -105,17 +109,33 @@ class CachePipeline:
             updated = ClientRequest(
                 updated.operation, updated.body, updated.payload, headers, updated.request_id
             )
-        hashes = prefix_hashes(updated.payload, [b for b in sent_betas if b in self._latchable])
+        hashes = None
+        if session_id is not None:
+            hashes = prefix_hashes(
+                updated.payload,
+                [b for b in sent_betas if b in self._latchable],
+                previous=previous.hashes if previous is not None else None,
+                scan=scan,
+            )
         return updated, CacheContext(session_id, hashes, previous, latches, tuple(result.notes), now)
+
+    def _settled(self, session_id: str | None) -> int | None:
+        """How many leading messages the session's last request shares with this one if the
+        history only grew (all of its messages but the last, whose breakpoint moves on)."""
+        view = self._store.view(session_id) if session_id is not None else None
+        if view is None or view.previous is None or not view.previous.hashes.history_check:
+            return None
+        return len(view.previous.hashes.messages) - 1
 
     def normalise_only(self, client: ClientRequest) -> ClientRequest:
         """count_tokens: the same cache_control rules, without touching the session's latches."""
-        result = normalise(client.payload, self._rules, Latches())
+        scan = scan_messages(client.payload)
+        result = normalise(client.payload, self._rules, Latches(), marked=scan.marked)
         return client.with_payload(result.payload) if result.changed else client
 
     def after(self, context: CacheContext, usage: Usage, status: int, provider: str) -> str | None:
         """Classify a cache break (``None`` when there was none) and record the request's cache use."""
-        if status != 200 or context.session_id is None:
+        if status != 200 or context.session_id is None or context.hashes is None:
             return None
         now = self.clock()
         reason = classify(context.previous, context.hashes, usage, now)
