@@ -10,6 +10,12 @@ byte-identical turn after turn. ``after`` compares the upstream's cache reads wi
 session's unchanged prefix should have earned, classifies a break, counts it, writes one structured
 log line and records the request as the session's last one (unless it failed or carried no
 breakpoint: a side call leaves the session's cached prefix, and its record, alone).
+
+The step costs next to nothing for a body no rule applies to and does no Python work per message
+of a long history: the messages are looked at once, as JSON encoded by orjson (gateway.cache.history),
+only the messages that can hold a marker are walked, nothing is copied unless a rule changes it
+(then only the containers on the way to the change), and the history the session's last request
+already sent keeps the hashes that request computed. A request without a session is not hashed.
 """
 
 from __future__ import annotations
@@ -120,8 +126,8 @@ class CachePipeline:
         return updated, CacheContext(session_id, hashes, previous, latches, tuple(result.notes), now)
 
     def _settled(self, session_id: str | None) -> int | None:
-        """How many leading messages the session's last request shares with this one if the
-        history only grew (all of its messages but the last, whose breakpoint moves on)."""
+        """How many leading messages this request shares with the session's last one if its
+        history only grew (what the history check of that request covers: all but its last)."""
         view = self._store.view(session_id) if session_id is not None else None
         if view is None or view.previous is None or not view.previous.hashes.history_check:
             return None

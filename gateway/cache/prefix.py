@@ -75,14 +75,18 @@ class PrefixHashes:
     history_check: str = field(default="", compare=False)
 
     def to_json(self) -> bytes:
-        return orjson.dumps(asdict(self))
+        """The segments' record (``history_check`` is stored beside it: a record stays readable
+        by versions that do not know it)."""
+        record = asdict(self)
+        del record["history_check"]
+        return orjson.dumps(record)
 
     @classmethod
-    def from_json(cls, raw: bytes | str) -> PrefixHashes:
+    def from_json(cls, raw: bytes | str, history_check: str = "") -> PrefixHashes:
         data = orjson.loads(raw)
         data["messages"] = tuple(data["messages"])
         data["ttls"] = tuple(data["ttls"])
-        return cls(**data)
+        return cls(**data, history_check=history_check)
 
     def summary(self) -> dict[str, Any]:
         return {
