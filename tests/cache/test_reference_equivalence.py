@@ -260,7 +260,7 @@ def sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
     return turns
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(sessions())
 def test_a_session_turn_after_turn_hashes_as_the_reference(turns: list[dict[str, Any]]) -> None:
     previous: PrefixHashes | None = None
@@ -287,7 +287,7 @@ def reused(previous: PrefixHashes, current: PrefixHashes) -> bool:
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(sessions(), st.sampled_from(["anthropic", "bedrock"]), st.booleans())
 async def test_a_session_through_the_pipeline_is_sent_and_hashed_as_the_reference(
     turns: list[dict[str, Any]], provider: str, auto_cache: bool
