@@ -52,13 +52,20 @@ class Latches:
         return {"betas": sorted(self.betas), "ttl_1h": self.ttl_1h, "global_scope": self.global_scope}
 
 
-def observe(payload: Mapping[str, Any], betas: Iterable[str], latchable: frozenset[str]) -> Latches:
+def observe(
+    payload: Mapping[str, Any],
+    betas: Iterable[str],
+    latchable: frozenset[str],
+    *,
+    messages: Iterable[int] | None = None,
+) -> Latches:
     """What this request would latch if it were the session's first.
 
     Every breakpoint counts (nested ``tool_result`` content and the top-level automatic one
-    included); a request without any leaves both eligibilities undecided (``None``)."""
+    included); a request without any leaves both eligibilities undecided (``None``).
+    ``messages``: the only messages that can hold a marker (see ``locate_breakpoints``)."""
     latched = frozenset(b for b in betas if b in latchable)
-    breakpoints = locate_breakpoints(payload)
+    breakpoints = locate_breakpoints(payload, messages=messages)
     top = payload.get("cache_control")
     if not breakpoints and not isinstance(top, Mapping):
         return Latches(latched)

@@ -17,20 +17,23 @@ Applied in this order (each step only when needed; an untouched body keeps the c
 5. ``GATEWAY_AUTO_CACHE=1``: a request carrying no breakpoint at all gets two: at the end of
    tools+system and on the last block of the last user message (with the 1-hour TTL when the
    session's latch says so).
+
+Nothing is copied to find out: the markers are read where they are, the rules decide their new
+values, and only the containers on the paths of what changed are copied (copy-on-write); the rest
+of the result is the client's own objects, and a body no rule applies to is the client's object.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import is_billing_block
-from gateway.prompt.breakpoints import locate_breakpoints, trim_breakpoints
+from gateway.prompt.breakpoints import MAX_CACHE_BREAKPOINTS, JsonPath, locate_breakpoints, trim_breakpoints
 
 log = logging.getLogger("switchyard.cache")
 
@@ -51,99 +54,157 @@ class Normalised:
     payload: dict[str, Any]
     changed: bool = False
     notes: list[str] = field(default_factory=list)
+    marked: Sequence[int] | None = None  # the only messages that can hold a marker (None: any)
 
 
-def _controls(payload: dict[str, Any], *, outer_first: bool = False) -> list[dict[str, Any]]:
-    """Every block carrying a cache_control (tools, system, messages and blocks nested in them, such
-    as ``tool_result`` content), in prefix order: a nested block's prefix ends inside the block
-    holding it, so it comes first. ``outer_first`` lists a block before its nested ones instead,
-    the other order an upstream may check TTLs in."""
-    found: list[dict[str, Any]] = []
+class _Edits:
+    """Copy-on-write edits of a body: the containers on an edited path are copied once, the rest
+    is shared with the original, which is never modified."""
 
-    def visit(block: Any) -> None:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self._fresh: set[int] = set()
+
+    def set(self, path: JsonPath, key: str | int, value: Any) -> None:
+        if not self._fresh:
+            self.body = dict(self.body)
+            self._fresh.add(id(self.body))
+        node: Any = self.body
+        for step in path:
+            child = node[step]
+            if id(child) not in self._fresh:
+                child = dict(child) if isinstance(child, dict) else list(child)
+                self._fresh.add(id(child))
+                node[step] = child
+            node = child
+        node[key] = value
+
+
+class _Markers:
+    """The body's ``cache_control`` markers by path (``()``: the top-level one), with the values
+    the rules give them; the body itself is only touched by :meth:`apply`."""
+
+    def __init__(self, body: Mapping[str, Any], marked: Sequence[int] | None) -> None:
+        # prefix order: a nested block's prefix ends inside the block holding it, so it comes
+        # first; ``outer_first`` lists a block before its nested ones, the other order an
+        # upstream may check TTLs in. The top-level (automatic caching) marker marks the
+        # prompt's last block: it comes last in both.
+        self.prefix_order: list[JsonPath] = []
+        self.outer_first: list[JsonPath] = []
+        self.controls: dict[JsonPath, Mapping[str, Any]] = {}
+        self.edited: dict[JsonPath, None] = {}
+        tools = body.get("tools")
+        if isinstance(tools, list):
+            for i, tool in enumerate(tools):
+                if isinstance(tool, dict) and isinstance(tool.get("cache_control"), dict):
+                    self._found(("tools", i), tool["cache_control"], both=True)
+        system = body.get("system")
+        if isinstance(system, list):
+            for i, block in enumerate(system):
+                self._visit(("system", i), block)
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            for m in range(len(messages)) if marked is None else marked:
+                message = messages[m] if m < len(messages) else None
+                content = message.get("content") if isinstance(message, dict) else None
+                if isinstance(content, list):
+                    for i, block in enumerate(content):
+                        self._visit(("messages", m, "content", i), block)
+        if isinstance(body.get("cache_control"), dict):
+            self._found((), body["cache_control"], both=True)
+
+    def _found(self, path: JsonPath, control: Mapping[str, Any], *, both: bool) -> None:
+        self.controls[path] = control
+        self.outer_first.append(path)
+        if both:
+            self.prefix_order.append(path)
+
+    def _visit(self, path: JsonPath, block: Any) -> None:
         if not isinstance(block, dict):
             return
-        marked = isinstance(block.get("cache_control"), dict)
-        if marked and outer_first:
-            found.append(block)
+        control = block.get("cache_control")
+        marked = isinstance(control, dict)
+        if isinstance(control, dict):
+            self._found(path, control, both=False)
         nested = block.get("content")
         if isinstance(nested, list):
-            for item in nested:
-                visit(item)
-        if marked and not outer_first:
-            found.append(block)
+            for i, item in enumerate(nested):
+                self._visit((*path, "content", i), item)
+        if marked:
+            self.prefix_order.append(path)
 
-    tools = payload.get("tools")
-    if isinstance(tools, list):
-        found.extend(t for t in tools if isinstance(t, dict) and isinstance(t.get("cache_control"), dict))
-    system = payload.get("system")
-    if isinstance(system, list):
-        for block in system:
-            visit(block)
-    messages = payload.get("messages")
-    if isinstance(messages, list):
-        for message in messages:
-            content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(content, list):
-                for block in content:
-                    visit(block)
-    return found
+    def __getitem__(self, path: JsonPath) -> Mapping[str, Any]:
+        return self.controls[path]
+
+    def __setitem__(self, path: JsonPath, control: Mapping[str, Any]) -> None:
+        self.controls[path] = control
+        self.edited[path] = None
+
+    def apply(self, edits: _Edits) -> None:
+        for path in self.edited:
+            edits.set(path, "cache_control", self.controls[path])
 
 
-def normalise(payload: Mapping[str, Any], rules: CacheRules, latches: Latches) -> Normalised:
-    result = Normalised(copy.deepcopy(dict(payload)))
-    body = result.payload
-    _billing(body, rules, result)
-    # the top-level (automatic caching) marker marks the prompt's last block: it comes last
-    top = [body] if isinstance(body.get("cache_control"), dict) else []
-    marked = [*_controls(body), *top]
-    _scope(marked, rules, latches, result)
-    _ttl(marked, [*_controls(body, outer_first=True), *top], latches, result)
-    _limit(result)
-    if rules.auto_cache and not marked:
-        _auto_cache(body, result, ONE_HOUR if latches.ttl_1h else EPHEMERAL)
+def normalise(
+    payload: Mapping[str, Any], rules: CacheRules, latches: Latches, *, marked: Sequence[int] | None = None
+) -> Normalised:
+    """``payload`` as the rules send it upstream. ``marked``: the ascending indices of the only
+    messages that can hold a marker (a :class:`~gateway.cache.history.MessageScan` finds them),
+    so that a long history is not walked; ``None``: any message can."""
+    body = payload if isinstance(payload, dict) else dict(payload)
+    result = Normalised(body, marked=marked)
+    edits = _Edits(body)
+    _billing(edits, rules, result)
+    markers = _Markers(body, marked)
+    if markers.controls:
+        _scope(markers, rules, latches, result)
+        _ttl(markers, latches, result)
+        markers.apply(edits)
+    result.payload = edits.body
+    if len(markers.controls) > MAX_CACHE_BREAKPOINTS:  # else the count is within the limit
+        _limit(result)
+    if rules.auto_cache and not markers.controls:
+        _auto_cache(result, ONE_HOUR if latches.ttl_1h else EPHEMERAL)
     return result
 
 
-def _billing(body: dict[str, Any], rules: CacheRules, result: Normalised) -> None:
-    system = body.get("system")
+def _billing(edits: _Edits, rules: CacheRules, result: Normalised) -> None:
+    system = edits.body.get("system")
     if not rules.normalise_billing_header or not isinstance(system, list) or not system:
         return
     first = system[0]
     if is_billing_block(first):
         pinned = _CCH.sub("cch=00000;", first["text"])
         if pinned != first["text"]:
-            system[0] = {**first, "text": pinned}
+            edits.set(("system",), 0, {**first, "text": pinned})
             result.changed = True
             result.notes.append("billing header cch pinned")
 
 
-def _scope(controls: list[dict[str, Any]], rules: CacheRules, latches: Latches, result: Normalised) -> None:
+def _scope(markers: _Markers, rules: CacheRules, latches: Latches, result: Normalised) -> None:
     allowed = rules.provider == "anthropic" and latches.global_scope is not False
     if allowed:
         return
     removed = False
-    for block in controls:
-        control = block["cache_control"]
+    for path in markers.prefix_order:
+        control = markers[path]
         if "scope" in control:
-            block["cache_control"] = {k: v for k, v in control.items() if k != "scope"}
+            markers[path] = {k: v for k, v in control.items() if k != "scope"}
             removed = True
     if removed:
         result.changed = True
         result.notes.append("scope removed")
 
 
-def _ttl(
-    controls: list[dict[str, Any]], outer_first: list[dict[str, Any]], latches: Latches, result: Normalised
-) -> None:
+def _ttl(markers: _Markers, latches: Latches, result: Normalised) -> None:
     if latches.ttl_1h is not None:
-        for block in controls:
-            control = block["cache_control"]
+        for path in markers.prefix_order:
+            control = markers[path]
             if latches.ttl_1h and control.get("ttl") != "1h":
-                block["cache_control"] = _with_ttl(control, "1h")
+                markers[path] = _with_ttl(control, "1h")
                 result.changed = True
             elif not latches.ttl_1h and control.get("ttl") == "1h":
-                block["cache_control"] = {k: v for k, v in control.items() if k != "ttl"}
+                markers[path] = {k: v for k, v in control.items() if k != "ttl"}
                 result.changed = True
     # 1h entries must precede 5m ones: upgrade any 5m breakpoint that comes before a 1h one, in
     # prefix order and with blocks before their nested ones (the two orders differ only inside a
@@ -152,11 +213,11 @@ def _ttl(
     upgraded, again = False, True
     while again:
         again = False
-        for order in (controls, outer_first):
-            last = max((i for i, b in enumerate(order) if b["cache_control"].get("ttl") == "1h"), default=-1)
-            for block in order[: max(last, 0)]:
-                if block["cache_control"].get("ttl") != "1h":
-                    block["cache_control"] = _with_ttl(block["cache_control"], "1h")
+        for order in (markers.prefix_order, markers.outer_first):
+            last = max((i for i, p in enumerate(order) if markers[p].get("ttl") == "1h"), default=-1)
+            for path in order[: max(last, 0)]:
+                if markers[path].get("ttl") != "1h":
+                    markers[path] = _with_ttl(markers[path], "1h")
                     upgraded = again = True
     if upgraded:
         result.changed = True
@@ -171,9 +232,9 @@ def _with_ttl(control: Mapping[str, Any], ttl: str) -> dict[str, Any]:
 
 
 def _limit(result: Normalised) -> None:
-    if len(locate_breakpoints(result.payload)) <= 4:
+    if len(locate_breakpoints(result.payload, messages=result.marked)) <= MAX_CACHE_BREAKPOINTS:
         return
-    trimmed = trim_breakpoints(result.payload)
+    trimmed = trim_breakpoints(result.payload, messages=result.marked)
     result.payload = trimmed.body
     result.changed = True
     dropped = ", ".join("/".join(str(p) for p in b.path) or "top-level" for b in trimmed.dropped)
@@ -181,18 +242,20 @@ def _limit(result: Normalised) -> None:
     log.info("more than 4 cache breakpoints: dropped %s", dropped)
 
 
-def _auto_cache(body: dict[str, Any], result: Normalised, control: Mapping[str, str]) -> None:
+def _auto_cache(result: Normalised, control: Mapping[str, str]) -> None:
+    edits = _Edits(result.payload)
+    body = result.payload
     placed = False
     system = body.get("system")
     tools = body.get("tools")
     if isinstance(system, str) and system:
-        body["system"] = [{"type": "text", "text": system, "cache_control": dict(control)}]
+        edits.set((), "system", [{"type": "text", "text": system, "cache_control": dict(control)}])
         placed = True
     elif isinstance(system, list) and system and isinstance(system[-1], dict):
-        system[-1] = {**system[-1], "cache_control": dict(control)}
+        edits.set(("system",), len(system) - 1, {**system[-1], "cache_control": dict(control)})
         placed = True
     elif isinstance(tools, list) and tools and isinstance(tools[-1], dict):
-        tools[-1] = {**tools[-1], "cache_control": dict(control)}
+        edits.set(("tools",), len(tools) - 1, {**tools[-1], "cache_control": dict(control)})
         placed = True
     messages = body.get("messages")
     if isinstance(messages, list):
@@ -205,9 +268,10 @@ def _auto_cache(body: dict[str, Any], result: Normalised, control: Mapping[str, 
                 content = [{"type": "text", "text": content}]
             if isinstance(content, list) and content and isinstance(content[-1], dict):
                 content = [*content[:-1], {**content[-1], "cache_control": dict(control)}]
-                messages[index] = {**message, "content": content}
+                edits.set(("messages",), index, {**message, "content": content})
                 placed = True
             break
     if placed:
+        result.payload = edits.body
         result.changed = True
         result.notes.append("automatic breakpoints placed")

@@ -10,6 +10,12 @@ byte-identical turn after turn. ``after`` compares the upstream's cache reads wi
 session's unchanged prefix should have earned, classifies a break, counts it, writes one structured
 log line and records the request as the session's last one (unless it failed or carried no
 breakpoint: a side call leaves the session's cached prefix, and its record, alone).
+
+The step costs next to nothing for a body no rule applies to and does no Python work per message
+of a long history: the messages are looked at once, as JSON encoded by orjson (gateway.cache.history),
+only the messages that can hold a marker are walked, nothing is copied unless a rule changes it
+(then only the containers on the way to the change), and the history the session's last request
+already sent keeps the hashes that request computed. A request without a session is not hashed.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 import orjson
 
 from gateway.cache.breaks import BreakReason, PreviousRequest, classify
+from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
@@ -41,7 +48,7 @@ class CacheContext:
     """What ``before`` learnt, for ``after``."""
 
     session_id: str | None
-    hashes: PrefixHashes
+    hashes: PrefixHashes | None  # None without a session: nothing to compare them with
     previous: PreviousRequest | None
     latches: Latches
     notes: tuple[str, ...]
@@ -91,10 +98,13 @@ class CachePipeline:
         now = self.clock()
         latches = Latches()
         previous: PreviousRequest | None = None
+        # one look at the messages: which can hold a marker, and the history the session's last
+        # request already sent (this replica's record of it says how long it was)
+        scan = scan_messages(client.payload, self._settled(session_id))
         if session_id is not None:
-            observed = observe(client.payload, betas, self._latchable)
+            observed = observe(client.payload, betas, self._latchable, messages=scan.marked)
             latches, previous = await self._store.begin(session_id, observed)
-        result = normalise(client.payload, self._rules, latches)
+        result = normalise(client.payload, self._rules, latches, marked=scan.marked)
         sent_betas = merged_betas(betas, latches.betas)
         updated = client
         if result.changed:
@@ -105,17 +115,33 @@ class CachePipeline:
             updated = ClientRequest(
                 updated.operation, updated.body, updated.payload, headers, updated.request_id
             )
-        hashes = prefix_hashes(updated.payload, [b for b in sent_betas if b in self._latchable])
+        hashes = None
+        if session_id is not None:
+            hashes = prefix_hashes(
+                updated.payload,
+                [b for b in sent_betas if b in self._latchable],
+                previous=previous.hashes if previous is not None else None,
+                scan=scan,
+            )
         return updated, CacheContext(session_id, hashes, previous, latches, tuple(result.notes), now)
+
+    def _settled(self, session_id: str | None) -> int | None:
+        """How many leading messages this request shares with the session's last one if its
+        history only grew (what the history check of that request covers: all but its last)."""
+        view = self._store.view(session_id) if session_id is not None else None
+        if view is None or view.previous is None or not view.previous.hashes.history_check:
+            return None
+        return len(view.previous.hashes.messages) - 1
 
     def normalise_only(self, client: ClientRequest) -> ClientRequest:
         """count_tokens: the same cache_control rules, without touching the session's latches."""
-        result = normalise(client.payload, self._rules, Latches())
+        scan = scan_messages(client.payload)
+        result = normalise(client.payload, self._rules, Latches(), marked=scan.marked)
         return client.with_payload(result.payload) if result.changed else client
 
     def after(self, context: CacheContext, usage: Usage, status: int, provider: str) -> str | None:
         """Classify a cache break (``None`` when there was none) and record the request's cache use."""
-        if status != 200 or context.session_id is None:
+        if status != 200 or context.session_id is None or context.hashes is None:
             return None
         now = self.clock()
         reason = classify(context.previous, context.hashes, usage, now)

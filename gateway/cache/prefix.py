@@ -14,39 +14,26 @@ session's previous request: the first segment that differs is why the cache brok
   the upstreams where it would be).
 * A string system prompt or message content hashes as the single text block it stands for.
 * Messages are hashed cumulatively, so ``messages[i]`` is the hash of the whole history up to and
-  including message ``i``.
+  including message ``i``. The history the session's previous request already sent is not hashed
+  again: its hashes are reused once a SHA-256 of its JSON shows it unchanged (markers aside:
+  gateway.cache.history).
+
+Segments are hashed over their canonical JSON (gateway.cache.canonical: orjson with sorted keys,
+markers cut out of the bytes).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 import orjson
 
+from gateway.cache.canonical import canonical, digest
+from gateway.cache.history import MessageScan, history_hashes, scan_messages
+
 BILLING_HEADER_PREFIX: Final = "x-anthropic-billing-header:"
-
-
-def _strip_markers(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_strip_markers(v) for v in value]
-    return value
-
-
-def _digest(*parts: bytes) -> str:
-    hasher = hashlib.blake2b(digest_size=10)
-    for part in parts:
-        hasher.update(part)
-        hasher.update(b"\x00")
-    return hasher.hexdigest()
-
-
-def canonical(value: Any) -> bytes:
-    return orjson.dumps(_strip_markers(value), option=orjson.OPT_SORT_KEYS)
 
 
 def is_billing_block(block: Any) -> bool:
@@ -68,14 +55,6 @@ def system_blocks(payload: Mapping[str, Any]) -> list[Any]:
     return system[1:] if system and is_billing_block(system[0]) else list(system)
 
 
-def _as_blocks(message: Any) -> Any:
-    """A message whose content is a string, as the single text block the API renders it as (the
-    automatic breakpoint turns the one it marks into that block)."""
-    if isinstance(message, Mapping) and isinstance(message.get("content"), str):
-        return {**message, "content": [{"type": "text", "text": message["content"]}]}
-    return message
-
-
 def _has_marker(block: Any) -> bool:
     return isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping)
 
@@ -91,16 +70,23 @@ class PrefixHashes:
     messages: tuple[str, ...]
     ttls: tuple[str, ...]  # the ttl of every breakpoint, in prefix order
     first_message: str  # hash of messages[0] alone (a summary replacing history changes it)
+    # SHA-256 of the JSON of every message but the last, as sent, without markers: lets the next
+    # request reuse ``messages`` for the history it shares (not a segment: not compared, not shown)
+    history_check: str = field(default="", compare=False)
 
     def to_json(self) -> bytes:
-        return orjson.dumps(asdict(self))
+        """The segments' record (``history_check`` is stored beside it: a record stays readable
+        by versions that do not know it)."""
+        record = asdict(self)
+        del record["history_check"]
+        return orjson.dumps(record)
 
     @classmethod
-    def from_json(cls, raw: bytes | str) -> PrefixHashes:
+    def from_json(cls, raw: bytes | str, history_check: str = "") -> PrefixHashes:
         data = orjson.loads(raw)
         data["messages"] = tuple(data["messages"])
         data["ttls"] = tuple(data["ttls"])
-        return cls(**data)
+        return cls(**data, history_check=history_check)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -116,36 +102,48 @@ class PrefixHashes:
         }
 
 
-def _ttls(payload: Mapping[str, Any]) -> tuple[str, ...]:
+def _ttls(payload: Mapping[str, Any], marked: Iterable[int] | None) -> tuple[str, ...]:
     from gateway.prompt.breakpoints import locate_breakpoints
 
-    return tuple(b.ttl for b in locate_breakpoints(payload))
+    return tuple(b.ttl for b in locate_breakpoints(payload, messages=marked))
 
 
-def prefix_hashes(payload: Mapping[str, Any], betas: Iterable[str]) -> PrefixHashes:
+def _list_json(parts: list[bytes]) -> bytes:
+    """The canonical JSON of a list from its items' (what ``canonical`` of the list gives)."""
+    return b"[" + b",".join(parts) + b"]"
+
+
+def prefix_hashes(
+    payload: Mapping[str, Any],
+    betas: Iterable[str],
+    *,
+    previous: PrefixHashes | None = None,
+    scan: MessageScan | None = None,
+) -> PrefixHashes:
+    """The prefix hashes of ``payload`` as sent with ``betas``. ``previous``: the session's last
+    request, whose history hashes are reused where it is unchanged; ``scan``: a look at the
+    messages of the body ``payload`` was edited from (what did not change is not looked at again).
+    Neither changes the result."""
     tools = payload.get("tools")
     blocks = system_blocks(payload)
     split = next((i + 1 for i, block in enumerate(blocks) if _has_marker(block)), len(blocks))
-    messages = payload.get("messages")
-    history: list[str] = []
-    running = b""
-    first = ""
-    if isinstance(messages, list):
-        for index, message in enumerate(messages):
-            encoded = canonical(_as_blocks(message))
-            running = _digest(running, encoded).encode()
-            history.append(running.decode())
-            if index == 0:
-                first = _digest(encoded)
+    parts = [canonical(block) for block in blocks]
+    if scan is None:
+        settled = len(previous.messages) - 1 if previous is not None and previous.history_check else None
+        scan = scan_messages(payload, settled)
+    else:
+        scan = scan.follow(payload)
+    history = history_hashes(scan, previous)
     model = payload.get("model")
     return PrefixHashes(
         model=model if isinstance(model, str) else "",
-        betas=_digest(*(b.encode() for b in sorted(set(betas)))),
-        tools=_digest(canonical(tools if isinstance(tools, list) else [])),
-        system=_digest(canonical(blocks)),
-        system_static=_digest(canonical(blocks[:split])),
-        system_dynamic=_digest(canonical(blocks[split:])),
-        messages=tuple(history),
-        ttls=_ttls(payload),
-        first_message=first,
+        betas=digest(*(b.encode() for b in sorted(set(betas)))),
+        tools=digest(canonical(tools if isinstance(tools, list) else [])),
+        system=digest(_list_json(parts)),
+        system_static=digest(_list_json(parts[:split])),
+        system_dynamic=digest(_list_json(parts[split:])),
+        messages=history.messages,
+        ttls=_ttls(payload, scan.marked),
+        first_message=history.first_message,
+        history_check=history.check,
     )

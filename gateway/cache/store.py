@@ -149,16 +149,15 @@ def _stored_latches(members: set[bytes], fields: list[bytes | None]) -> Latches:
 
 
 def _stored_request(fields: list[bytes | None]) -> PreviousRequest | None:
-    """The last request's record from ``HMGET ... prefix at cached``; an unreadable one (written
-    by another version, or damaged) counts as none rather than failing the request."""
-    prefix, at, cached = fields[2:5]
+    """The last request's record from ``HMGET ... prefix at cached check``; an unreadable one
+    (written by another version, or damaged) counts as none rather than failing the request."""
+    prefix, at, cached, check = fields[2:6]
     if prefix is None:
         return None
     try:
         count = -1 if cached is None else int(cached)
-        return PreviousRequest(
-            PrefixHashes.from_json(prefix), float(at or 0.0), count if count >= 0 else None
-        )
+        hashes = PrefixHashes.from_json(prefix, check.decode() if check is not None else "")
+        return PreviousRequest(hashes, float(at or 0.0), count if count >= 0 else None)
     except (ValueError, TypeError, KeyError) as exc:
         log.warning("unreadable session record in Redis (%s: %s); ignoring it", type(exc).__name__, exc)
         return None
@@ -238,7 +237,7 @@ class RedisSessionStore(SessionStore):
                     pipe.hsetnx(key, "ttl_1h", int(local_latches.ttl_1h))
                 if local_latches.global_scope is not None:
                     pipe.hsetnx(key, "global", int(local_latches.global_scope))
-                pipe.hmget(key, "ttl_1h", "global", "prefix", "at", "cached")
+                pipe.hmget(key, "ttl_1h", "global", "prefix", "at", "cached", "check")
                 pipe.expire(key, self._idle_s)
                 pipe.expire(betas_key, self._idle_s)
                 replies = await pipe.execute()
@@ -271,7 +270,12 @@ class RedisSessionStore(SessionStore):
                 pipe = self._redis.pipeline(transaction=True)
                 pipe.hset(
                     key,
-                    mapping={"prefix": request.hashes.to_json(), "at": repr(request.at), "cached": cached},
+                    mapping={
+                        "prefix": request.hashes.to_json(),
+                        "at": repr(request.at),
+                        "cached": cached,
+                        "check": request.hashes.history_check,
+                    },
                 )
                 pipe.expire(key, self._idle_s)
                 await pipe.execute()
@@ -296,7 +300,7 @@ class RedisSessionStore(SessionStore):
                 async with asyncio.timeout(self._timeout_s * 2):
                     pipe = self._redis.pipeline(transaction=False)
                     pipe.smembers(betas_key)
-                    pipe.hmget(key, "ttl_1h", "global", "prefix", "at", "cached")
+                    pipe.hmget(key, "ttl_1h", "global", "prefix", "at", "cached", "check")
                     members, fields = await pipe.execute()
             except Exception as exc:
                 self._failed("describe", exc)

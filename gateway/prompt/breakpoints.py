@@ -21,7 +21,7 @@ marker never follows a 5-minute one still holds if it held before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -64,7 +64,9 @@ def _block_markers(path: JsonPath, block: Any) -> Iterator[tuple[JsonPath, Mappi
         yield path, control
 
 
-def _block_markers_of(body: Mapping[str, Any]) -> Iterator[tuple[JsonPath, Mapping[str, Any]]]:
+def _block_markers_of(
+    body: Mapping[str, Any], marked: Iterable[int] | None = None
+) -> Iterator[tuple[JsonPath, Mapping[str, Any]]]:
     tools = body.get("tools")
     if isinstance(tools, list):
         for i, tool in enumerate(tools):
@@ -77,7 +79,8 @@ def _block_markers_of(body: Mapping[str, Any]) -> Iterator[tuple[JsonPath, Mappi
             yield from _block_markers(("system", i), block)
     messages = body.get("messages")
     if isinstance(messages, list):
-        for m, message in enumerate(messages):
+        for m in range(len(messages)) if marked is None else marked:
+            message = messages[m] if m < len(messages) else None
             content = message.get("content") if isinstance(message, dict) else None
             if isinstance(content, list):
                 for i, block in enumerate(content):
@@ -110,9 +113,13 @@ def _breakpoint(path: JsonPath, position: int, control: Mapping[str, Any]) -> Br
     )
 
 
-def locate_breakpoints(body: Mapping[str, Any]) -> list[Breakpoint]:
-    """Every breakpoint of a request body, in prefix order."""
-    found = [_breakpoint(path, i, control) for i, (path, control) in enumerate(_block_markers_of(body))]
+def locate_breakpoints(body: Mapping[str, Any], *, messages: Iterable[int] | None = None) -> list[Breakpoint]:
+    """Every breakpoint of a request body, in prefix order. ``messages``: the ascending indices of
+    the only messages that can hold a marker (the others are known to hold none), so that a long
+    history is not walked; ``None``: any message can."""
+    found = [
+        _breakpoint(path, i, control) for i, (path, control) in enumerate(_block_markers_of(body, messages))
+    ]
     automatic = body.get("cache_control")
     last = _last_block_path(body)
     marked_last = last is not None and any(b.path[: len(last)] == last for b in found)
@@ -144,18 +151,25 @@ def _without_markers(body: Mapping[str, Any], paths: list[JsonPath]) -> dict[str
     return root
 
 
-def trim_breakpoints(body: Mapping[str, Any], *, limit: int = MAX_CACHE_BREAKPOINTS) -> TrimResult:
+def trim_breakpoints(
+    body: Mapping[str, Any],
+    *,
+    limit: int = MAX_CACHE_BREAKPOINTS,
+    messages: Iterable[int] | None = None,
+) -> TrimResult:
     """``body`` with its lowest-value breakpoints removed so that at most ``limit`` remain.
 
     ``body`` is never modified. The result's body is a shallow copy whose containers on the paths
     of dropped markers are copies too (when nothing is dropped it is a plain shallow copy).
+    ``messages`` as for :func:`locate_breakpoints`.
     """
+    marked = None if messages is None else tuple(messages)
     if limit < 0:
         raise ValueError(f"limit must be >= 0, not {limit}")
     current: Mapping[str, Any] = body
     all_dropped: list[Breakpoint] = []
     while True:
-        located = locate_breakpoints(current)
+        located = locate_breakpoints(current, messages=marked)
         ranked = sorted(located, key=lambda b: (b.global_scope, b.position), reverse=True)
         kept = sorted(ranked[:limit], key=lambda b: b.position)
         dropped = sorted(ranked[limit:], key=lambda b: b.position)
@@ -163,6 +177,6 @@ def trim_breakpoints(body: Mapping[str, Any], *, limit: int = MAX_CACHE_BREAKPOI
         # dropping the marker of the prompt's last block frees the automatic (top-level) marker,
         # which then takes a slot of its own: trim again until the request fits
         all_dropped.extend(dropped)
-        if not dropped or len(locate_breakpoints(trimmed)) <= limit:
+        if not dropped or len(locate_breakpoints(trimmed, messages=marked)) <= limit:
             return TrimResult(trimmed, tuple(kept), tuple(sorted(all_dropped, key=lambda b: b.position)))
         current = trimmed

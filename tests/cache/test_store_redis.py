@@ -106,6 +106,25 @@ async def test_an_unreadable_record_counts_as_no_previous_request(redis_server: 
     await redis.aclose()
 
 
+async def test_the_history_check_is_stored_beside_the_record(redis_server: RedisServer) -> None:
+    """Another replica reuses the session's history hashes too; the record itself stays what
+    earlier versions read, and one they wrote (without the check) is read as before."""
+    hashes = prefix_hashes({"model": "m", "messages": [{"role": "user", "content": c} for c in "ab"]}, [])
+    key = "switchyard:session:s"
+    redis = redis_server.client()
+    async with stores(redis_server.url, 2) as (a, b):
+        await a.begin("s", Latches())
+        a.finish("s", PreviousRequest(hashes, 1.0, 10), None)
+        await until(lambda: redis.hexists(key, "check"))
+        assert "history_check" not in orjson.loads(await redis.hget(key, "prefix"))
+        _, previous = await b.begin("s", Latches())
+        assert previous is not None and previous.hashes.history_check == hashes.history_check != ""
+        await redis.hdel(key, "check")
+        _, previous = await b.begin("s", Latches())
+        assert previous == PreviousRequest(hashes, 1.0, 10) and previous.hashes.history_check == ""
+    await redis.aclose()
+
+
 async def test_an_unreachable_redis_backs_off_without_escalating_on_concurrent_failures() -> None:
     errors: list[int] = []
     async with stores(f"redis://127.0.0.1:{free_port()}/0", 1, errors=errors) as (store,):
