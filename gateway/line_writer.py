@@ -21,6 +21,7 @@ flushes and stops the thread. Both take a timeout, so a stderr nobody reads cann
 from __future__ import annotations
 
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -36,12 +37,16 @@ Sink = Callable[[bytes], None]
 
 
 def fd_sink(fd: int) -> Sink:
-    """A sink writing whole batches to a blocking file descriptor (partial writes continued)."""
+    """A sink writing whole batches to a file descriptor: partial writes are continued, and if
+    someone made it non-blocking (a shared pipe) the writer thread waits until it takes more."""
 
     def write(data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view) :]
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                select.select([], [fd], [])
 
     return write
 
@@ -130,8 +135,8 @@ class LineWriter:
         deadline = time.monotonic() + timeout_s
         with self._lock:
             target = self._appended
-            if self._written >= target:
-                return True
+            if self._written >= target or self._closing:  # closed: the close's flush was the last
+                return self._written >= target
             self._flush_to = max(self._flush_to, target)
             if self._thread is None:
                 self._start()

@@ -59,6 +59,7 @@ def log_writer() -> LineWriter:
     writer = _writer
     if writer is None:
         writer = _writer = LineWriter(stderr_sink())
+        _flush_at_exit()
     return writer
 
 
@@ -107,15 +108,19 @@ def _close_at_exit() -> None:
 _exit_hook = False
 
 
-def configure_logging(level: str) -> None:
-    """JSON lines on stderr at ``level`` (``GATEWAY_LOG_LEVEL``; above INFO, no access log)."""
+def _flush_at_exit() -> None:
     global _exit_hook
-    previous = install_writer(LineWriter(stderr_sink()))
-    if previous is not None:
-        previous.close(EXIT_FLUSH_TIMEOUT_S)
     if not _exit_hook:
         atexit.register(_close_at_exit)
         _exit_hook = True
+
+
+def configure_logging(level: str) -> None:
+    """JSON lines on stderr at ``level`` (``GATEWAY_LOG_LEVEL``; above INFO, no access log)."""
+    previous = install_writer(LineWriter(stderr_sink()))
+    if previous is not None:
+        previous.close(EXIT_FLUSH_TIMEOUT_S)
+    _flush_at_exit()
     root = logging.getLogger()
     root.handlers[:] = [LineHandler()]
     root.setLevel(level)

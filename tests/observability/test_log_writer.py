@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import io
 import logging
 import os
 import subprocess
@@ -18,7 +19,7 @@ import orjson
 import pytest
 
 from gateway.line_writer import LineWriter, fd_sink
-from gateway.logging_setup import install_writer
+from gateway.logging_setup import install_writer, stderr_sink
 from tests.observability.rig import KEY, SONNET, gateway_rig
 
 JSON = "application/json"
@@ -196,6 +197,29 @@ async def test_a_stderr_nobody_reads_never_blocks_the_gateway(
 def _read_all(fd: int, chunks: list[bytes]) -> None:
     while data := os.read(fd, 65536):
         chunks.append(data)
+
+
+def test_fd_sink_waits_on_a_non_blocking_pipe_instead_of_losing_lines() -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # as another process sharing the pipe might have set it
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(read_fd, chunks))
+    reader.start()
+    data = LINE * 20_000  # 2.3 MB: far more than the pipe holds
+    try:
+        fd_sink(write_fd)(data)
+    finally:
+        os.close(write_fd)
+        reader.join(10)
+        os.close(read_fd)
+    assert b"".join(chunks) == data
+
+
+def test_stderr_without_a_descriptor_gets_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    stderr_sink()(LINE)
+    assert stream.getvalue() == LINE.decode()
 
 
 FLUSH_AT_EXIT = """
