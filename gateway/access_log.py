@@ -1,4 +1,4 @@
-"""One structured JSON log line per request, on the ``switchyard.access`` logger.
+"""One structured JSON log line per request, logger ``switchyard.access``.
 
 Fields: ids (``request_id`` is the ``x-client-request-id`` sent upstream, ``upstream_request_id``
 the upstream's ``request-id``, ``session_id`` from :func:`gateway.sessions.session_id_of`), routing
@@ -6,6 +6,12 @@ the upstream's ``request-id``, ``session_id`` from :func:`gateway.sessions.sessi
 error type, failure, client disconnect), durations (total, time to first token, gateway overhead),
 usage and cost, resilience (retries, model and non-streaming fallback, idle-watchdog events) and
 ``cache_break_reason`` (set by the cache-break detector).
+
+The line is built whole here, envelope (``ts``, ``level``, ``logger``) included, with one
+``orjson.dumps``, and appended to the process's log writer (``gateway.logging_setup``): no
+``LogRecord``, no handler, no per-line thread hand-off on the request path. Whether it is written
+still follows the ``switchyard.access`` logger's level (``GATEWAY_LOG_LEVEL`` above ``INFO``: no
+access log).
 
 Never a credential: no header is logged. No prompt or completion content either, unless
 ``GATEWAY_LOG_BODIES=1``, which adds the request body (``request_body``, cut at
@@ -16,16 +22,20 @@ never logged.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Final
 
 import orjson
 
+from gateway.line_writer import iso_ts
+from gateway.logging_setup import log_writer
 from gateway.pricing import Cost
 from gateway.providers.base import ClientRequest, Operation
 from gateway.relay import Outcome
 from gateway.sessions import session_id_of
 
-access_log = logging.getLogger("switchyard.access")
+ACCESS_LOGGER: Final = "switchyard.access"
+access_log = logging.getLogger(ACCESS_LOGGER)
 
 LOG_BODY_LIMIT: Final = 64 * 1024
 
@@ -45,6 +55,9 @@ def log_request(
     if not access_log.isEnabledFor(logging.INFO):
         return
     record: dict[str, object] = {
+        "ts": iso_ts(time.time()),
+        "level": "INFO",
+        "logger": ACCESS_LOGGER,
         "event": "request",
         "request_id": client.request_id,
         "upstream_request_id": outcome.upstream_request_id,
@@ -78,7 +91,7 @@ def log_request(
             record["request_body_truncated"] = True
         else:
             record["request_body"] = client.payload
-    access_log.info(orjson.dumps(record).decode())
+    log_writer().write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def _ms(seconds: float | None) -> float | None:

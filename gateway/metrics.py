@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, TypeVar, cast
 
 from prometheus_client import (
     CollectorRegistry,
@@ -20,8 +20,12 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
+from gateway.logging_setup import dropped_log_lines
 from gateway.pricing import TOKEN_KINDS, Cost
 from gateway.providers.models import FIRST_PARTY_MODELS, OTHER, metric_label
 from gateway.streaming.usage import Usage
@@ -30,6 +34,12 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# most resolved label sets (and model names) remembered per cache: what bounded labels produce
+# (catalogue models x teams x kinds) fits; beyond it ``labels()`` runs each time, correct, only slower
+MAX_CACHED: Final = 4096
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 # Reasons a cache-break detector may report: ``gateway.cache.breaks.BreakReason`` and the API's
 # ``diagnostics.cache_miss_reason`` values. Anything else is counted as ``other``.
@@ -95,6 +105,17 @@ def overhead_seconds(
     if upstream_done_at is not None:
         spent += finished - upstream_done_at
     return max(spent, 0.0)
+
+
+class _DroppedLogLines(Collector):
+    """``gateway_log_lines_dropped_total``: the process's log writer's count (``gateway.line_writer``)."""
+
+    def collect(self) -> Iterable[Metric]:
+        yield CounterMetricFamily(
+            "gateway_log_lines_dropped",
+            "Log lines (access lines included) dropped because stderr did not keep up.",
+            value=dropped_log_lines(),
+        )
 
 
 class GatewayMetrics:
@@ -200,7 +221,13 @@ class GatewayMetrics:
         )
         self.inflight_requests = Gauge("gateway_inflight_requests", "Requests being served.", registry=r)
         self.inflight_streams = Gauge("gateway_inflight_streams", "Streams being relayed.", registry=r)
+        r.register(_DroppedLogLines())
         self._primed: dict[str, set[str]] = {}  # provider -> teams primed
+        # resolved children, so a request does dict lookups instead of ``labels()``; label values
+        # are bounded already, ``MAX_CACHED`` bounds these caches even if one were not
+        self._series: dict[tuple[str, str, bool, int], tuple[Counter, Histogram]] = {}
+        self._resolved: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
+        self._labels: dict[str, str] = {}  # model name -> metric label
 
     def prime(self, provider: str, keys: KeyRing | Iterable[InboundKey]) -> None:
         """Create the bounded series dashboards sum over ranges at zero: spend per catalogue model
@@ -209,7 +236,7 @@ class GatewayMetrics:
 
         ``increase()`` misses a counter's first increment when the series is born with it, so a
         team's first request of a pod's life (or a rare watchdog abort) would never show in
-        over-the-range panels. Call it at start-up; ``Gateway._close`` and key reloads call it too.
+        over-the-range panels. ``Gateway`` calls it at start-up and after each key reload.
         Metrics-only keys spend nothing: their teams are not primed.
         """
         if isinstance(keys, KeyRing):
@@ -236,8 +263,48 @@ class GatewayMetrics:
                 self.cost.labels(provider, model, team)
         primed |= teams
 
-    def observe_usage(self, provider: str, model: str, team: str, usage: Usage) -> None:
-        label = metric_label(model)
+    def observe_finished(
+        self,
+        provider: str,
+        model: str,
+        stream: bool,
+        status: int,
+        duration_s: float,
+        *,
+        ttft_s: float | None = None,
+        overhead_s: float | None = None,
+        upstream_error: str | None = None,
+        served_model: str = "",
+        team: str = "",
+        usage: Usage | None = None,
+        cost: Cost | None = None,
+    ) -> None:
+        """Everything one finished API request adds, in one call: its ``gateway_requests_total``
+        sample, duration, time to first token and overhead, an upstream error, and (``usage`` and
+        ``cost`` given) the tokens and spend of the model that answered."""
+        label = self.model_label(model)
+        key = (provider, label, stream, status)
+        series = self._series.get(key)
+        if series is None:
+            stream_label = "true" if stream else "false"
+            series = (
+                self.requests.labels(provider, label, stream_label, f"{status // 100}xx"),
+                self.duration.labels(provider, label, stream_label),
+            )
+            if len(self._series) < MAX_CACHED:
+                self._series[key] = series
+        series[0].inc()
+        series[1].observe(duration_s)
+        if ttft_s is not None:
+            self._child(self.ttft, (provider, label)).observe(ttft_s)
+        if overhead_s is not None:
+            self._child(self.overhead, (provider,)).observe(overhead_s)
+        if upstream_error is not None:
+            self._child(self.upstream_errors, (provider, upstream_error)).inc()
+        if usage is not None and cost is not None:
+            self._observe_spend(provider, self.model_label(served_model), team, usage, cost)
+
+    def _observe_spend(self, provider: str, label: str, team: str, usage: Usage, cost: Cost) -> None:
         for kind, count in (
             ("input", usage.input_tokens),
             ("output", usage.output_tokens),
@@ -246,28 +313,37 @@ class GatewayMetrics:
             ("cache_write_1h", usage.cache_write_1h_tokens),
         ):
             if count:
-                self.tokens.labels(provider, label, team, kind).inc(count)
-
-    def observe_cost(self, provider: str, model: str, team: str, cost: Cost) -> None:
-        label = metric_label(model)
+                self._child(self.tokens, (provider, label, team, kind)).inc(count)
         total = cost.total
         if total > 0:
-            self.cost.labels(provider, label, team).inc(total)
+            self._child(self.cost, (provider, label, team)).inc(total)
         for kind, usd in cost.by_kind():
             if usd > 0:
-                self.cost_by_kind.labels(provider, label, kind).inc(usd)
+                self._child(self.cost_by_kind, (provider, label, kind)).inc(usd)
 
-    def observe_request(
-        self, provider: str, model: str, stream: bool, status: int, duration_s: float
-    ) -> None:
-        label = metric_label(model)
-        stream_label = "true" if stream else "false"
-        self.requests.labels(provider, label, stream_label, f"{status // 100}xx").inc()
-        self.duration.labels(provider, label, stream_label).observe(duration_s)
+    def model_label(self, model: str) -> str:
+        """:func:`metric_label`, remembered for up to ``MAX_CACHED`` model names."""
+        label = self._labels.get(model)
+        if label is None:
+            label = metric_label(model)
+            if len(self._labels) < MAX_CACHED:
+                self._labels[model] = label
+        return label
+
+    def _child(self, metric: M, values: tuple[str, ...]) -> M:
+        """``metric.labels(*values)``, resolved once per label tuple (at most ``MAX_CACHED``)."""
+        key = (metric, values)
+        child = self._resolved.get(key)
+        if child is None:
+            child = metric.labels(*values)
+            if len(self._resolved) < MAX_CACHED:
+                self._resolved[key] = child
+        return cast(M, child)
 
     def observe_cache_break(self, provider: str, reason: str) -> None:
         """One detected cache break; reasons outside ``CACHE_BREAK_REASONS`` count as ``other``."""
-        self.cache_breaks.labels(provider, reason if reason in CACHE_BREAK_REASONS else OTHER).inc()
+        label = reason if reason in CACHE_BREAK_REASONS else OTHER
+        self._child(self.cache_breaks, (provider, label)).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import time
 import traceback
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
@@ -33,8 +32,8 @@ from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics, overhead_se
 from gateway.pricing import load_price_table
 from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
-from gateway.providers.models import metric_label
 from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
+from gateway.request_ids import new_request_id
 from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, Stop, with_retry
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
@@ -96,7 +95,7 @@ class Gateway:
         provider: Provider,
         metrics: GatewayMetrics,
         *,
-        request_id_factory: Callable[[], str] = lambda: str(uuid.uuid4()),
+        request_id_factory: Callable[[], str] = new_request_id,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -109,6 +108,7 @@ class Gateway:
             settings, self.keys, on_reload=lambda ring: metrics.prime(provider.name, ring)
         )
         self.new_request_id = request_id_factory
+        self.prices = load_price_table(settings.pricing_file)  # validated with the settings
         self.clock = clock
         self.drain = Drain()  # shutdown state: readiness, and the deadline open streams watch
         self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
@@ -364,25 +364,29 @@ class Gateway:
         finished = self.clock()
         duration = finished - started
         provider = self.provider.name
-        metrics = self.metrics
-        metrics.observe_request(provider, client.model, client.stream, outcome.status, duration)
+        model, stream = client.model, client.stream
         ttft = None if outcome.first_content_at is None else outcome.first_content_at - started
-        if ttft is not None:
-            metrics.ttft.labels(provider, metric_label(client.model)).observe(ttft)
         overhead = overhead_seconds(
             started, finished, outcome.upstream_started_at, outcome.upstream_done_at, outcome.relay_busy_s
         )
-        if overhead is not None:
-            metrics.overhead.labels(provider).observe(overhead)
         cost = None
+        served = outcome.model_fallback or model  # tokens and spend go to the model that answered
         if client.operation is Operation.MESSAGES and scope.client is not None:
-            served = outcome.model_fallback or client.model  # tokens and spend go to the model that answered
-            cost = load_price_table(self.settings.pricing_file).cost(provider, served, outcome.usage)
-            metrics.prime(provider, self.keys)
-            metrics.observe_usage(provider, served, team, outcome.usage)
-            metrics.observe_cost(provider, served, team, cost)
-        if scope.upstream_error is not None:
-            metrics.upstream_errors.labels(provider, scope.upstream_error).inc()
+            cost = self.prices.cost(provider, served, outcome.usage)
+        self.metrics.observe_finished(
+            provider,
+            model,
+            stream,
+            outcome.status,
+            duration,
+            ttft_s=ttft,
+            overhead_s=overhead,
+            upstream_error=scope.upstream_error,
+            served_model=served,
+            team=team,
+            usage=outcome.usage if cost is not None else None,
+            cost=cost,
+        )
         log_request(
             client=client,
             outcome=outcome,
@@ -413,7 +417,7 @@ def create_app(
         settings,
         provider,
         metrics,
-        request_id_factory=request_id_factory or (lambda: str(uuid.uuid4())),
+        request_id_factory=request_id_factory or new_request_id,
     )
 
     accounting = accounting_middleware(gateway._close, gateway.new_request_id, gateway.clock)

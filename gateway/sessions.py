@@ -32,24 +32,25 @@ Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 def session_id_of(headers: Headers, payload: Mapping[str, Any]) -> str | None:
     """The request's session id, or ``None`` when it carries none."""
-    items = list(headers.items() if isinstance(headers, Mapping) else headers)
-    for candidate in (
-        _header(items, SESSION_HEADER),
-        _from_metadata(payload),
-        _header(items, FALLBACK_SESSION_HEADER),
-    ):
-        if candidate is not None:
-            value = candidate.strip()
-            if _SESSION_ID.match(value):
-                return value
-    return None
+    primary = fallback = None
+    for key, value in headers.items() if isinstance(headers, Mapping) else headers:
+        name = key.lower()
+        if name == SESSION_HEADER:
+            if primary is None:  # the first one, like the fallback below
+                primary = value
+        elif name == FALLBACK_SESSION_HEADER and fallback is None:
+            fallback = value
+    found = _id_like(primary)
+    if found is None:  # the body is read only when the header gives nothing
+        found = _id_like(_from_metadata(payload))
+    return found if found is not None else _id_like(fallback)
 
 
-def _header(items: list[tuple[str, str]], name: str) -> str | None:
-    for key, value in items:
-        if key.lower() == name:
-            return value
-    return None
+def _id_like(candidate: str | None) -> str | None:
+    if candidate is None:
+        return None
+    value = candidate.strip()
+    return value if _SESSION_ID.match(value) else None
 
 
 def _from_metadata(payload: Mapping[str, Any]) -> str | None:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from gateway.logging_setup import install_writer
+from tests.support.log_lines import LogLines
 from tests.support.threaded import LoopThread
 
 _AMBIENT_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "CLOUD_ML_", "GATEWAY_", "CLAUDE_CODE_")
@@ -29,6 +31,18 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(_AMBIENT_PREFIXES) or name in _AMBIENT_NAMES:
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def log_lines() -> Iterator[LogLines]:
+    """The gateway's log lines during the test, in memory (none reach the test process's stderr)."""
+    lines = LogLines()
+    previous = install_writer(lines.writer)
+    try:
+        yield lines
+    finally:
+        install_writer(previous)
+        lines.writer.close(5)
 
 
 @pytest.fixture

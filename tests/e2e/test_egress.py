@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncIterator
 
 import anthropic
-import orjson
 import pytest
 
 from gateway.config import Settings
@@ -15,6 +14,7 @@ from gateway.providers.anthropic import AnthropicProvider
 from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.server import create_app
 from gateway.service import running
+from tests.support.log_lines import LogLines
 from tests.support.proxy import forward_proxy
 from tests.support.tls import LocalPKI, make_pki
 
@@ -159,7 +159,7 @@ class _BrokenProvider(AnthropicProvider):
 
 
 async def test_unexpected_error_is_a_json_500_logged_without_credentials(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, log_lines: LogLines
 ) -> None:
     caplog.set_level(logging.INFO)
     settings = Settings.from_environ({"GATEWAY_API_KEYS": KEY, "ANTHROPIC_API_KEY": UPSTREAM_KEY})
@@ -168,7 +168,7 @@ async def test_unexpected_error_is_a_json_500_logged_without_credentials(
             await _ask(server.base_url)
     assert info.value.response.headers["content-type"] == "application/json"
     assert info.value.body["error"] == {"type": "api_error", "message": "internal gateway error"}  # type: ignore[index]
-    access = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "switchyard.access"]
+    access = log_lines.access()
     assert [(a["status"], a["failure"]) for a in access] == [(500, "internal error: RuntimeError")]
     assert "RuntimeError" in caplog.text and "10.0.0.1:3128" in caplog.text
-    assert "proxy-pass" not in caplog.text
+    assert "proxy-pass" not in caplog.text and "proxy-pass" not in log_lines.text()

@@ -24,6 +24,7 @@ from gateway.emulator import EmulatorConfig, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import running
+from tests.support.log_lines import LogLines
 from tests.support.squid import USER, Squid, free_port, run_squid
 from tests.support.tls import LocalPKI, make_pki
 from tests.support.tls_upstreams import (
@@ -95,10 +96,6 @@ def _error(exc: anthropic.APIStatusError | None) -> tuple[int, str, str, dict[st
     return exc.status_code, body["error"]["type"], body["error"]["message"], dict(exc.response.headers)
 
 
-def _access_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
-    return [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "switchyard.access"]
-
-
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_provider_through_squid_with_proxy_auth(
     provider: str,
@@ -106,6 +103,7 @@ async def test_provider_through_squid_with_proxy_auth(
     pki: LocalPKI,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    log_lines: LogLines,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     seen = Seen()
@@ -167,8 +165,8 @@ async def test_provider_through_squid_with_proxy_auth(
             assert headers.get("x-should-retry") != "false"
             assert headers["x-gateway-retries"] == "1"
 
-    _no_password_anywhere(squid, seen, caplog)
-    statuses = [record["status"] for record in _access_records(caplog)]
+    _no_password_anywhere(squid, seen, caplog, log_lines)
+    statuses = [record["status"] for record in log_lines.access()]
     assert statuses == [200, 502, 502, 502, 502], statuses
 
 
@@ -180,8 +178,13 @@ def _check_credential_calls(upstream: TlsUpstream) -> None:
         assert "/token" in paths
 
 
-def _no_password_anywhere(squid: Squid, seen: Seen, caplog: pytest.LogCaptureFixture) -> None:
+def _no_password_anywhere(
+    squid: Squid, seen: Seen, caplog: pytest.LogCaptureFixture, log_lines: LogLines
+) -> None:
     assert caplog.records, "nothing was logged"
+    access = log_lines.text()  # the access lines, as the log writer wrote them
+    assert '"event":"request"' in access, "no access line was written"
+    assert squid.password not in access and "wrong-password" not in access
     for record in caplog.records:
         text = record.getMessage() + (
             logging.Formatter().formatException(record.exc_info) if record.exc_info else ""
@@ -195,7 +198,9 @@ def _no_password_anywhere(squid: Squid, seen: Seen, caplog: pytest.LogCaptureFix
         assert f"{USER}:" not in text
 
 
-async def test_plain_http_upstream_407_from_squid_is_named(caplog: pytest.LogCaptureFixture) -> None:
+async def test_plain_http_upstream_407_from_squid_is_named(
+    caplog: pytest.LogCaptureFixture, log_lines: LogLines
+) -> None:
     """Without TLS the proxy answers the request itself: its 407 is a response, not a failed
     CONNECT, and still becomes the named 502 (only a proxy sends 407)."""
     caplog.set_level(logging.DEBUG)
@@ -214,4 +219,4 @@ async def test_plain_http_upstream_407_from_squid_is_named(caplog: pytest.LogCap
     assert "the request to 127.0.0.1" in message
     assert headers["x-should-retry"] == "false"
     assert len(emu.requests) == 1
-    _no_password_anywhere(squid, seen, caplog)
+    _no_password_anywhere(squid, seen, caplog, log_lines)

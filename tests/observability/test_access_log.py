@@ -4,6 +4,8 @@ any prompt or completion content (unless GATEWAY_LOG_BODIES=1, and then still no
 from __future__ import annotations
 
 import logging
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import anthropic
 import orjson
 import pytest
 
+from gateway.line_writer import iso_ts
 from gateway.logging_setup import JsonFormatter
 from gateway.sessions import session_id_of
 from tests.observability.rig import (
@@ -23,25 +26,22 @@ from tests.observability.rig import (
     expected_cost,
     gateway_rig,
 )
+from tests.support.log_lines import LogLines
 
 PROMPT = "Tell me about the lighthouse keeper's secret recipe."
 SESSION = "5f0c7a52-8d4e-4c61-a3f1-0b9e2d7c4a18"
 WRONG_KEY = "sk-gw-not-a-valid-key-91ab"
 
 
-def access_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
-    return [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "switchyard.access"]
-
-
 CLIENT_SIDE = ("anthropic", "httpx", "httpcore", "gateway.emulator")  # the test's client and upstream
 
 
-def everything_logged(caplog: pytest.LogCaptureFixture) -> str:
-    """Every record the gateway's process side logged (any logger, any level), as it would be written."""
+def everything_logged(caplog: pytest.LogCaptureFixture, log_lines: LogLines) -> str:
+    """Every line the gateway's process side logged (any logger, any level), as it would be written:
+    the access lines as the log writer wrote them, the other records through the JSON formatter."""
     formatter = JsonFormatter()
-    return "\n".join(
-        formatter.format(record) for record in caplog.records if not record.name.startswith(CLIENT_SIDE)
-    )
+    records = [formatter.format(r) for r in caplog.records if not r.name.startswith(CLIENT_SIDE)]
+    return "\n".join([*records, log_lines.text()])
 
 
 async def _traffic(tmp_path: Path, **env: str) -> tuple[list[Any], list[str]]:
@@ -73,11 +73,11 @@ async def _traffic(tmp_path: Path, **env: str) -> tuple[list[Any], list[str]]:
 
 
 async def test_one_line_per_request_without_credentials_or_content(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, log_lines: LogLines
 ) -> None:
     caplog.set_level(logging.DEBUG)
     responses, ids = await _traffic(tmp_path)
-    first, second, rejected = access_records(caplog)  # the 401 has its line too (issue 12)
+    first, second, rejected = log_lines.access()  # the 401 has its line too (issue 12)
     assert (rejected["status"], rejected["error_type"], rejected["team"], rejected["model"]) == (
         401,
         "authentication_error",
@@ -110,7 +110,7 @@ async def test_one_line_per_request_without_credentials_or_content(
         expected_cost("anthropic", HAIKU, responses[1].usage), abs=1e-9
     )
 
-    logged = everything_logged(caplog)
+    logged = everything_logged(caplog, log_lines)
     assert "retrying upstream request" in logged and '"event":"request"' in logged  # not vacuous
     for secret in (KEY, TEAM_KEY, UPSTREAM_KEY, WRONG_KEY):
         assert secret not in logged
@@ -120,23 +120,59 @@ async def test_one_line_per_request_without_credentials_or_content(
 
 
 async def test_log_bodies_adds_the_request_but_still_no_credential(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, log_lines: LogLines
 ) -> None:
     caplog.set_level(logging.DEBUG)
     await _traffic(tmp_path, GATEWAY_LOG_BODIES="1")
-    first = access_records(caplog)[0]
+    first = log_lines.access()[0]
     assert first["request_body"]["messages"][0]["content"] == PROMPT
-    logged = everything_logged(caplog)
+    logged = everything_logged(caplog, log_lines)
     for secret in (KEY, TEAM_KEY, UPSTREAM_KEY, WRONG_KEY):
         assert secret not in logged
 
 
-def test_access_line_keeps_its_fields_through_the_json_formatter() -> None:
-    record = logging.LogRecord(
-        "switchyard.access", logging.INFO, __file__, 1, '{"event":"request"}', None, None
-    )
+async def test_access_line_format_is_the_envelope_then_the_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, log_lines: LogLines
+) -> None:
+    """Byte for byte what the queue-listener path wrote before the line writer: the envelope
+    (``ts``, ``level``, ``logger``) then the record's fields, one JSON object and a newline."""
+    caplog.set_level(logging.INFO, logger="switchyard.access")
+    await _traffic(tmp_path)
+    lines = [line for line in log_lines.raw().splitlines(keepends=True) if b"switchyard.access" in line]
+    assert len(lines) == 3
+    for line in lines:
+        assert line.endswith(b"}\n") and line.count(b"\n") == 1
+        fields = orjson.loads(line)
+        assert list(fields)[:4] == ["ts", "level", "logger", "event"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", fields["ts"])
+        envelope = {key: fields.pop(key) for key in ("ts", "level", "logger")}
+        assert envelope["level"] == "INFO" and envelope["logger"] == "switchyard.access"
+        # the old JsonFormatter: envelope object, its "}" replaced by "," + the message's fields
+        before = orjson.dumps(envelope).decode()[:-1] + "," + orjson.dumps(fields).decode()[1:] + "\n"
+        assert line == before.encode()
+
+
+async def test_no_access_line_above_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, log_lines: LogLines
+) -> None:
+    """``GATEWAY_LOG_LEVEL=WARNING``: the access logger is off, the writer gets no line."""
+    caplog.set_level(logging.WARNING)
+    await _traffic(tmp_path)
+    assert log_lines.access() == []
+
+
+def test_timestamps_match_the_formatter_at_every_second() -> None:
+    for now in (0.0, 1.9995, 2.0, 1_735_689_599.999, 1_735_689_600.0, 1_735_689_600.25, 59.5, 60.001):
+        expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+        assert iso_ts(now) == expected, now
+    record = logging.LogRecord("switchyard.server", logging.WARNING, __file__, 1, "x=%d", (1,), None)
     line = orjson.loads(JsonFormatter().format(record))
-    assert line["event"] == "request" and line["logger"] == "switchyard.access" and line["level"] == "INFO"
+    assert line == {
+        "ts": iso_ts(record.created),
+        "level": "WARNING",
+        "logger": "switchyard.server",
+        "message": "x=1",
+    }
 
 
 LEGACY = "user_8c1e_account_0b6a2c3e-1111-4222-8333-444455556666_session_9d2c1b0a-aaaa-4bbb-8ccc-ddddeeeeffff"

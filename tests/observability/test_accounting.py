@@ -13,7 +13,6 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import orjson
@@ -26,6 +25,7 @@ from gateway.service import running
 from tests.observability.rig import KEY, SONNET, gateway_rig
 from tests.providers.vertex_harness import GATEWAY_KEY as VERTEX_GATEWAY_KEY
 from tests.providers.vertex_harness import gateway_settings, predict_requests, vertex_upstream
+from tests.support.log_lines import LogLines
 
 Send = Callable[[aiohttp.ClientSession, str], Awaitable[int]]
 BODY = {"model": SONNET, "max_tokens": 16, "messages": [{"role": "user", "content": "Hi"}]}
@@ -123,13 +123,9 @@ def _samples(metrics: GatewayMetrics, name: str) -> dict[tuple[tuple[str, str], 
     }
 
 
-def _access(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
-    return [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "switchyard.access"]
-
-
 @pytest.mark.parametrize("name", list(CASES))
 async def test_every_status_path_is_accounted_once(
-    name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, log_lines: LogLines
 ) -> None:
     case = CASES[name]
     caplog.set_level(logging.INFO, logger="switchyard.access")
@@ -137,11 +133,11 @@ async def test_every_status_path_is_accounted_once(
     async with gateway_rig(tmp_path, env) as rig, aiohttp.ClientSession() as session:
         assert await case.send(session, rig.base_url) == case.status
         for _ in range(200):  # a stream's scope closes when the gateway notices the client left
-            if _access(caplog):
+            if log_lines.access():
                 break
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)  # and nothing more arrives
-        (line,) = _access(caplog)
+        (line,) = log_lines.access()
         requests = _samples(rig.metrics, "gateway_requests_total")
         upstream_errors = _samples(rig.metrics, "gateway_upstream_errors_total")
     assert line["status"] == case.status
@@ -161,7 +157,7 @@ async def test_every_status_path_is_accounted_once(
 
 
 async def test_unknown_model_is_the_clients_error_not_the_upstreams(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, log_lines: LogLines
 ) -> None:
     """On Vertex an unknown model is refused by the gateway itself (a 404 before any upstream
     call): one line and one 4xx sample, and no upstream error."""
@@ -177,7 +173,7 @@ async def test_unknown_model_is_the_clients_error_not_the_upstreams(
                 assert answer.status == 404
                 assert (await answer.json())["error"]["type"] == "not_found_error"
         assert predict_requests(emulator) == []
-    (line,) = _access(caplog)
+    (line,) = log_lines.access()
     assert (line["status"], line["error_type"], line["model"]) == (
         404,
         "not_found_error",
