@@ -67,7 +67,7 @@ def test_encode_event_shapes() -> None:
 def reference_parse(stream: bytes) -> list[SSEEvent]:
     """The SSE spec's algorithm applied to the whole input at once (\\n, \\r\\n and \\r endings)."""
     events: list[SSEEvent] = []
-    name, data = "", []
+    name, data = "", list[bytes]()
     lines = re.split(rb"\r\n|\r|\n", stream)
     for line in lines[:-1]:  # the last piece is an unterminated line
         if not line:

@@ -112,7 +112,7 @@ TEXT = st.text(st.sampled_from('ab \n\r:{}"\\é\u2028')) | st.sampled_from(
 @st.composite
 def events(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A message's events: a start, pings, content blocks, deltas, and an end (or none)."""
-    usage = {"input_tokens": draw(TOKENS), "output_tokens": draw(TOKENS)}
+    usage: dict[str, Any] = {"input_tokens": draw(TOKENS), "output_tokens": draw(TOKENS)}
     if draw(st.booleans()):
         usage["cache_creation"] = {"ephemeral_5m_input_tokens": draw(TOKENS), "ephemeral_1h_input_tokens": 3}
     message: dict[str, Any] = {"id": "msg_1", "usage": usage}
@@ -210,7 +210,7 @@ def test_any_chunking_observes_what_the_event_parser_sees(stream: bytes, points:
     assert chunked == oracle(chunks)
     whole = observe([stream])
     for seen in (whole, chunked):  # the chunking changes when things are seen, not what
-        seen.first_content_at = seen.first_content_at is not None  # type: ignore[assignment]
+        seen.first_content_at = float(seen.first_content_at is not None)
         seen.data_by_chunk = [any(seen.data_by_chunk)]
     assert whole == chunked
 
@@ -299,9 +299,10 @@ def test_a_large_event_in_tiny_chunks() -> None:
     pieces = [frame[i : i + 7] for i in range(0, len(frame), 7)]
     assert not any(observer.feed(piece) for piece in pieces[:-1])
     assert observer._scanner.pending_bytes == len(frame) - len(pieces[-1])
-    assert not observer.content_seen
+    before = observer.content_seen
     assert observer.feed(pieces[-1]) is True
-    assert observer.content_seen and observer._scanner.pending_bytes == 0
+    after = observer.content_seen
+    assert (before, after, observer._scanner.pending_bytes) == (False, True, 0)
 
 
 def test_ping_only_chunks_are_not_data() -> None:
