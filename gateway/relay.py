@@ -3,10 +3,12 @@
 Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. Streams go through
 ``StreamRelay``:
 
-* upstream bytes are passed through unchanged as they arrive; the observer parses only what
-  metrics need;
-* the events before the first content event (``message_start``, ``ping``) are held back until
-  content arrives, so that a stream failing before any content can be replaced transparently;
+* upstream bytes are passed through unchanged as they arrive, chunk by chunk; the observer
+  (``streaming.usage.StreamObserver``) looks at each chunk once and decodes only the events
+  metrics need (``message_start``, ``message_delta``, ``error``);
+* the chunks before the one completing the first content event (``message_start``, ``ping``) are
+  held back until content arrives, so that a stream failing before any content can be replaced
+  transparently;
 * an idle watchdog (see ``streaming.watchdog``) warns, then aborts a stream whose upstream sends
   no data event, and keeps the client's connection alive with ``event: ping`` meanwhile;
 * a stream failing before any content was forwarded (connection error, stall, a 200 whose body is
@@ -134,23 +136,26 @@ class StreamRelay:
     async def _pump(self, upstream: UpstreamResponse) -> None:
         # the drain deadline wakes a stream waiting on a slow upstream (see gateway.drain)
         drain = self._request.app.get(DRAIN_KEY)
+        observer, outcome, held, clock = self._observer, self._outcome, self._held, self._clock
         with contextlib.ExitStack() as scope:
             deadline = scope.enter_context(drain.watch()) if drain is not None else None
-            reader = GuardedReader(upstream, self._settings, clock=self._clock, deadline=deadline)
+            reader = GuardedReader(upstream, self._settings, clock=clock, deadline=deadline)
             async with contextlib.aclosing(reader.read()) as items:
                 async for item in items:
                     if isinstance(item, Idle):
                         await self._idle(item, reader)
                         continue
-                    before = self._observer.data_events
-                    parse_started = self._clock()
-                    self._observer.feed(item)
-                    now = self._clock()
-                    self._outcome.relay_busy_s += now - parse_started
-                    if self._observer.data_events != before:
+                    started = clock()
+                    data = observer.feed(item)
+                    now = clock()
+                    outcome.relay_busy_s += now - started
+                    if data:
                         reader.data_received(now)
-                    if await self._forward(item):
-                        reader.wrote(now)
+                    if held.content_forwarded:  # the usual case: pass the chunk on as it is
+                        await self._write(item)
+                    elif not await self._forward(item):
+                        continue
+                    reader.wrote(now)
 
     async def _idle(self, idle: Idle, reader: GuardedReader) -> None:
         if idle.action is IdleAction.PING:
@@ -170,9 +175,7 @@ class StreamRelay:
 
     async def _forward(self, chunk: bytes) -> bool:
         """Pass ``chunk`` on, or hold it back until the first content event. True if written."""
-        released = self._held.offer(
-            chunk, content=self._observer.content_events > 0, final=self._observer.finished
-        )
+        released = self._held.offer(chunk, content=self._observer.content_seen, final=self._observer.finished)
         if not released:
             return False
         await self._write(released[0] if len(released) == 1 else b"".join(released))
@@ -191,7 +194,9 @@ class StreamRelay:
         return self._response
 
     async def _write(self, data: bytes) -> None:
-        response = await self._prepare()
+        response = self._response
+        if response is None:
+            response = await self._prepare()
         await response.write(data)
 
     async def _end(self) -> web.StreamResponse:

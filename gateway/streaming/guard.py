@@ -7,12 +7,15 @@ so those edges stay with the callers:
 * ``GuardedReader`` reads the upstream's chunks under the idle watchdog (``streaming.watchdog``):
   it yields each chunk, and an ``Idle`` item when a ping, a warning or an abort is due; the caller
   reports back when a chunk carried a data event (``data_received``) and when it wrote something
-  to its client (``wrote``). Every way the read can fail becomes one ``StreamFailure``: the
+  to its client (``wrote``). The relay passes chunks on as they are and observes them per chunk
+  (``streaming.usage.StreamObserver``); the loop decodes them into events. Every way the read can fail becomes one ``StreamFailure``: the
   connection lost (including ``asyncio.IncompleteReadError``), a read timeout, a stall. An
   optional deadline future (the drain deadline) ends the read with ``DeadlinePassed``.
 * ``not_an_event_stream`` and ``ended_early`` are the two failures found around the read.
-* ``HoldBack`` keeps the events before the first content event (``message_start``, ``ping``)
+* ``HoldBack`` keeps the items before the first content event (``message_start``, ``ping``)
   until content arrives, so a stream failing before any content can be replaced transparently.
+  Items are whatever the caller forwards: the relay's chunks (a chunk that completes the first
+  content event is released with everything held before it), the loop's decoded events.
 * ``recovery`` decides what a failure leads to: a non-streaming fallback (nothing was forwarded
   yet and the fallback is enabled), a plain error (nothing forwarded, fallback disabled) or an
   error event (content already reached the client).
@@ -21,12 +24,13 @@ so those edges stay with the callers:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
 
@@ -34,6 +38,7 @@ from gateway.providers.base import UpstreamResponse
 from gateway.streaming.watchdog import IdleAction, IdleWatchdog
 
 UPSTREAM_BROKEN = (aiohttp.ClientError, OSError, asyncio.IncompleteReadError)
+READ_AHEAD: Final = 2  # upstream chunks read before the consumer takes them
 
 T = TypeVar("T")
 
@@ -129,7 +134,13 @@ class HoldBack(Generic[T]):
 
 
 class GuardedReader:
-    """Reads one upstream stream under the idle watchdog (see the module docstring)."""
+    """Reads one upstream stream under the idle watchdog (see the module docstring).
+
+    One task per stream reads the upstream's chunks into a short queue (``READ_AHEAD`` chunks, so
+    a slow client still pushes back on the upstream) and wakes the consumer; the watchdog's next
+    deadline is one timer, re-armed only when the consumer waits and no earlier wake-up is armed.
+    A chunk therefore costs one future and one task switch, not a task and an ``asyncio.wait``.
+    """
 
     def __init__(
         self,
@@ -150,6 +161,11 @@ class GuardedReader:
             last_data=now,
             last_write=now,
         )
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._end: BaseException | None = None  # StopAsyncIteration, or what ended the read
+        self._waiter: asyncio.Future[None] | None = None  # the consumer, waiting for news
+        self._room: asyncio.Future[None] | None = None  # the reader task, waiting for room
+        self._timer: asyncio.TimerHandle | None = None
 
     def data_received(self, now: float) -> None:
         self._watchdog.data_received(now)
@@ -160,41 +176,94 @@ class GuardedReader:
     async def read(self) -> AsyncGenerator[bytes | Idle, None]:
         """Chunks and due idle actions until the upstream ends; raises ``StreamFailure`` (after
         yielding the ``Idle`` abort, for a stall) or ``DeadlinePassed``. Use with ``aclosing``."""
-        watchdog, clock, deadline = self._watchdog, self._clock, self._deadline
-        chunks = self._upstream.iter_chunks().__aiter__()
-        pending: asyncio.Future[bytes] | None = None
+        watchdog, clock, deadline, queue = self._watchdog, self._clock, self._deadline, self._queue
+        loop = asyncio.get_running_loop()
+        reader = loop.create_task(self._read_upstream(loop))
+        if deadline is not None:
+            deadline.add_done_callback(self._wake)
         try:
             while True:
                 if deadline is not None and deadline.done():
                     raise DeadlinePassed
-                if pending is None:
-                    pending = asyncio.ensure_future(chunks.__anext__())
-                timeout = max(watchdog.next_deadline() - clock(), 0.0)
-                waiting: set[asyncio.Future[Any]] = {pending} if deadline is None else {pending, deadline}
-                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                if pending not in done:
-                    if not done:
-                        now = clock()
-                        for action in watchdog.due(now):
-                            silent = now - watchdog.last_data
-                            yield Idle(action, silent, now)
-                            if action is IdleAction.ABORT:
-                                raise stalled(silent)
+                if queue:
+                    chunk = queue.popleft()
+                    room = self._room
+                    if room is not None and not room.done():
+                        room.set_result(None)
+                    yield chunk
                     continue
+                end = self._end
+                if end is not None:
+                    if isinstance(end, StopAsyncIteration):
+                        return
+                    if isinstance(end, UPSTREAM_BROKEN):
+                        raise read_failure(end) from None
+                    raise end
+                now = clock()
+                delay = watchdog.next_deadline() - now
+                if delay <= 0:
+                    actions = watchdog.due(now)
+                    for action in actions:
+                        silent = now - watchdog.last_data
+                        yield Idle(action, silent, now)
+                        if action is IdleAction.ABORT:
+                            raise stalled(silent)
+                    if actions:
+                        continue
+                self._arm(loop, max(delay, 0.0))
+                waiter = self._waiter = loop.create_future()
                 try:
-                    chunk = pending.result()
-                except StopAsyncIteration:
-                    return
-                except UPSTREAM_BROKEN as exc:
-                    raise read_failure(exc) from None
+                    await waiter
                 finally:
-                    if pending.done():
-                        pending = None
-                yield chunk
+                    self._waiter = None
         finally:
-            if pending is not None and not pending.done():
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if deadline is not None:
+                deadline.remove_done_callback(self._wake)
+            if not reader.done():
+                reader.cancel()
+            with contextlib.suppress(BaseException):
+                await reader
+
+    async def _read_upstream(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The reader task: upstream chunks into the queue, then how the read ended."""
+        chunks = self._upstream.iter_chunks()
+        queue = self._queue
+        try:
+            async for chunk in chunks:
+                queue.append(chunk)
+                self._wake()
+                if len(queue) >= READ_AHEAD:
+                    room = self._room = loop.create_future()
+                    await room
+            self._end = StopAsyncIteration()
+        except Exception as exc:  # handed to the consumer, after the chunks read before it
+            self._end = exc
+        finally:
+            if self._end is None:  # cancelled: the consumer is gone
+                self._end = StopAsyncIteration()
+            self._wake()
             with contextlib.suppress(Exception):
                 await chunks.aclose()  # type: ignore[attr-defined]
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        """Make sure the consumer wakes up within ``delay`` seconds (an earlier armed wake-up
+        will do: the consumer then finds nothing due and arms the next one)."""
+        when = loop.time() + delay
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= when:
+                return
+            timer.cancel()
+        self._timer = loop.call_at(when, self._timer_fired)
+
+    def _timer_fired(self) -> None:
+        self._timer = None
+        self._wake()
+
+    def _wake(self, _: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)

@@ -1,13 +1,14 @@
 """Incremental Server-Sent Events parser and encoder.
 
 The parser is fed raw chunks as they arrive and returns the complete events they finish. Every
-byte is scanned once: complete lines are consumed from the buffer and only the unfinished tail is
+byte is scanned once: complete events are consumed from the buffer and only the unfinished tail is
 kept, so total work is O(total bytes) regardless of how the stream is chunked. Data payloads are
-returned as raw bytes; callers decide which events are worth JSON-decoding (the gateway decodes
-only the handful that carry usage, never the per-token deltas).
+returned as raw bytes; callers decide which events are worth JSON-decoding.
 
-Line endings: ``\\n`` and ``\\r\\n`` are recognised (a lone ``\\r`` line ending, legal in the SSE
-spec but emitted by no Anthropic-compatible server, is not).
+Line endings: ``\\n``, ``\\r\\n`` and a lone ``\\r`` are all recognised, as the SSE spec requires
+(``normalise_endings`` rewrites the last two to ``\\n``, also when a ``\\r\\n`` is split across
+chunks). The relay does not use this parser: it observes streams per chunk
+(``streaming.scan``); the loop's in-process caller and the tests decode every event with it.
 """
 
 from __future__ import annotations
@@ -24,43 +25,55 @@ class SSEEvent(NamedTuple):
     data: bytes
 
 
+def normalise_endings(chunk: bytes, after_cr: bool) -> tuple[bytes, bool]:
+    """``chunk`` with ``\\r\\n`` and lone ``\\r`` line endings rewritten to ``\\n``.
+
+    ``after_cr`` says the previous chunk ended with ``\\r``: a ``\\n`` starting this one is the
+    second half of that ``\\r\\n`` and is dropped. Returns the chunk and whether it ends with ``\\r``.
+    """
+    if after_cr:
+        if not chunk:
+            return chunk, True
+        if chunk[0] == 10:
+            chunk = chunk[1:]
+    if b"\r" not in chunk:
+        return chunk, False
+    ends_with_cr = chunk[-1:] == b"\r"
+    return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), ends_with_cr
+
+
 class SSEParser:
     """Stateful, incremental SSE decoder.
 
-    Streams with ``\\n`` line endings (every Anthropic-compatible server) are cut at blank lines
-    (``\\n\\n``) and an event framed the way the API frames it (one ``event:`` line, one
-    ``data:`` line) is decoded with two slices; anything else goes through the general per-line
-    rules. A ``\\r`` anywhere switches the parser to line mode for the rest of the stream.
+    The stream (line endings normalised to ``\\n``) is cut at blank lines (``\\n\\n``); an event
+    framed the way the API frames it (one ``event:`` line, one ``data:`` line) is decoded with two
+    slices, anything else goes through the general per-line rules.
     """
 
-    __slots__ = ("_buf", "_data", "_event", "_has_data", "_line_mode", "_scan")
+    __slots__ = ("_after_cr", "_buf", "_data", "_event", "_has_data", "_scan")
 
     def __init__(self) -> None:
         self._buf = bytearray()
         self._scan = 0  # bytes of _buf already searched for a terminator
-        self._line_mode = False
+        self._after_cr = False
         self._event = ""
         self._data: list[bytes] = []
         self._has_data = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Consume ``chunk`` and return the events it completes, in order."""
+        if self._after_cr or b"\r" in chunk:
+            chunk, self._after_cr = normalise_endings(chunk, self._after_cr)
         buf = self._buf
         buf += chunk
-        if not self._line_mode and b"\r" in chunk:
-            self._line_mode = True
-            self._scan = 0
         events: list[SSEEvent] = []
-        if self._line_mode:
-            start = self._feed_lines(events)
-        else:
-            start = 0
-            end = buf.find(b"\n\n", max(self._scan - 1, 0))
-            while end >= 0:
-                if end > start:
-                    self._block(bytes(buf[start:end]), events)
-                start = end + 2
-                end = buf.find(b"\n\n", start)
+        start = 0
+        end = buf.find(b"\n\n", max(self._scan - 1, 0))
+        while end >= 0:
+            if end > start:
+                self._block(bytes(buf[start:end]), events)
+            start = end + 2
+            end = buf.find(b"\n\n", start)
         if start:
             del buf[:start]
         self._scan = len(buf)
@@ -70,6 +83,7 @@ class SSEParser:
         """End of stream: an unterminated final event is discarded, as the SSE spec requires."""
         self._buf.clear()
         self._scan = 0
+        self._after_cr = False
         self._event = ""
         self._data = []
         self._has_data = False
@@ -77,7 +91,7 @@ class SSEParser:
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes received but not yet part of a complete event (block mode) or line (line mode)."""
+        """Bytes received but not yet part of a complete event."""
         return len(self._buf)
 
     def _block(self, block: bytes, events: list[SSEEvent]) -> None:
@@ -97,20 +111,6 @@ class SSEParser:
             else:
                 self._dispatch(events)
         self._dispatch(events)
-
-    def _feed_lines(self, events: list[SSEEvent]) -> int:
-        buf = self._buf
-        start = 0
-        nl = buf.find(b"\n", self._scan)
-        while nl >= 0:
-            end = nl - 1 if nl > start and buf[nl - 1] == 13 else nl  # strip \r of \r\n
-            if end == start:
-                self._dispatch(events)
-            else:
-                self._line(bytes(buf[start:end]))
-            start = nl + 1
-            nl = buf.find(b"\n", start)
-        return start
 
     def _line(self, line: bytes) -> None:
         if line[0] == 58:  # ':' comment / keep-alive

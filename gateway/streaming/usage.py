@@ -2,20 +2,20 @@
 
 Streams: ``message_start`` carries the initial usage and every ``message_delta`` carries the
 *cumulative* usage so far (fields present overwrite, as the SDK's accumulator does). Only those
-events, plus ``error``, are JSON-decoded; content deltas are recognised by their event name alone,
-so tool-input JSON is never re-parsed per delta.
+events, plus ``error``, are JSON-decoded; the stream is scanned per chunk (``streaming.scan``), so
+content deltas are counted by their event name without being sliced out, let alone parsed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from gateway.streaming.sse import SSEParser
+from gateway.streaming.scan import EventScanner
 
 
 @dataclass(slots=True)
@@ -93,59 +93,74 @@ def miss_reason(message: Mapping[str, Any]) -> str | None:
     return None
 
 
-_CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delta"})
-
-
-@dataclass(slots=True)
 class StreamObserver:
-    """Watches an Anthropic SSE byte stream go by and keeps what metrics and logs need."""
+    """Watches an Anthropic SSE byte stream go by, chunk by chunk, and keeps what metrics and logs
+    need. Event boundaries and names are found per chunk by ``EventScanner``; only
+    ``message_start``, ``message_delta`` and ``error`` data are JSON-decoded."""
 
-    clock: Callable[[], float] = time.monotonic
-    usage: Usage = field(default_factory=Usage)
-    stop_reason: str | None = None
-    error_type: str | None = None
-    first_content_at: float | None = None
-    message_started: bool = False
-    message_stopped: bool = False
-    content_events: int = 0
-    data_events: int = 0  # every event but ping: what resets the idle watchdog
-    _parser: SSEParser = field(default_factory=SSEParser)
+    __slots__ = (
+        "_scanner",
+        "clock",
+        "error_type",
+        "first_content_at",
+        "message_started",
+        "message_stopped",
+        "stop_reason",
+        "usage",
+    )
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+        self.error_type: str | None = None
+        self.first_content_at: float | None = None
+        self.message_started = False
+        self.message_stopped = False
+        self._scanner = EventScanner()
 
     @property
     def finished(self) -> bool:
         """The stream reached a terminal event (``message_stop`` or ``error``)."""
         return self.message_stopped or self.error_type is not None
 
-    def feed(self, chunk: bytes) -> None:
-        for event in self._parser.feed(chunk):
-            name = event.event
-            if name != "ping":
-                self.data_events += 1
-            if name in _CONTENT_EVENTS:
-                if self.first_content_at is None:
-                    self.first_content_at = self.clock()
-                self.content_events += 1
-            elif name == "message_delta":
-                data = _decode(event.data)
-                reported = data.get("usage")
-                if isinstance(reported, Mapping):
-                    self.usage.update(reported)
-                delta = data.get("delta")
-                if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
-                    self.stop_reason = delta["stop_reason"]
-            elif name == "message_start":
-                self.message_started = True
-                message = _decode(event.data).get("message")
-                if isinstance(message, Mapping):
-                    if isinstance(message.get("usage"), Mapping):
-                        self.usage.update(message["usage"])
-                    self.usage.cache_miss_reason = miss_reason(message)
-            elif name == "message_stop":
-                self.message_stopped = True
-            elif name == "error":
-                error = _decode(event.data).get("error")
-                kind = error.get("type") if isinstance(error, Mapping) else None
-                self.error_type = kind if isinstance(kind, str) and kind else "api_error"
+    @property
+    def content_seen(self) -> bool:
+        """A ``content_block_start`` or ``content_block_delta`` event has been completed."""
+        return self._scanner.content_seen
+
+    def feed(self, chunk: bytes) -> bool:
+        """Observe one chunk; True when it completed a data event (anything but a ping)."""
+        scanner = self._scanner
+        notable = scanner.feed(chunk)
+        if self.first_content_at is None and scanner.content_seen:
+            self.first_content_at = self.clock()
+        for name, data in notable:
+            self._notable(name, data)
+        return scanner.data
+
+    def _notable(self, name: bytes, data: bytes) -> None:
+        if name == b"message_delta":
+            decoded = _decode(data)
+            reported = decoded.get("usage")
+            if isinstance(reported, Mapping):
+                self.usage.update(reported)
+            delta = decoded.get("delta")
+            if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
+                self.stop_reason = delta["stop_reason"]
+        elif name == b"message_start":
+            self.message_started = True
+            message = _decode(data).get("message")
+            if isinstance(message, Mapping):
+                if isinstance(message.get("usage"), Mapping):
+                    self.usage.update(message["usage"])
+                self.usage.cache_miss_reason = miss_reason(message)
+        elif name == b"message_stop":
+            self.message_stopped = True
+        else:  # error
+            error = _decode(data).get("error")
+            kind = error.get("type") if isinstance(error, Mapping) else None
+            self.error_type = kind if isinstance(kind, str) and kind else "api_error"
 
 
 def _decode(data: bytes) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -63,12 +65,11 @@ def test_encode_event_shapes() -> None:
 
 
 def reference_parse(stream: bytes) -> list[SSEEvent]:
-    """The SSE spec's algorithm applied to the whole input at once (\\n and \\r\\n endings)."""
+    """The SSE spec's algorithm applied to the whole input at once (\\n, \\r\\n and \\r endings)."""
     events: list[SSEEvent] = []
-    name, data = "", []
-    lines = stream.split(b"\n")
-    for raw in lines[:-1]:  # the last piece is an unterminated line
-        line = raw[:-1] if raw.endswith(b"\r") else raw
+    name, data = "", list[bytes]()
+    lines = re.split(rb"\r\n|\r|\n", stream)
+    for line in lines[:-1]:  # the last piece is an unterminated line
         if not line:
             if data:
                 events.append(SSEEvent(name or "message", b"\n".join(data)))
@@ -104,7 +105,7 @@ LINES = st.sampled_from(
 
 @given(
     st.lists(LINES, max_size=30),
-    st.sampled_from([b"\n", b"\r\n"]),
+    st.sampled_from([b"\n", b"\r\n", b"\r"]),
     st.lists(st.integers(min_value=0, max_value=2000), max_size=20),
 )
 def test_matches_the_reference_algorithm(lines: list[bytes], ending: bytes, cuts: list[int]) -> None:
@@ -117,8 +118,17 @@ def test_matches_the_reference_algorithm(lines: list[bytes], ending: bytes, cuts
     assert events == reference_parse(stream)
 
 
-def test_switches_to_line_mode_mid_stream() -> None:
+def test_crlf_endings_starting_mid_stream() -> None:
     parser = SSEParser()
     first = parser.feed(b"event: a\ndata: 1\n\nevent: b\nda")
     second = parser.feed(b"ta: 2\r\n\r\n")
     assert first + second == [SSEEvent("a", b"1"), SSEEvent("b", b"2")]
+
+
+def test_lone_cr_endings_and_a_crlf_split_across_chunks() -> None:
+    parser = SSEParser()
+    events = parser.feed(b"event: a\rdata: 1\r\rdata: 2\r")
+    events += parser.feed(b"")  # an empty chunk keeps the pending \r
+    events += parser.feed(b"\n\r\n")  # completes "\r\n", then a blank line
+    assert events == [SSEEvent("a", b"1"), SSEEvent("message", b"2")]
+    assert parser.pending_bytes == 0

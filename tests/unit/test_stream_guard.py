@@ -13,6 +13,7 @@ import pytest
 
 from gateway.providers.base import UpstreamResponse
 from gateway.streaming.guard import (
+    READ_AHEAD,
     DeadlinePassed,
     GuardedReader,
     HoldBack,
@@ -118,6 +119,62 @@ async def test_deadline_ends_the_read() -> None:
     with pytest.raises(DeadlinePassed):
         await _drain(reader)
     assert upstream.closed_iterator
+
+
+@dataclass(slots=True)
+class Counting(UpstreamResponse):
+    """An upstream with ``total`` chunks ready at once, counting the chunks read from it; it
+    pauses ``pause`` seconds before the last one."""
+
+    total: int
+    pause: float = 0.0
+    pulled: int = 0
+    status: int = 200
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    is_event_stream: bool = True
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        for index in range(self.total):
+            if index == self.total - 1 and self.pause:
+                await asyncio.sleep(self.pause)
+            self.pulled += 1
+            yield b"%d" % index
+
+    async def read(self) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        return None
+
+
+async def test_a_slow_consumer_holds_the_upstream_back() -> None:
+    upstream = Counting(10)
+    reader = GuardedReader(upstream, FAST)
+    async with contextlib.aclosing(reader.read()) as stream:
+        assert await anext(stream) == b"0"
+        await asyncio.sleep(0.01)  # the consumer is busy: the reader task reads ahead, then stops
+        assert upstream.pulled == 1 + READ_AHEAD
+        rest = [item async for item in stream]
+    assert rest == [b"%d" % i for i in range(1, 10)] and upstream.pulled == 10
+
+
+async def test_pings_while_a_slow_read_stays_pending() -> None:
+    """Idle wake-ups do not disturb the read in flight: the chunk that follows them arrives."""
+    upstream = Counting(2, pause=0.05)
+    settings = StreamSettings(
+        idle_warning_s=1.0, idle_timeout_s=2.0, ping_every_s=0.01, nonstreaming_fallback=True
+    )
+    reader = GuardedReader(upstream, settings)
+    items: list[bytes | IdleAction] = []
+    async with contextlib.aclosing(reader.read()) as stream:
+        async for item in stream:
+            if isinstance(item, Idle):
+                reader.wrote(item.at)
+                items.append(item.action)
+            else:
+                items.append(item)
+    assert items[0] == b"0" and items[-1] == b"1"
+    assert set(items[1:-1]) == {IdleAction.PING} and 1 <= len(items[1:-1]) <= 6
 
 
 def test_hold_back_until_content_or_end() -> None:

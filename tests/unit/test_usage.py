@@ -47,7 +47,7 @@ def test_stream_usage_is_cumulative_and_overwrites() -> None:
     assert observer.usage == Usage(11, 9, 7, 20, 30)
     assert observer.stop_reason == "tool_use"
     assert observer.first_content_at == 1.0
-    assert observer.content_events == 2
+    assert observer.content_seen
     assert observer.finished and observer.message_started
 
 

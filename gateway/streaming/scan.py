@@ -1,0 +1,231 @@
+"""Per-chunk scanning of an SSE byte stream: event boundaries and names found with bytes
+operations that run in C, data kept only for the few events anyone reads.
+
+The relay forwards upstream chunks unchanged and only needs to know, per chunk, whether it
+completed a data event (any event but ``ping``: the idle watchdog), whether content has been seen
+(``content_block_start`` / ``content_block_delta``: first-token time, the hold-back), and the data
+of the *notable* events: ``message_start``, ``message_delta``, ``message_stop`` and ``error``.
+
+A chunk that is exactly one event framed the way every Anthropic-compatible server frames it (an
+``event: <name>`` line and a ``data: <json>`` line: the usual chunk of a live stream) is matched by
+one compiled regex. Otherwise the chunk is cut at its last blank line (``\\n\\n``): everything
+before it is a *region* of complete events (the SSE parser state is clean at both ends, since a
+blank line dispatches and resets), the rest is the start of an event carried over to the next
+chunk. The first event of a region is matched the same way; if the rest is framed canonically too
+(one possessive regex over it), it is searched with ``bytes.find`` / ``bytes.count`` for line-start
+patterns (``\\nevent: ping\\n`` ...): only the notable events' data are sliced out, content
+deltas are never copied or parsed. Any other region (comments, ``data:`` without a space,
+multi-line data, an ``event:`` line after the data) goes through the general ``SSEParser`` rules,
+so the result is the same as parsing event by event. ``\\r\\n`` and lone ``\\r`` line endings are
+rewritten to ``\\n`` first (``sse.normalise_endings``).
+
+The carried-over partial event is bounded (``MAX_EVENT_BYTES``): an event larger than that (a
+huge server-tool result, or a hostile upstream that never ends its event) is not buffered; the
+scanner keeps its name (from its first line, when that is an ``event:`` line) and skips to its end,
+where it counts as one event of that name with empty data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from gateway.streaming.sse import SSEParser, normalise_endings
+
+MAX_EVENT_BYTES: Final = 1 << 20
+"""Largest partial event carried between chunks; the notable events are a few hundred bytes."""
+
+Notable = tuple[bytes, bytes]  # (event name, data) of a message_start/_delta/_stop or error event
+
+_PING_KIND, _DATA_KIND, _CONTENT_KIND, _NOTABLE_KIND = range(4)
+_KINDS: Final = {
+    b"ping": _PING_KIND,
+    b"content_block_start": _CONTENT_KIND,
+    b"content_block_delta": _CONTENT_KIND,
+    b"message_start": _NOTABLE_KIND,
+    b"message_delta": _NOTABLE_KIND,
+    b"message_stop": _NOTABLE_KIND,
+    b"error": _NOTABLE_KIND,
+}
+"""Event names the scanner tells apart; any other name is a plain data event."""
+
+_EVENT: Final = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")  # one canonical event
+_CANONICAL: Final = re.compile(rb"(?:event: [^\n]*\ndata: [^\n]*\n\n)*+")
+_PING: Final = b"\nevent: ping\n"
+_BLOCK_START: Final = b"\nevent: content_block_start\n"
+_BLOCK_DELTA: Final = b"\nevent: content_block_delta\n"
+_MESSAGE: Final = b"\nevent: message_"
+_ERROR: Final = b"\nevent: error\n"
+_NAME_HEAD: Final = 256  # bytes of an oversized event searched for its name line
+_NONE: Final[tuple[Notable, ...]] = ()
+
+
+class EventScanner:
+    """Scans a chunked SSE stream (see the module docstring). After each ``feed``: ``data`` says
+    whether that chunk completed a data event (any event but ``ping``), ``content_seen`` whether
+    any content event has been completed so far."""
+
+    __slots__ = ("_after_cr", "_pending", "_skip", "_skip_nl", "content_seen", "data")
+
+    def __init__(self) -> None:
+        self.data = False
+        self.content_seen = False
+        self._pending = bytearray()  # the start of an event carried over from earlier chunks
+        self._after_cr = False
+        self._skip: bytes | None = None  # name of an oversized event being skipped
+        self._skip_nl = False  # the skipped bytes so far end with "\n"
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished event held until a later chunk completes it."""
+        return len(self._pending)
+
+    def feed(self, chunk: bytes) -> Sequence[Notable]:
+        """Scan ``chunk``; the notable events it completes, in stream order."""
+        self.data = False
+        if self._after_cr or b"\r" in chunk:
+            chunk, self._after_cr = normalise_endings(chunk, self._after_cr)
+        if not self._pending and self._skip is None:
+            event = _EVENT.fullmatch(chunk)
+            if event is not None:  # one whole event: the usual chunk of a live stream
+                return self._first(event)
+        start = 0
+        found: Sequence[Notable] = _NONE
+        if self._pending or self._skip is not None:
+            start, found = self._complete(chunk)
+            if start < 0:
+                return _NONE
+        last = chunk.rfind(b"\n\n", start)
+        end = start
+        if last >= 0:
+            end = last + 2
+            more = self._region(chunk, start, end)
+            if more:
+                found = [*found, *more] if found else more
+        if end < len(chunk):
+            self._hold(chunk, end)
+        return found
+
+    # -- the event carried over ---------------------------------------------------------------------
+    def _complete(self, chunk: bytes) -> tuple[int, Sequence[Notable]]:
+        """Finish the carried-over event with the head of ``chunk``: where the rest of the chunk
+        starts and the notable event it was, or -1 when ``chunk`` does not finish it."""
+        skip = self._skip
+        ends_nl = self._skip_nl if skip is not None else self._pending[-1] == 10
+        if ends_nl and chunk[:1] == b"\n":
+            end = 1
+        else:
+            blank = chunk.find(b"\n\n")
+            if blank < 0:
+                self._hold(chunk, 0)
+                return -1, _NONE
+            end = blank + 2
+        if skip is not None:
+            self._skip = None
+            return end, self._named(skip, b"")
+        region = bytes(self._pending) + chunk[:end]
+        self._pending.clear()
+        return end, self._region(region, 0, len(region))
+
+    def _hold(self, chunk: bytes, at: int) -> None:
+        """Carry ``chunk[at:]`` (the start of an event) over, within ``MAX_EVENT_BYTES``."""
+        if len(chunk) == at:
+            return
+        if self._skip is not None:
+            self._skip_nl = chunk[-1] == 10
+            return
+        pending = self._pending
+        if len(pending) + len(chunk) - at <= MAX_EVENT_BYTES:
+            pending += chunk[at:] if at else chunk
+            return
+        head = bytes(pending[:_NAME_HEAD]) if pending else chunk[at : at + _NAME_HEAD]
+        self._skip = _name_line(head)
+        self._skip_nl = chunk[-1] == 10
+        pending.clear()
+
+    # -- complete events ----------------------------------------------------------------------------
+    def _named(self, name: bytes, data: bytes) -> Sequence[Notable]:
+        """One complete event, known by its name."""
+        kind = _KINDS.get(name, _DATA_KIND)
+        if kind == _PING_KIND:
+            return _NONE
+        self.data = True
+        if kind == _CONTENT_KIND:
+            self.content_seen = True
+        elif kind == _NOTABLE_KIND:
+            return [(name, data)]
+        return _NONE
+
+    def _region(self, buf: bytes, start: int, end: int) -> Sequence[Notable]:
+        """The complete events of ``buf[start:end]``: the first is parsed, the rest scanned."""
+        event = _EVENT.match(buf, start, end)
+        if event is None:
+            return self._general(buf[start:end])
+        first = self._first(event)
+        rest = event.end()
+        if rest == end:
+            return first
+        if _CANONICAL.fullmatch(buf, rest, end) is None:
+            more = self._general(buf[rest:end])
+        else:
+            more = self._scan(buf, rest, end)
+        if not first:
+            return more
+        return [*first, *more] if more else first
+
+    def _first(self, event: re.Match[bytes]) -> Sequence[Notable]:
+        """One event matched by ``_EVENT``."""
+        name = event[1]
+        kind = _KINDS.get(name, _DATA_KIND)
+        if kind == _PING_KIND:
+            return _NONE
+        self.data = True
+        if kind == _CONTENT_KIND:
+            self.content_seen = True
+        elif kind == _NOTABLE_KIND:
+            return [(name, event[2])]
+        return _NONE
+
+    def _scan(self, buf: bytes, start: int, end: int) -> Sequence[Notable]:
+        """Canonically framed events, after a first one: every event line follows a "\\n"."""
+        lo = start - 1
+        if not self.data and (
+            not buf.startswith(b"event: ping\n", start)
+            or buf.count(_PING, lo, end) != buf.count(b"\n\n", start, end)
+        ):
+            self.data = True
+        if not self.content_seen and (
+            buf.find(_BLOCK_DELTA, lo, end) >= 0 or buf.find(_BLOCK_START, lo, end) >= 0
+        ):
+            self.content_seen = self.data = True
+        found: list[tuple[int, bytes, bytes]] = []
+        for pattern in (_MESSAGE, _ERROR):
+            pos = buf.find(pattern, lo, end)
+            while pos >= 0:
+                newline = buf.find(b"\n", pos + len(pattern) - 1)
+                name = buf[pos + 8 : newline]
+                if name in _KINDS:  # a message_* name that is not one the gateway reads is data
+                    found.append((pos, name, buf[newline + 7 : buf.find(b"\n", newline + 1)]))
+                pos = buf.find(pattern, newline, end)
+        if not found:
+            return _NONE
+        if len(found) > 1:
+            found.sort()
+        return [(name, data) for _, name, data in found]
+
+    def _general(self, region: bytes) -> Sequence[Notable]:
+        """Events not framed canonically: the SSE spec's rules, event by event."""
+        found: list[Notable] = []
+        for event in SSEParser().feed(region):
+            found.extend(self._named(event.event.encode(), event.data))
+        return found
+
+
+def _name_line(head: bytes) -> bytes:
+    """The name of an event from its first bytes: its ``event:`` line, else 'message'."""
+    newline = head.find(b"\n")
+    if not head.startswith(b"event:") or newline < 0:
+        return b"message"
+    name = head[6:newline]
+    return name[1:] if name[:1] == b" " else name
