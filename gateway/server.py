@@ -406,8 +406,13 @@ def create_app(
     *,
     metrics: GatewayMetrics | None = None,
     request_id_factory: Callable[[], str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> web.Application:
-    """Build the aiohttp application. The provider is started and closed with the app."""
+    """Build the aiohttp application. The provider is started and closed with the app.
+
+    ``clock``: the monotonic seconds the gateway times requests and stream silences with (tests
+    on a virtual-time event loop pass its ``loop.time``, the clock the watchdog's timers run on).
+    """
     if provider is None:
         from gateway.providers.factory import build_provider
 
@@ -418,6 +423,7 @@ def create_app(
         provider,
         metrics,
         request_id_factory=request_id_factory or new_request_id,
+        clock=clock,
     )
 
     accounting = accounting_middleware(gateway._close, gateway.new_request_id, gateway.clock)

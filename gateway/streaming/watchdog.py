@@ -46,13 +46,18 @@ class IdleWatchdog:
         return deadline
 
     def due(self, now: float) -> list[IdleAction]:
-        """What is due at ``now``, most severe first (an abort makes the rest moot)."""
-        if now - self.last_data >= self.abort_after:
+        """What is due at ``now``, most severe first (an abort makes the rest moot).
+
+        Compared with the sums ``next_deadline`` returns (not ``now - last >= after``, which can
+        round the other way): at ``now == next_deadline()`` something is always due, so a reader
+        woken at its deadline never finds nothing to do and a zero wait to do it again.
+        """
+        if now >= self.last_data + self.abort_after:
             return [IdleAction.ABORT]
         actions: list[IdleAction] = []
-        if not self.warned and now - self.last_data >= self.warn_after:
+        if not self.warned and now >= self.last_data + self.warn_after:
             self.warned = True
             actions.append(IdleAction.WARN)
-        if now - self.last_write >= self.ping_every:
+        if now >= self.last_write + self.ping_every:
             actions.append(IdleAction.PING)
         return actions

@@ -1,10 +1,16 @@
 """One gateway per provider, built by the provider factory from environment-style settings, in
-front of that provider's emulator: the same client code must work against all four."""
+front of that provider's emulator: the same client code must work against all four.
+
+Every test here runs on a virtual-time event loop (``tests.support.virtual_time``): the fault
+matrix's 0.05-0.3 s watchdogs fire when the emulator stalls on purpose, never because the test
+process was paused (a garbage collection, a loaded machine) while an answer was on its way.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +25,7 @@ from gateway.service import RunningServer, running
 from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
 from tests.providers.foundry_harness import foundry_upstream
 from tests.providers.vertex_harness import vertex_upstream
+from tests.support.virtual_time import VirtualTimeLoop
 
 PROVIDERS = ["anthropic", "bedrock", "vertex", "foundry"]
 GATEWAY_KEY = "sk-conformance"
@@ -73,7 +80,8 @@ async def provider_stack(
         config = Settings.from_environ({"GATEWAY_API_KEYS": GATEWAY_KEY, **env, **settings})
         assert config.provider.value == provider
         metrics = GatewayMetrics()
-        async with running(create_app(config, metrics=metrics), "127.0.0.1", 0) as gateway:
+        app = create_app(config, metrics=metrics, clock=asyncio.get_running_loop().time)
+        async with running(app, "127.0.0.1", 0) as gateway:
             yield ProviderStack(provider, gateway, emulator, metrics)
 
 
@@ -83,6 +91,12 @@ async def stack(
 ) -> AsyncIterator[ProviderStack]:
     async with provider_stack(request.param, tmp_path, monkeypatch, GATEWAY_MAX_RETRIES="0") as built:
         yield built
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, type[VirtualTimeLoop]]:
+    return {"virtual_time": VirtualTimeLoop}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -13,6 +13,7 @@ upstream calls, in the same order.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,6 @@ from tests.conformance.test_fault_matrix import CASES, FAST, MODEL, Case, _calls
 
 STREAMING = [case for case in CASES if case.streaming]
 MESSAGES = [{"role": "user", "content": "Tell me about the weather"}]
-
-# real sockets against sub-second watchdog thresholds: see test_fault_matrix.py
-pytestmark = pytest.mark.flaky(reruns=2)
 
 
 def expected(case: Case) -> str:
@@ -72,7 +70,10 @@ async def _loop(settings: Settings, fault: str, key: str) -> str:
     )
     items: list[Any] = []
     caller = ProviderModelCaller(
-        provider, policy=retry_policy(settings), guard=StreamGuard.from_settings(settings)
+        provider,
+        policy=retry_policy(settings),
+        guard=StreamGuard.from_settings(settings),
+        clock=asyncio.get_running_loop().time,  # the virtual time of conftest's loop
     )
     async with caller:
         async for item in caller(request):

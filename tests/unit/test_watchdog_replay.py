@@ -27,6 +27,22 @@ def test_watchdog_sequence() -> None:
     assert dog.due(145) == [IdleAction.ABORT]
 
 
+@pytest.mark.parametrize("last", [13957.779051072, 0.1, 1e6 + 0.3, 7.7])
+def test_something_is_due_at_the_deadline(last: float) -> None:
+    """Woken at ``next_deadline()``, the reader must find an action: ``now - last >= 0.05`` is
+    False for ``now = last + 0.05`` with the first value (rounding), which made the guard wait
+    zero seconds and ask again, forever on a clock that only moves when the loop is idle."""
+    dog = IdleWatchdog(warn_after=0.15, abort_after=0.3, ping_every=0.05, last_data=last, last_write=last)
+    for _ in range(10):
+        now = dog.next_deadline()
+        actions = dog.due(now)
+        assert actions, now
+        if IdleAction.ABORT in actions:
+            break
+        dog.wrote(now)
+    assert actions == [IdleAction.ABORT]
+
+
 MESSAGE = {
     "id": "msg_1",
     "type": "message",
