@@ -1,0 +1,157 @@
+"""A request as the client sent it (:class:`ClientRequest`) and as it goes upstream
+(:class:`PreparedRequest`).
+
+A ``ClientRequest`` holds the client's own bytes; a changed copy (``with_payload``: the cache
+step's normalisation, a model fallback, the non-streaming variant) serialises its body only when
+something reads it, so a body that is reshaped again before it is sent is serialised once.
+
+A ``PreparedRequest`` is made once per request, before the retry loop, by the provider's
+:class:`~gateway.providers.preparation.Preparer`: model mapped, beta policy applied, request tags
+stripped, and the upstream path, headers (without credentials) and body bytes decided. Every attempt
+sends these bytes; only the credential (and a SigV4 signature) is added per attempt.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+
+class Operation(enum.Enum):
+    MESSAGES = "messages"
+    COUNT_TOKENS = "count_tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRequest:
+    """What the client asked for, as the server received and parsed it."""
+
+    operation: Operation
+    _body: bytes | None  # ``None``: serialise ``payload`` when first read
+    payload: Mapping[str, Any]
+    headers: list[tuple[str, str]]
+    request_id: str
+
+    def __init__(
+        self,
+        operation: Operation,
+        body: bytes | None,
+        payload: Mapping[str, Any],
+        headers: list[tuple[str, str]],
+        request_id: str,
+    ) -> None:
+        object.__setattr__(self, "operation", operation)
+        object.__setattr__(self, "_body", body)
+        object.__setattr__(self, "payload", payload)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "request_id", request_id)
+
+    @property
+    def body(self) -> bytes:
+        """The client's bytes, or (for a changed copy) the payload serialised once, on first use."""
+        body = self._body
+        if body is None:
+            body = orjson.dumps(self.payload)
+            object.__setattr__(self, "_body", body)
+        return body
+
+    @property
+    def stream(self) -> bool:
+        return self.operation is Operation.MESSAGES and self.payload.get("stream") is True
+
+    @property
+    def model(self) -> str:
+        model = self.payload.get("model")
+        return model if isinstance(model, str) else ""
+
+    def with_payload(self, payload: Mapping[str, Any]) -> ClientRequest:
+        """The same request with a changed body, serialised deterministically (key order kept) when
+        its bytes are first needed."""
+        return ClientRequest(self.operation, None, payload, self.headers, self.request_id)
+
+    def with_model(self, model: str) -> ClientRequest:
+        """The request for another model. Thinking blocks carry signatures bound to the model that
+        wrote them (replaying them to another model is a 400), so assistant turns lose them."""
+        payload = {**self.payload, "model": model}
+        messages = payload.get("messages")
+        if isinstance(messages, list):
+            payload["messages"] = [_without_thinking(m) for m in messages]
+        return self.with_payload(payload)
+
+    def as_non_streaming(self) -> ClientRequest:
+        return self.with_payload({k: v for k, v in self.payload.items() if k != "stream"})
+
+
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def _without_thinking(message: Any) -> Any:
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return message
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in _THINKING)]
+    if len(kept) == len(content):
+        return message
+    return {**message, "content": kept or [{"type": "text", "text": ""}]}
+
+
+class Deriving(Protocol):
+    """What made a prepared request, asked again for its variants (the provider's ``Preparer``)."""
+
+    def prepare(self, client: ClientRequest) -> PreparedRequest: ...
+
+    def non_streaming(self, prepared: PreparedRequest) -> PreparedRequest: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """One request as every attempt sends it upstream; never changed once made.
+
+    ``payload`` is the first-party body after preparation: the client's own mapping when nothing
+    changed, else a copy in which only the changed parts are new (copy-on-write: never mutate it).
+    ``headers`` carry no credential; the provider adds it (or signs) per attempt.
+    """
+
+    client: ClientRequest  # the client's request (after the cache step), for errors and variants
+    upstream_model: str  # the upstream's id ("" when the client sent none)
+    payload: Mapping[str, Any]
+    betas: tuple[str, ...]  # the ``anthropic-beta`` header sent upstream
+    body_betas: tuple[str, ...]  # Bedrock's body ``anthropic_beta`` list
+    dropped_betas: tuple[str, ...]  # betas the provider's policy removed (client names)
+    body_changed: bool  # preparation changed the client's body
+    path: str  # below the upstream's base URL (percent-encoded where the provider needs it)
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    unsupported: str | None  # why the upstream cannot serve this (answered locally), else None
+    derive: Deriving = field(repr=False, compare=False)
+
+    @property
+    def operation(self) -> Operation:
+        return self.client.operation
+
+    @property
+    def model(self) -> str:
+        """The model the client asked for (the retry loop's fallback compares and names it)."""
+        return self.client.model
+
+    @property
+    def stream(self) -> bool:
+        return self.client.stream
+
+    @property
+    def request_id(self) -> str:
+        return self.client.request_id
+
+    def with_model(self, model: str) -> PreparedRequest:
+        """Prepared again for another model (a model fallback: once per fallback model)."""
+        return self.derive.prepare(self.client.with_model(model))
+
+    def as_non_streaming(self) -> PreparedRequest:
+        """The same request without ``stream``: same model and beta decisions, framed again."""
+        return self.derive.non_streaming(self)
