@@ -327,7 +327,7 @@ class Gateway:
     async def _attempt(
         self,
         send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
-        client: PreparedRequest,
+        prepared: PreparedRequest,
         outcome: Outcome,
         retrying: ClientRetries,
     ) -> Attempt[PreparedRequest]:
@@ -335,7 +335,7 @@ class Gateway:
         provider = self.provider.name
         async for event in with_retry(
             send,
-            client,
+            prepared,
             policy_for(self.retry_policy, retrying),
             refresh_credentials=self.provider.refresh_credentials,
             sleep=self.sleep,
@@ -348,7 +348,7 @@ class Gateway:
                     event.attempt,
                     event.reason,
                     event.delay_s,
-                    client.request_id,
+                    prepared.request_id,
                 )
             elif isinstance(event, ModelFallback):
                 self.metrics.fallbacks.labels(provider, "model").inc()
@@ -356,7 +356,7 @@ class Gateway:
                     "consecutive overloads: falling back from %s to %s (request_id=%s)",
                     event.from_model,
                     event.to_model,
-                    client.request_id,
+                    prepared.request_id,
                 )
             else:
                 outcome.retries = event.retries

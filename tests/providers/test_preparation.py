@@ -13,8 +13,16 @@ import pytest
 
 from gateway.config import Settings
 from gateway.errors import ClientInputError
-from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider
+from gateway.providers.base import (
+    BufferedResponse,
+    ClientRequest,
+    Operation,
+    PreparedRequest,
+    Provider,
+    UpstreamResponse,
+)
 from gateway.providers.factory import build_provider
+from gateway.retry import Attempt, ModelFallback, RetryPolicy, Stop, with_retry
 
 FIRST_PARTY_MAP = '{"fast": "claude-haiku-4-5"}'
 ENV: dict[str, dict[str, str]] = {
@@ -56,6 +64,7 @@ MAPPED = {
     ),
 }
 USER = [{"role": "user", "content": "hi"}]
+MODEL_ID = "claude-sonnet-4-6"
 
 
 def provider_for(name: str, **env: str) -> Provider:
@@ -292,3 +301,27 @@ async def test_one_models_listing_for_the_clouds(name: str) -> None:
     assert "claude-sonnet-4-6" in ids and "fast" in ids  # the table, then the model map
     assert listing["first_id"] == ids[0] and listing["has_more"] is False
     assert provider.model_listing.page() is provider.model_listing.page()  # serialised once
+
+
+async def test_an_unservable_fallback_model_ends_the_retry_loop_with_its_404() -> None:
+    """The fallback model is prepared when the loop switches to it; a model the upstream does not
+    serve is the 404 it would be for a client, and nothing more is sent."""
+    prepared = provider_for("bedrock").prepare(client({"model": MODEL_ID, "max_tokens": 8, "messages": USER}))
+    sent: list[PreparedRequest] = []
+
+    async def overloaded(request: PreparedRequest) -> UpstreamResponse:
+        sent.append(request)
+        return BufferedResponse(529, b"{}", [])
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    policy = RetryPolicy(fallback_model="gpt-4o", fallback_after_overloads=1)
+    events = [
+        event async for event in with_retry(overloaded, prepared, policy, sleep=no_wait, rng=lambda: 0.0)
+    ]
+    assert isinstance(events[-2], ModelFallback) and events[-2].to_model == "gpt-4o"
+    final = events[-1]
+    assert isinstance(final, Attempt) and final.error is not None
+    assert (final.error.status, final.stop) == (404, Stop.DONE) and final.request is prepared
+    assert len(sent) == 1 and sent[0] is prepared
