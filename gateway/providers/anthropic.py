@@ -64,9 +64,8 @@ class AnthropicProvider(Provider):
         }
 
     def frame(self, shaped: Shaped) -> Framed:
-        headers = first_party_headers(shaped)
-        headers.append(("x-client-request-id", shaped.client.request_id))
-        return Framed(FIRST_PARTY_PATHS[shaped.client.operation], shaped.first_party_body(), tuple(headers))
+        headers = first_party_headers(shaped, ("x-client-request-id", shaped.client.request_id))
+        return Framed(FIRST_PARTY_PATHS[shaped.client.operation], shaped.first_party_body(), headers)
 
     async def messages(self, request: PreparedRequest) -> UpstreamResponse:
         return await self._post(request)

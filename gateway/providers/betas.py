@@ -224,6 +224,11 @@ class BetaPolicy:
                 names |= betas
         return frozenset(names)
 
+    def passes_all(self, provider: ProviderName) -> bool:
+        """Every beta goes to ``provider`` as sent, its body fields untouched (the first-party
+        surfaces without a ``GATEWAY_BETA_POLICY`` row)."""
+        return self.accepted.get(provider) is None and provider not in TABLES
+
     def keeps(self, provider: ProviderName, beta: str, payload: Mapping[str, Any]) -> bool:
         """Whether :meth:`apply` keeps ``beta`` for this ``payload`` (possibly under another name)."""
         row = next((r for r in TABLES.get(provider, ()) if r.beta == beta), None)

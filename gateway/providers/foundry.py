@@ -134,8 +134,9 @@ class FoundryProvider(Provider):
         return await self._entra.refresh()
 
     def frame(self, shaped: Shaped) -> Framed:
-        headers = tuple(first_party_headers(shaped))
-        return Framed(FIRST_PARTY_PATHS[shaped.client.operation], shaped.first_party_body(), headers)
+        return Framed(
+            FIRST_PARTY_PATHS[shaped.client.operation], shaped.first_party_body(), first_party_headers(shaped)
+        )
 
     async def messages(self, request: PreparedRequest) -> UpstreamResponse:
         return await self._post(request)

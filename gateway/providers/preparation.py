@@ -19,19 +19,27 @@ stays byte-identical turn after turn.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from types import MappingProxyType
-from typing import Any, Final, NamedTuple
-
-import orjson
+from collections.abc import Callable, Iterable
+from typing import Any, Final
 
 from gateway.config import ProviderName, Settings
 from gateway.errors import ClientInputError
-from gateway.providers.betas import BetaDecision, BetaPolicy, request_betas
+from gateway.providers.betas import BetaPolicy, request_betas
 from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.models import ModelResolver, UnknownModel, bedrock_geography
-from gateway.providers.request import ClientRequest, Operation, PreparedRequest
+from gateway.providers.request import ClientRequest, Framed, Operation, PreparedRequest, Shaped
 from gateway.providers.system_fold import applies, fold_system_messages
+
+__all__ = [
+    "FIRST_PARTY_PATHS",
+    "Frame",
+    "Framed",
+    "Preparer",
+    "Shaped",
+    "first_party_headers",
+    "resolver_for",
+    "shape",
+]
 
 log = logging.getLogger("switchyard.preparation")
 
@@ -40,32 +48,6 @@ FIRST_PARTY_PATHS: Final = {
     Operation.MESSAGES: "/v1/messages",
     Operation.COUNT_TOKENS: "/v1/messages/count_tokens",
 }  # the first party's and Foundry's (below its ``/anthropic`` root)
-
-
-class Shaped(NamedTuple):
-    """A client request with the upstream's model id, betas and first-party body decided (a named
-    tuple: made on every request, and cheaper to build than a frozen dataclass)."""
-
-    client: ClientRequest
-    upstream_model: str  # "" when the client sent none
-    payload: Mapping[str, Any]  # copy-on-write: the client's own mapping when nothing changed
-    betas: tuple[str, ...]  # the ``anthropic-beta`` header
-    body_betas: tuple[str, ...]  # Bedrock's body ``anthropic_beta`` list
-    dropped_betas: tuple[str, ...]
-    body_changed: bool
-
-    def first_party_body(self) -> bytes:
-        """The client's bytes when nothing changed, else a deterministic re-serialisation."""
-        return orjson.dumps(self.payload) if self.body_changed else self.client.body
-
-
-class Framed(NamedTuple):
-    """What a provider's ``frame`` hook decides: where and what to send (no credentials)."""
-
-    path: str
-    body: bytes
-    headers: tuple[tuple[str, str], ...]
-    unsupported: str | None = None  # the upstream cannot serve this request: why (answered locally)
 
 
 Frame = Callable[[Shaped], Framed]
@@ -108,18 +90,22 @@ def shape(
     refused = fold and MID_CONVERSATION_SYSTEM in betas  # the target refuses the role, so its beta
     if refused:
         betas = tuple(beta for beta in betas if beta != MID_CONVERSATION_SYSTEM)
-    decision: BetaDecision = policy.decide(provider, betas, original if draft is None else draft)
-    if policy.strips_body(provider, decision.dropped):
-        if draft is None:
-            draft = dict(original)
-        changed = policy.strip(provider, decision.dropped, draft) or changed
-    if refused:
-        decision.dropped.append(MID_CONVERSATION_SYSTEM)
-    if decision.dropped:
+    header: tuple[str, ...] = betas  # a surface that takes every beta gets them as sent
+    body_betas: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    if refused or not policy.passes_all(provider):
+        decision = policy.decide(provider, betas, original if draft is None else draft)
+        if policy.strips_body(provider, decision.dropped):
+            if draft is None:
+                draft = dict(original)
+            changed = policy.strip(provider, decision.dropped, draft) or changed
+        header, body_betas = tuple(decision.header), tuple(decision.body)
+        dropped = (*decision.dropped, MID_CONVERSATION_SYSTEM) if refused else tuple(decision.dropped)
+    if dropped:
         log.info(
             "dropped betas the %s upstream does not accept: %s (request %s)",
             provider.value,
-            ",".join(decision.dropped),
+            ",".join(dropped),
             request.request_id,
         )
     if upstream_model != model and "model" in original:
@@ -131,9 +117,9 @@ def shape(
         client=request,
         upstream_model=upstream_model,
         payload=draft if changed and draft is not None else original,
-        betas=tuple(decision.header),
-        body_betas=tuple(decision.body),
-        dropped_betas=tuple(decision.dropped),
+        betas=header,
+        body_betas=body_betas,
+        dropped_betas=dropped,
         body_changed=changed,
     )
 
@@ -163,43 +149,23 @@ class Preparer:
 
     def non_streaming(self, prepared: PreparedRequest) -> PreparedRequest:
         """``prepared`` without ``stream``: the model and beta decisions kept, only re-framed."""
-        if "stream" not in prepared.payload:
+        shaped = prepared.shaped
+        if "stream" not in shaped.payload:
             return prepared
-        shaped = Shaped(
-            client=prepared.client.as_non_streaming(),
-            upstream_model=prepared.upstream_model,
-            payload={k: v for k, v in prepared.payload.items() if k != "stream"},
-            betas=prepared.betas,
-            body_betas=prepared.body_betas,
-            dropped_betas=prepared.dropped_betas,
-            body_changed=prepared.body_changed,
-        )
-        return self._framed(shaped)
+        payload = {k: v for k, v in shaped.payload.items() if k != "stream"}
+        return self._framed(shaped._replace(client=shaped.client.as_non_streaming(), payload=payload))
 
     def _framed(self, shaped: Shaped) -> PreparedRequest:
-        framed = self._frame(shaped)
-        return PreparedRequest(
-            client=shaped.client,
-            upstream_model=shaped.upstream_model,
-            payload=MappingProxyType(shaped.payload),
-            betas=shaped.betas,
-            body_betas=shaped.body_betas,
-            dropped_betas=shaped.dropped_betas,
-            body_changed=shaped.body_changed,
-            path=framed.path,
-            body=framed.body,
-            headers=framed.headers,
-            unsupported=framed.unsupported,
-            derive=self,
-        )
+        return PreparedRequest(shaped, self._frame(shaped), self)
 
 
-def first_party_headers(shaped: Shaped) -> list[tuple[str, str]]:
-    """The client's headers; ``anthropic-beta`` rewritten only if the policy dropped some."""
+def first_party_headers(shaped: Shaped, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    """The client's headers and ``extra``; ``anthropic-beta`` rewritten only if the policy dropped
+    some."""
     headers = shaped.client.headers
     if not shaped.dropped_betas:
-        return list(headers)
-    out = [(name, value) for name, value in headers if name.lower() != "anthropic-beta"]
+        return (*headers, *extra)
+    kept = [(name, value) for name, value in headers if name.lower() != "anthropic-beta"]
     if shaped.betas:
-        out.append(("anthropic-beta", ",".join(shaped.betas)))
-    return out
+        kept.append(("anthropic-beta", ",".join(shaped.betas)))
+    return (*kept, *extra)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -101,6 +102,32 @@ def _without_thinking(message: Any) -> Any:
     return {**message, "content": kept or [{"type": "text", "text": ""}]}
 
 
+class Shaped(NamedTuple):
+    """A client request with the upstream's model id, betas and first-party body decided (the
+    provider-independent part of preparation; a named tuple: cheap to build on every request)."""
+
+    client: ClientRequest  # the client's request (after the cache step), for errors and variants
+    upstream_model: str  # the upstream's id ("" when the client sent none)
+    payload: Mapping[str, Any]  # copy-on-write: the client's own mapping when nothing changed
+    betas: tuple[str, ...]  # the ``anthropic-beta`` header sent upstream
+    body_betas: tuple[str, ...]  # Bedrock's body ``anthropic_beta`` list
+    dropped_betas: tuple[str, ...]  # betas the provider's policy removed (client names)
+    body_changed: bool  # preparation changed the client's body
+
+    def first_party_body(self) -> bytes:
+        """The client's bytes when nothing changed, else a deterministic re-serialisation."""
+        return orjson.dumps(self.payload) if self.body_changed else self.client.body
+
+
+class Framed(NamedTuple):
+    """What a provider's ``frame`` hook decides: where and what to send (no credentials)."""
+
+    path: str  # below the upstream's base URL (percent-encoded where the provider needs it)
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    unsupported: str | None = None  # the upstream cannot serve this request: why (answered locally)
+
+
 class Deriving(Protocol):
     """What made a prepared request, asked again for its variants (the provider's ``Preparer``)."""
 
@@ -113,44 +140,80 @@ class Deriving(Protocol):
 class PreparedRequest:
     """One request as every attempt sends it upstream; never changed once made.
 
-    ``payload`` is the first-party body after preparation: the client's own mapping when nothing
-    changed, else a copy in which only the changed parts are new (copy-on-write: never mutate it).
-    ``headers`` carry no credential; the provider adds it (or signs) per attempt.
+    ``shaped``: the provider-independent decisions; ``framed``: the provider's path, headers (no
+    credential: the provider adds it, or signs, per attempt) and body bytes. ``payload`` is the
+    first-party body after preparation, read-only: the client's own mapping when nothing changed,
+    else a copy in which only the changed parts are new (copy-on-write).
     """
 
-    client: ClientRequest  # the client's request (after the cache step), for errors and variants
-    upstream_model: str  # the upstream's id ("" when the client sent none)
-    payload: Mapping[str, Any]
-    betas: tuple[str, ...]  # the ``anthropic-beta`` header sent upstream
-    body_betas: tuple[str, ...]  # Bedrock's body ``anthropic_beta`` list
-    dropped_betas: tuple[str, ...]  # betas the provider's policy removed (client names)
-    body_changed: bool  # preparation changed the client's body
-    path: str  # below the upstream's base URL (percent-encoded where the provider needs it)
-    body: bytes
-    headers: tuple[tuple[str, str], ...]
-    unsupported: str | None  # why the upstream cannot serve this (answered locally), else None
+    shaped: Shaped
+    framed: Framed
     derive: Deriving = field(repr=False, compare=False)
 
     @property
+    def client(self) -> ClientRequest:
+        return self.shaped.client
+
+    @property
+    def upstream_model(self) -> str:
+        return self.shaped.upstream_model
+
+    @property
+    def payload(self) -> Mapping[str, Any]:
+        return MappingProxyType(self.shaped.payload)
+
+    @property
+    def betas(self) -> tuple[str, ...]:
+        return self.shaped.betas
+
+    @property
+    def body_betas(self) -> tuple[str, ...]:
+        return self.shaped.body_betas
+
+    @property
+    def dropped_betas(self) -> tuple[str, ...]:
+        return self.shaped.dropped_betas
+
+    @property
+    def body_changed(self) -> bool:
+        return self.shaped.body_changed
+
+    @property
+    def path(self) -> str:
+        return self.framed.path
+
+    @property
+    def body(self) -> bytes:
+        return self.framed.body
+
+    @property
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        return self.framed.headers
+
+    @property
+    def unsupported(self) -> str | None:
+        return self.framed.unsupported
+
+    @property
     def operation(self) -> Operation:
-        return self.client.operation
+        return self.shaped.client.operation
 
     @property
     def model(self) -> str:
         """The model the client asked for (the retry loop's fallback compares and names it)."""
-        return self.client.model
+        return self.shaped.client.model
 
     @property
     def stream(self) -> bool:
-        return self.client.stream
+        return self.shaped.client.stream
 
     @property
     def request_id(self) -> str:
-        return self.client.request_id
+        return self.shaped.client.request_id
 
     def with_model(self, model: str) -> PreparedRequest:
         """Prepared again for another model (a model fallback: once per fallback model)."""
-        return self.derive.prepare(self.client.with_model(model))
+        return self.derive.prepare(self.shaped.client.with_model(model))
 
     def as_non_streaming(self) -> PreparedRequest:
         """The same request without ``stream``: same model and beta decisions, framed again."""
