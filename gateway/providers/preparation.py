@@ -156,7 +156,8 @@ class Preparer:
         return self._framed(shaped._replace(client=shaped.client.as_non_streaming(), payload=payload))
 
     def _framed(self, shaped: Shaped) -> PreparedRequest:
-        return PreparedRequest(shaped, self._frame(shaped), self)
+        path, body, headers, unsupported = self._frame(shaped)
+        return PreparedRequest(shaped, path, body, headers, unsupported, self)
 
 
 def first_party_headers(shaped: Shaped, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:

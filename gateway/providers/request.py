@@ -140,14 +140,17 @@ class Deriving(Protocol):
 class PreparedRequest:
     """One request as every attempt sends it upstream; never changed once made.
 
-    ``shaped``: the provider-independent decisions; ``framed``: the provider's path, headers (no
-    credential: the provider adds it, or signs, per attempt) and body bytes. ``payload`` is the
-    first-party body after preparation, read-only: the client's own mapping when nothing changed,
-    else a copy in which only the changed parts are new (copy-on-write).
+    ``shaped``: the provider-independent decisions; ``path``, ``body`` and ``headers`` (no
+    credential: the provider adds it, or signs, per attempt): the provider's framing of them.
+    ``payload`` is the first-party body after preparation, read-only: the client's own mapping when
+    nothing changed, else a copy in which only the changed parts are new (copy-on-write).
     """
 
     shaped: Shaped
-    framed: Framed
+    path: str  # below the upstream's base URL (percent-encoded where the provider needs it)
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    unsupported: str | None  # the upstream cannot serve this request: why (answered locally)
     derive: Deriving = field(repr=False, compare=False)
 
     @property
@@ -177,22 +180,6 @@ class PreparedRequest:
     @property
     def body_changed(self) -> bool:
         return self.shaped.body_changed
-
-    @property
-    def path(self) -> str:
-        return self.framed.path
-
-    @property
-    def body(self) -> bytes:
-        return self.framed.body
-
-    @property
-    def headers(self) -> tuple[tuple[str, str], ...]:
-        return self.framed.headers
-
-    @property
-    def unsupported(self) -> str | None:
-        return self.framed.unsupported
 
     @property
     def operation(self) -> Operation:

@@ -29,8 +29,8 @@ class FaultyProvider(AnthropicProvider):
         self.fault = fault
 
     async def messages(self, request: PreparedRequest) -> UpstreamResponse:
-        headers = (*request.headers, ("x-emulator-fault", self.fault), ("x-emulator-fault-key", self.fault))
-        return await super().messages(replace(request, framed=request.framed._replace(headers=headers)))
+        headers = [*request.headers, ("x-emulator-fault", self.fault), ("x-emulator-fault-key", self.fault)]
+        return await super().messages(replace(request, headers=headers))
 
 
 GUARD = StreamGuard(idle_warning_s=0.1, idle_timeout_s=0.25, nonstreaming_fallback=True)
