@@ -74,6 +74,10 @@ class ClientRequest:
         its bytes are first needed."""
         return ClientRequest(self.operation, None, payload, self.headers, self.request_id)
 
+    def with_headers(self, headers: list[tuple[str, str]]) -> ClientRequest:
+        """The same request with other headers (the body stays as it is, serialised or not)."""
+        return ClientRequest(self.operation, self._body, self.payload, headers, self.request_id)
+
     def with_model(self, model: str) -> ClientRequest:
         """The request for another model. Thinking blocks carry signatures bound to the model that
         wrote them (replaying them to another model is a 400), so assistant turns lose them."""

@@ -329,3 +329,12 @@ async def test_an_unservable_fallback_model_ends_the_retry_loop_with_its_404() -
     assert isinstance(final, Attempt) and final.error is not None
     assert (final.error.status, final.stop) == (404, Stop.DONE) and final.request is prepared
     assert len(sent) == 1 and sent[0] is prepared
+
+
+def test_a_changed_client_request_serialises_its_body_once_and_only_when_read() -> None:
+    request = client({"model": MODEL_ID, "max_tokens": 8, "messages": USER})
+    changed = request.with_payload({**request.payload, "max_tokens": 16}).with_headers([("x-a", "1")])
+    assert changed._body is None  # not serialised by the change itself
+    body = changed.body
+    assert orjson.loads(body)["max_tokens"] == 16 and changed.body is body
+    assert request.with_headers([]).body is request.body  # the client's own bytes stay
