@@ -18,6 +18,10 @@ Policy (the SDKs' own, plus the gateway's bounds):
 * after ``fallback_after_overloads`` consecutive 529s, switch to ``fallback_model`` if configured
   (``prior_overloads``: consecutive 529s the client's earlier attempts met);
 * an upstream 401/403 is retried exactly once after the provider refreshed its credential.
+
+Every attempt sends the same request object: the server and the loop's caller pass a
+:class:`~gateway.providers.request.PreparedRequest` made once before the loop, and a model fallback
+prepares once for the new model (``with_model``), not once per attempt.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.headers import header_value
-from gateway.providers.base import ClientRequest, UpstreamResponse
+from gateway.providers.base import UpstreamResponse
 
 INITIAL_DELAY_S = 0.5
 BACKOFF_CAP_S = 8.0
@@ -46,6 +51,18 @@ class Stop(enum.StrEnum):
     REFUSED = "refused"  # retrying cannot help: x-should-retry: false, or a non-retryable gateway error
     BUDGET = "budget"  # the retry budget of this request is spent
     DEADLINE = "deadline"  # the next wait would pass the request deadline
+
+
+class Retryable(Protocol):
+    """What the loop needs of a request: the client's model name, and the request for another."""
+
+    @property
+    def model(self) -> str: ...
+
+    def with_model(self, model: str) -> Self: ...
+
+
+R = TypeVar("R", bound=Retryable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,20 +108,20 @@ class ModelFallback:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(Generic[R]):
     """The final outcome: a response to relay, or a gateway error to answer with."""
 
     response: UpstreamResponse | None
     error: GatewayError | None
     retries: int
     model_fallback: str | None
-    request: ClientRequest  # the request as last sent (after a model fallback)
+    request: R  # the request as last sent (after a model fallback)
     stop: Stop = Stop.DONE
     next_delay_s: float | None = None  # the wait before another attempt (the upstream's or backoff)
     overloads: int = 0  # consecutive 529s at the end (counting ``prior_overloads``)
 
 
-RetryEvent = RetryStatus | ModelFallback | Attempt
+RetryEvent = RetryStatus | ModelFallback | Attempt[Any]
 
 
 def parse_retry_after(headers: list[tuple[str, str]], now: Callable[[], float] = time.time) -> float | None:
@@ -152,16 +169,21 @@ def _should_retry(status: int, headers: list[tuple[str, str]]) -> Stop | None:
     return Stop.REFUSED if forced == "false" else None
 
 
+def _refused(error: GatewayError) -> Stop:
+    """Why a gateway error that must not be retried ends the loop."""
+    return Stop.REFUSED if client_would_retry(error.status) else Stop.DONE
+
+
 async def with_retry(
-    send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
-    request: ClientRequest,
+    send: Callable[[R], Awaitable[UpstreamResponse]],
+    request: R,
     policy: RetryPolicy,
     *,
     refresh_credentials: Callable[[], Awaitable[bool]] | None = None,
     sleep: Callable[[float], Awaitable[None]],
     clock: Callable[[], float] = time.monotonic,
     rng: Callable[[], float] = random.random,
-) -> AsyncIterator[RetryEvent]:
+) -> AsyncIterator[RetryStatus | ModelFallback | Attempt[R]]:
     deadline = clock() + policy.deadline_s
     current = request
     retries = 0
@@ -177,7 +199,11 @@ async def with_retry(
         ):
             switched_to = policy.fallback_model
             yield ModelFallback(current.model, switched_to)
-            current = current.with_model(switched_to)
+            try:
+                current = current.with_model(switched_to)  # prepared once for the new model
+            except GatewayError as exc:  # the fallback model cannot be served (a 404 before sending)
+                yield Attempt(None, exc, retries, switched_to, current, _refused(exc))
+                return
             overloads = 0
         response: UpstreamResponse | None = None
         error: GatewayError | None = None
@@ -186,8 +212,7 @@ async def with_retry(
             status, headers = response.status, response.headers
         except GatewayError as exc:
             if not exc.retryable:
-                stop = Stop.REFUSED if client_would_retry(exc.status) else Stop.DONE
-                yield Attempt(None, exc, retries, switched_to, current, stop)
+                yield Attempt(None, exc, retries, switched_to, current, _refused(exc))
                 return
             error = exc
             status, headers = exc.status, []

@@ -45,7 +45,7 @@ import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from gateway.headers import header_value
 from gateway.retry import BACKOFF_CAP_S, INITIAL_DELAY_S, Attempt, RetryPolicy, Stop, parse_retry_after
@@ -119,7 +119,7 @@ def policy_for(policy: RetryPolicy, client: ClientRetries) -> RetryPolicy:
     )
 
 
-def client_should_retry(policy: RetryPolicy, client: ClientRetries, attempt: Attempt) -> bool:
+def client_should_retry(policy: RetryPolicy, client: ClientRetries, attempt: Attempt[Any]) -> bool:
     """Whether another client attempt is worth making after this final error (see module doc)."""
     if attempt.stop in (Stop.REFUSED, Stop.DEADLINE):
         return False
@@ -140,7 +140,7 @@ def suggested_delay(
 def final_headers(
     policy: RetryPolicy,
     client: ClientRetries,
-    attempt: Attempt,
+    attempt: Attempt[Any],
     upstream_headers: list[tuple[str, str]],
     rng: Callable[[], float] = random.random,
 ) -> dict[str, str]:

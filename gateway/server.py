@@ -19,7 +19,7 @@ from aiohttp import web
 
 from gateway.access_log import log_request
 from gateway.accounting import SCOPE_KEY, RequestScope, accounting_middleware
-from gateway.cache.pipeline import CacheContext, CachePipeline, build_store
+from gateway.cache.pipeline import CachePipeline, build_store
 from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
@@ -30,10 +30,11 @@ from gateway.key_reload import KeyReloader
 from gateway.keys import KeyRing
 from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics, overhead_seconds
 from gateway.pricing import load_price_table
-from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
+from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
 from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
 from gateway.request_ids import new_request_id
+from gateway.request_preparation import RequestPreparation
 from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, Stop, with_retry
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
@@ -129,6 +130,7 @@ class Gateway:
             store,
             on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
         )
+        self.preparation = RequestPreparation(self.cache, provider)
 
     # -- health and operations -------------------------------------------------------------
     async def healthz(self, request: web.Request) -> web.Response:
@@ -194,7 +196,7 @@ class Gateway:
         self,
         request: web.Request,
         operation: Operation,
-        send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
+        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
     ) -> web.StreamResponse:
         scope = request[SCOPE_KEY]  # opened by the accounting middleware, closed by ``_close``
         outcome = scope.outcome
@@ -218,25 +220,30 @@ class Gateway:
         self,
         request: web.Request,
         scope: RequestScope,
-        send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
+        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
     ) -> web.StreamResponse:
         client = scope.client
         assert client is not None
         operation = client.operation
         retry_key = RequestKey(scope.team, client)  # the client's own bytes, before any reshaping
         retrying = ClientRetries.from_headers(client.headers, self.retry_memory.recall(retry_key))
-        cache_context: CacheContext | None = None
-        if operation is Operation.MESSAGES:
-            client, cache_context = await self.cache.before(client)
-        else:
-            client = self.cache.normalise_only(client)
+        try:  # once, before the retry loop: cache step, then the provider's preparation
+            prepared = await self.preparation.prepare(client)
+        except ClientInputError as refused:  # e.g. a model the upstream does not serve
+            refused.headers.setdefault("x-client-request-id", client.request_id)
+            refused.headers.setdefault("x-gateway-retries", "0")
+            raise
+        cache_context = prepared.cache
         outcome = scope.outcome
         metrics = self.metrics
         provider = self.provider.name
+        for beta in prepared.request.dropped_betas:
+            label = beta if beta in self.known_betas else "other"
+            metrics.betas_dropped.labels(provider, label).inc()
         metrics.inflight_requests.inc()
         try:
             outcome.upstream_started_at = self.clock()
-            attempt = await self._attempt(send, client, outcome, retrying)
+            attempt = await self._attempt(send, prepared.request, outcome, retrying)
             extra = {"x-client-request-id": client.request_id, "x-gateway-retries": str(attempt.retries)}
             if attempt.model_fallback is not None:
                 extra["x-gateway-model-fallback"] = attempt.model_fallback
@@ -257,9 +264,6 @@ class Gateway:
             upstream = attempt.response
             assert upstream is not None
             extra.update(advice)
-            for beta in upstream.dropped_betas:
-                label = beta if beta in self.known_betas else "other"
-                metrics.betas_dropped.labels(provider, label).inc()
             outcome.upstream_request_id = header_value(upstream.headers, "request-id")
             try:
                 if client.stream and upstream.status == 200:
@@ -267,7 +271,7 @@ class Gateway:
 
                     async def fallback() -> UpstreamResponse:
                         metrics.fallbacks.labels(provider, "non_streaming").inc()
-                        return await send(final_request.as_non_streaming())
+                        return await send(final_request.as_non_streaming())  # derived once, here
 
                     relay = StreamRelay(
                         request,
@@ -302,7 +306,9 @@ class Gateway:
                     cache_context, outcome.usage, outcome.status, provider
                 )
 
-    def _final_advice(self, attempt: Attempt, retrying: ClientRetries, key: RequestKey) -> dict[str, str]:
+    def _final_advice(
+        self, attempt: Attempt[PreparedRequest], retrying: ClientRetries, key: RequestKey
+    ) -> dict[str, str]:
         """Remember how the request ended and, for a retryable error, what the client is told."""
         if attempt.stop is Stop.DONE:
             if attempt.response is not None and attempt.response.status < 400:
@@ -320,16 +326,16 @@ class Gateway:
 
     async def _attempt(
         self,
-        send: Callable[[ClientRequest], Awaitable[UpstreamResponse]],
-        client: ClientRequest,
+        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
+        prepared: PreparedRequest,
         outcome: Outcome,
         retrying: ClientRetries,
-    ) -> Attempt:
+    ) -> Attempt[PreparedRequest]:
         """Run the bounded retry loop; its status events are logged and counted here."""
         provider = self.provider.name
         async for event in with_retry(
             send,
-            client,
+            prepared,
             policy_for(self.retry_policy, retrying),
             refresh_credentials=self.provider.refresh_credentials,
             sleep=self.sleep,
@@ -342,7 +348,7 @@ class Gateway:
                     event.attempt,
                     event.reason,
                     event.delay_s,
-                    client.request_id,
+                    prepared.request_id,
                 )
             elif isinstance(event, ModelFallback):
                 self.metrics.fallbacks.labels(provider, "model").inc()
@@ -350,7 +356,7 @@ class Gateway:
                     "consecutive overloads: falling back from %s to %s (request_id=%s)",
                     event.from_model,
                     event.to_model,
-                    client.request_id,
+                    prepared.request_id,
                 )
             else:
                 outcome.retries = event.retries

@@ -1,83 +1,34 @@
 """The one interface every upstream provider presents to the server (and later the agent loop).
 
-The server hands a provider a ``ClientRequest`` (the client's body bytes untouched, the parsed
-payload, the forwardable headers) and gets back an ``UpstreamResponse`` whose body is already in
-the Anthropic wire format: SSE for streams, Anthropic JSON otherwise. Everything provider-specific
-(URL, auth, body shape, framing, error mapping) stays inside the provider, so nothing outside
-``gateway/providers`` branches on which upstream is configured.
+The server has a provider prepare a ``ClientRequest`` (the client's body bytes untouched, the
+parsed payload, the forwardable headers) once into a ``PreparedRequest``, hands that to every
+attempt, and gets back an ``UpstreamResponse`` whose body is already in the Anthropic wire format:
+SSE for streams, Anthropic JSON otherwise. Everything provider-specific (URL, auth, body shape,
+framing, error mapping) stays inside the provider, so nothing outside ``gateway/providers``
+branches on which upstream is configured.
 """
 
 from __future__ import annotations
 
-import enum
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Final
 
-import orjson
+from gateway.providers.model_listing import ModelListing
+from gateway.providers.preparation import Framed, Preparer, Shaped
+from gateway.providers.request import ClientRequest, Operation, PreparedRequest
 
+__all__ = [
+    "BufferedResponse",
+    "ClientRequest",
+    "Operation",
+    "PreparedRequest",
+    "Provider",
+    "UpstreamResponse",
+]
 
-class Operation(enum.Enum):
-    MESSAGES = "messages"
-    COUNT_TOKENS = "count_tokens"
-
-
-@dataclass(frozen=True, slots=True)
-class ClientRequest:
-    """What the client asked for, as the server received and parsed it."""
-
-    operation: Operation
-    body: bytes
-    payload: Mapping[str, Any]
-    headers: list[tuple[str, str]]
-    request_id: str
-
-    @property
-    def stream(self) -> bool:
-        return self.operation is Operation.MESSAGES and self.payload.get("stream") is True
-
-    @property
-    def model(self) -> str:
-        model = self.payload.get("model")
-        return model if isinstance(model, str) else ""
-
-    def with_payload(self, payload: Mapping[str, Any]) -> ClientRequest:
-        """The same request with a changed body, re-serialised deterministically (key order kept)."""
-        return ClientRequest(
-            operation=self.operation,
-            body=orjson.dumps(payload),
-            payload=payload,
-            headers=self.headers,
-            request_id=self.request_id,
-        )
-
-    def with_model(self, model: str) -> ClientRequest:
-        """The request for another model. Thinking blocks carry signatures bound to the model that
-        wrote them (replaying them to another model is a 400), so assistant turns lose them."""
-        payload = {**self.payload, "model": model}
-        messages = payload.get("messages")
-        if isinstance(messages, list):
-            payload["messages"] = [_without_thinking(m) for m in messages]
-        return self.with_payload(payload)
-
-    def as_non_streaming(self) -> ClientRequest:
-        return self.with_payload({k: v for k, v in self.payload.items() if k != "stream"})
-
-
-_THINKING = frozenset({"thinking", "redacted_thinking"})
-
-
-def _without_thinking(message: Any) -> Any:
-    if not isinstance(message, dict) or message.get("role") != "assistant":
-        return message
-    content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in _THINKING)]
-    if len(kept) == len(content):
-        return message
-    return {**message, "content": kept or [{"type": "text", "text": ""}]}
+JSON_HEADERS: Final = (("content-type", "application/json"),)
 
 
 class UpstreamResponse(ABC):
@@ -86,7 +37,6 @@ class UpstreamResponse(ABC):
     status: int
     headers: list[tuple[str, str]]
     is_event_stream: bool
-    dropped_betas: tuple[str, ...] = ()  # betas the provider's policy removed from the request
 
     @abstractmethod
     def iter_chunks(self) -> AsyncIterator[bytes]:
@@ -121,21 +71,40 @@ class BufferedResponse(UpstreamResponse):
 
 
 class Provider(ABC):
-    """One upstream. Implementations: ``anthropic`` (first party); cloud providers plug in here."""
+    """One upstream. Implementations: ``anthropic`` (first party), ``bedrock``, ``vertex``, ``foundry``.
+
+    Preparation is shared (:class:`~gateway.providers.preparation.Preparer`, run once per request
+    by :meth:`prepare`); a provider supplies only its ``frame`` hook (path, headers, body shape) and
+    the sending: credentials (per attempt), response framing and error translation.
+    """
 
     name: str
 
+    def __init__(self, preparer: Preparer) -> None:
+        """``preparer``: the shared preparation, built by the implementation with its ``frame``."""
+        self.preparer = preparer
+        self.model_listing = ModelListing(preparer.resolver)
+
+    def prepare(self, client: ClientRequest) -> PreparedRequest:
+        """The request every attempt sends: once per request, before the retry loop."""
+        return self.preparer.prepare(client)
+
     @abstractmethod
-    async def messages(self, request: ClientRequest) -> UpstreamResponse:
+    def frame(self, shaped: Shaped) -> Framed:
+        """Path, headers (no credentials) and body bytes for a shaped request, computed once."""
+
+    @abstractmethod
+    async def messages(self, request: PreparedRequest) -> UpstreamResponse:
         """``POST /v1/messages``, streaming when ``request.stream``."""
 
     @abstractmethod
-    async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
+    async def count_tokens(self, request: PreparedRequest) -> UpstreamResponse:
         """``POST /v1/messages/count_tokens``."""
 
-    @abstractmethod
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        """``GET /v1/models``: what this deployment serves."""
+        """``GET /v1/models``: what this deployment serves, answered locally from the model table,
+        the model map and (with discovery on) the cloud's catalogue. The first party asks upstream."""
+        return BufferedResponse(200, self.model_listing.page(), list(JSON_HEADERS))
 
     @abstractmethod
     def not_ready_reason(self) -> str | None:

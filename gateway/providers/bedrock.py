@@ -2,10 +2,12 @@
 
 Native InvokeModel (not Converse) keeps the Anthropic body intact, so ``cache_control`` (with its
 ``ttl``), thinking, tools and every other Messages field reach the model as the client sent them.
-Per request: :func:`~gateway.providers.preparation.prepare` maps the model name and applies the
-Bedrock rows of the shaping table (:mod:`.shaping`: which betas go in the header, which in the
-body, which are dropped with their body fields); :mod:`.bedrock_request` reshapes the body and path; :mod:`.bedrock_auth`
-signs (SigV4) or adds the Bedrock API key; non-200 answers become Anthropic errors
+Once per request (:class:`~gateway.providers.preparation.Preparer`, before the retry loop): the
+model name is mapped and the Bedrock rows of the shaping table applied (:mod:`.shaping`: which
+betas go in the header, which in the body, which are dropped with their body fields), and
+:meth:`BedrockProvider.frame` reshapes the body and path (:mod:`.bedrock_request`). Per attempt:
+:mod:`.bedrock_auth` signs those bytes (SigV4, with the credentials current at that moment) or adds
+the Bedrock API key; non-200 answers become Anthropic errors
 (:mod:`.bedrock_errors`); streams are re-framed from the AWS event stream to SSE
 (:mod:`gateway.streaming.eventstream`) with gateway-made pings in silent gaps.
 
@@ -29,7 +31,7 @@ import orjson
 
 from gateway.config import ProviderName, Settings
 from gateway.errors import ClientInputError, GatewayError, UpstreamUnavailable, error_body
-from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
+from gateway.providers.base import BufferedResponse, Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.bedrock_auth import BearerAuth, BedrockAuth, SigV4ChainAuth
 from gateway.providers.bedrock_discovery import bedrock_fetcher
 from gateway.providers.bedrock_errors import http_error, stream_error
@@ -40,10 +42,9 @@ from gateway.providers.bedrock_request import (
     model_path,
     upstream_headers,
 )
-from gateway.providers.betas import BetaPolicy
 from gateway.providers.model_discovery import ModelCatalogue
-from gateway.providers.model_listing import describe_model_map, models_page
-from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
+from gateway.providers.model_listing import describe_model_map
+from gateway.providers.preparation import Framed, Preparer, Shaped
 from gateway.streaming.eventstream import EventStreamResponse, EventStreamToSSE
 from gateway.transport import Upstream, UpstreamPool, read_error_body
 
@@ -86,7 +87,6 @@ class BedrockProvider(Provider):
         self._base_url = (
             settings.bedrock_base_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
         ).rstrip("/")
-        self._policy = BetaPolicy.from_settings(settings.beta_policy)
         token = settings.aws_bearer_token_bedrock
         self._auth: BedrockAuth = (
             BearerAuth(token.get_secret_value())
@@ -103,7 +103,7 @@ class BedrockProvider(Provider):
             if settings.model_discovery
             else None
         )
-        self._resolver = resolver_for(settings, self.catalogue)
+        super().__init__(Preparer(settings, ProviderName.BEDROCK, self.frame, self.catalogue))
         self._pool = UpstreamPool()
 
     @property
@@ -145,40 +145,44 @@ class BedrockProvider(Provider):
             "model_map": describe_model_map(self._settings.model_map),
         }
 
-    async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        return _json_response(200, orjson.dumps(models_page(self._resolver)))
-
-    async def messages(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = self._prepare(request)
-        stream = request.stream
-        path = model_path(prepared.model, "invoke-with-response-stream" if stream else "invoke")
-        body = invoke_body_bytes(prepared.payload, prepared.body_betas)
-        headers = await self._signed(path, request, prepared, body)
-        response = await self._connection().request("POST", path, headers=headers, body=body)
-        upstream: UpstreamResponse
-        if stream and response.status == 200 and response.content_type == EVENT_STREAM:
-            upstream = self._event_stream(response, request)
-        else:
-            try:
-                upstream = await self._buffered(response, request)
-            finally:
-                response.release()
-        upstream.dropped_betas = tuple(prepared.dropped_betas)
-        return upstream
-
-    async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = self._prepare(request)
-        model_id = foundation_model_id(prepared.model)
+    def frame(self, shaped: Shaped) -> Framed:
+        model = shaped.upstream_model
+        if not model:
+            raise ClientInputError(400, "model: Field required", error_type="invalid_request_error")
+        headers = tuple(upstream_headers(shaped.client.headers, shaped.betas))
+        if shaped.client.operation is Operation.MESSAGES:
+            path = model_path(model, "invoke-with-response-stream" if shaped.client.stream else "invoke")
+            return Framed(path, invoke_body_bytes(shaped.payload, shaped.body_betas), headers)
+        model_id = foundation_model_id(model)
         if model_id is None:
-            return not_supported(
-                f"token counting is not available for {request.model}: Bedrock's CountTokens "
-                "takes foundation-model ids, not inference profile or provisioned-model ARNs"
+            return Framed(
+                "",
+                b"",
+                headers,
+                unsupported=f"token counting is not available for {shaped.client.model}: Bedrock's "
+                "CountTokens takes foundation-model ids, not inference profile or provisioned-model ARNs",
             )
         path = model_path(model_id, "count-tokens")
-        body = count_tokens_body(prepared.payload, prepared.body_betas)
-        headers = await self._signed(path, request, prepared, body)
+        return Framed(path, count_tokens_body(shaped.payload, shaped.body_betas), headers)
+
+    async def messages(self, request: PreparedRequest) -> UpstreamResponse:
+        headers = await self._signed(request)
+        response = await self._connection().request("POST", request.path, headers=headers, body=request.body)
+        if request.stream and response.status == 200 and response.content_type == EVENT_STREAM:
+            return self._event_stream(response, request)
         try:
-            response = await self._connection().request("POST", path, headers=headers, body=body)
+            return await self._buffered(response, request)
+        finally:
+            response.release()
+
+    async def count_tokens(self, request: PreparedRequest) -> UpstreamResponse:
+        if request.unsupported is not None:
+            return not_supported(request.unsupported)
+        headers = await self._signed(request)
+        try:
+            response = await self._connection().request(
+                "POST", request.path, headers=headers, body=request.body
+            )
         except GatewayError as exc:
             log.warning("CountTokens unreachable (request %s): %s", request.request_id, exc.message)
             return not_supported("token counting failed upstream; estimate locally")
@@ -201,29 +205,17 @@ class BedrockProvider(Provider):
         request_id = response.headers.get("x-amzn-RequestId")
         if request_id:
             out.headers.append(("request-id", request_id))
-        out.dropped_betas = tuple(prepared.dropped_betas)
         return out
 
-    def _prepare(self, request: ClientRequest) -> PreparedRequest:
-        prepared = prepare(
-            request,
-            ProviderName.BEDROCK,
-            self._resolver,
-            self._policy,
-            fold_targets=self._settings.fold_system_messages,
-        )
-        if not prepared.model:
-            raise ClientInputError(400, "model: Field required", error_type="invalid_request_error")
-        return prepared
+    async def _signed(self, request: PreparedRequest) -> list[tuple[str, str]]:
+        """The headers of one attempt: signed now (credentials may have been refreshed since the
+        last attempt); the body bytes are the prepared ones."""
+        url = self._connection().base_url + request.path
+        return await self._auth.authorize("POST", url, list(request.headers), request.body)
 
-    async def _signed(
-        self, path: str, request: ClientRequest, prepared: PreparedRequest, body: bytes
-    ) -> list[tuple[str, str]]:
-        url = self._connection().base_url + path
-        headers = upstream_headers(request.headers, prepared.betas)
-        return await self._auth.authorize("POST", url, headers, body)
-
-    def _event_stream(self, response: aiohttp.ClientResponse, request: ClientRequest) -> EventStreamResponse:
+    def _event_stream(
+        self, response: aiohttp.ClientResponse, request: PreparedRequest
+    ) -> EventStreamResponse:
         mapper = functools.partial(stream_error, request_id=request.request_id)
         return EventStreamResponse(
             response.content.readany,
@@ -233,7 +225,7 @@ class BedrockProvider(Provider):
             ping_interval_s=self._settings.downstream_ping_s,
         )
 
-    async def _buffered(self, response: aiohttp.ClientResponse, request: ClientRequest) -> BufferedResponse:
+    async def _buffered(self, response: aiohttp.ClientResponse, request: PreparedRequest) -> BufferedResponse:
         if response.status == 200:
             try:
                 body = await response.read()

@@ -6,7 +6,7 @@
 * Body and SSE are first-party: ``model`` is the deployment name (client names pass through unless
   ``GATEWAY_MODEL_MAP`` maps them), ``stream`` stays in the body. The client's bytes go upstream
   unchanged unless the model map, ``GATEWAY_BETA_POLICY`` or ``GATEWAY_FOLD_SYSTEM_MESSAGES``
-  changed something (:func:`~gateway.providers.preparation.prepare`); Foundry has no rows in the
+  changed something (:class:`~gateway.providers.preparation.Preparer`); Foundry has no rows in the
   shaping table (:mod:`.shaping`): it is the first-party surface (providers.md section 4) and
   Claude Code 2.1.197 and 2.1.332 work against it with their first-party betas (issue 11).
 * Headers: the client's forwardable ones, with ``anthropic-version`` (required by Foundry; the
@@ -21,12 +21,9 @@ import contextlib
 import time
 from collections.abc import Callable
 
-import orjson
-
 from gateway.config import ConfigError, ProviderName, Settings
 from gateway.errors import GatewayError
-from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
-from gateway.providers.betas import BetaPolicy
+from gateway.providers.base import PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.credentials_health import CredentialHealth
 from gateway.providers.foundry_auth import (
     AZURE_IDENTITY_HINT,
@@ -36,8 +33,13 @@ from gateway.providers.foundry_auth import (
     mapped_token_source,
 )
 from gateway.providers.foundry_errors import foundry_error_response
-from gateway.providers.model_listing import models_page
-from gateway.providers.preparation import first_party_headers, prepare, resolver_for
+from gateway.providers.preparation import (
+    FIRST_PARTY_PATHS,
+    Framed,
+    Preparer,
+    Shaped,
+    first_party_headers,
+)
 from gateway.providers.token_cache import TokenCache, TokenFetch
 from gateway.transport import HttpUpstreamResponse, UpstreamPool, read_error_body
 
@@ -62,10 +64,9 @@ class FoundryProvider(Provider):
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``token_source``: the Entra ID token fetch to use instead of ``DefaultAzureCredential``."""
+        super().__init__(Preparer(settings, ProviderName.FOUNDRY, self.frame))
         self._settings = settings
         self._base_url = foundry_base_url(settings)
-        self._resolver = resolver_for(settings)
-        self._policy = BetaPolicy.from_settings(settings.beta_policy)
         self._pool = UpstreamPool()
         self._static_auth: list[tuple[str, str]] = []
         self._entra: EntraTokens | None = None
@@ -132,38 +133,27 @@ class FoundryProvider(Provider):
             return False
         return await self._entra.refresh()
 
-    async def messages(self, request: ClientRequest) -> UpstreamResponse:
-        return await self._post("/v1/messages", request)
-
-    async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
-        return await self._post("/v1/messages/count_tokens", request)
-
-    async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        payload = models_page(self._resolver)
-        return BufferedResponse(200, orjson.dumps(payload), [("content-type", "application/json")])
-
-    async def _post(self, path: str, request: ClientRequest) -> UpstreamResponse:
-        prepared = prepare(
-            request,
-            ProviderName.FOUNDRY,
-            self._resolver,
-            self._policy,
-            fold_targets=self._settings.fold_system_messages,
+    def frame(self, shaped: Shaped) -> Framed:
+        return Framed(
+            FIRST_PARTY_PATHS[shaped.client.operation], shaped.first_party_body(), first_party_headers(shaped)
         )
+
+    async def messages(self, request: PreparedRequest) -> UpstreamResponse:
+        return await self._post(request)
+
+    async def count_tokens(self, request: PreparedRequest) -> UpstreamResponse:
+        return await self._post(request)
+
+    async def _post(self, request: PreparedRequest) -> UpstreamResponse:
         auth = self._static_auth
         if self._entra is not None:
             auth = [("authorization", f"Bearer {await self._entra.bearer()}")]
-        headers = first_party_headers(request.headers, prepared, auth)
         response = await self._pool.require().request(
-            "POST", path, headers=headers, body=prepared.body_bytes(request)
+            "POST", request.path, headers=[*request.headers, *auth], body=request.body
         )
-        result: UpstreamResponse
         if 200 <= response.status < 300:
-            result = HttpUpstreamResponse(response)
-        else:
-            raw = await read_error_body(response, "foundry", request.request_id)
-            result = foundry_error_response(
-                response.status, raw, response.headers.items(), request.request_id, request.model
-            )
-        result.dropped_betas = tuple(prepared.dropped_betas)
-        return result
+            return HttpUpstreamResponse(response)
+        raw = await read_error_body(response, "foundry", request.request_id)
+        return foundry_error_response(
+            response.status, raw, response.headers.items(), request.request_id, request.model
+        )

@@ -10,12 +10,17 @@ each ``{"type":"model","id","display_name","created_at"}``, in this order:
   would serve it (resolution round-trips to a listed id);
 * otherwise: the table rows that name an id for this cloud (Foundry: every row);
 * then every ``GATEWAY_MODEL_MAP`` name not listed yet.
+
+Bedrock, Vertex AI and Foundry answer from here (:class:`ModelListing`, the default of
+:meth:`~gateway.providers.base.Provider.list_models`); the first party asks its upstream.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import orjson
 
 from gateway.config import ProviderName
 from gateway.providers import model_patterns
@@ -61,6 +66,24 @@ def models_page(resolver: ModelResolver) -> dict[str, Any]:
         "first_id": data[0]["id"] if data else None,
         "last_id": data[-1]["id"] if data else None,
     }
+
+
+class ModelListing:
+    """``GET /v1/models`` of one provider, serialised once per catalogue read (the same bytes until
+    model discovery replaces the catalogue)."""
+
+    def __init__(self, resolver: ModelResolver) -> None:
+        self._resolver = resolver
+        self._page: bytes | None = None
+        self._served: ServedModels | None = None
+
+    def page(self) -> bytes:
+        catalogue = self._resolver.catalogue
+        served = catalogue.current if catalogue is not None else None
+        if self._page is None or served is not self._served:
+            self._page = orjson.dumps(models_page(self._resolver))
+            self._served = served
+        return self._page
 
 
 def _from_table(provider: ProviderName) -> list[dict[str, str]]:

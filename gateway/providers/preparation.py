@@ -1,51 +1,56 @@
-"""The provider-independent part of turning a client request into an upstream request.
+"""Turning a client request into the request every upstream attempt sends, once per request.
 
-Model mapping, the fold of ``role: "system"`` messages for targets configured to refuse them
-(:mod:`.system_fold`) and the per-provider beta table (:mod:`.betas`, :mod:`.shaping`) run here
-in that order; what differs per provider beyond the table (where the model goes, which version
-string, which URL) stays in the provider. The client's body is re-serialised only when something in
-it had to change, and then deterministically (orjson keeps key order; every transform depends only
-on the request and the settings), so an unchanged prefix stays byte-identical turn after turn.
+:func:`shape` is the provider-independent part, in this order: map the model
+(:class:`~gateway.providers.models.ModelResolver`), fold ``role: "system"`` messages for targets
+configured to refuse them (:mod:`.system_fold`), apply the provider's beta table (:mod:`.betas`,
+:mod:`.shaping`; a dropped beta takes its body half with it, e.g. the request tags). The provider's
+``frame`` hook then decides the path, the headers (without credentials) and the body bytes
+(first party and Foundry: the client's body; Bedrock and Vertex: their own body shapes).
+:class:`Preparer` runs both and returns an immutable
+:class:`~gateway.providers.request.PreparedRequest`.
+
+Nothing is copied when nothing changes: the client's payload is shared, and its bytes are
+forwarded as they are. A change copies only what it changes (the top-level mapping and the lists
+and blocks on the way to the changed value); the re-serialisation is deterministic (orjson keeps
+key order; every transform depends only on the request and the settings), so an unchanged prefix
+stays byte-identical turn after turn.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any, Final
-
-import orjson
 
 from gateway.config import ProviderName, Settings
 from gateway.errors import ClientInputError
-from gateway.headers import header_value
-from gateway.providers.base import ClientRequest
-from gateway.providers.betas import BetaPolicy, parse_beta_header
+from gateway.providers.betas import BetaPolicy, request_betas
 from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.models import ModelResolver, UnknownModel, bedrock_geography
+from gateway.providers.request import ClientRequest, Framed, Operation, PreparedRequest, Shaped
 from gateway.providers.system_fold import applies, fold_system_messages
+
+__all__ = [
+    "FIRST_PARTY_PATHS",
+    "Frame",
+    "Framed",
+    "Preparer",
+    "Shaped",
+    "first_party_headers",
+    "resolver_for",
+    "shape",
+]
 
 log = logging.getLogger("switchyard.preparation")
 
 MID_CONVERSATION_SYSTEM: Final = "mid-conversation-system-2026-04-07"
+FIRST_PARTY_PATHS: Final = {
+    Operation.MESSAGES: "/v1/messages",
+    Operation.COUNT_TOKENS: "/v1/messages/count_tokens",
+}  # the first party's and Foundry's (below its ``/anthropic`` root)
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedRequest:
-    """A client request with the upstream's model id and betas decided."""
-
-    model: str  # the upstream id ("" when the client sent none)
-    payload: dict[str, Any]  # a private copy; providers may reshape it further
-    betas: list[str]  # the ``anthropic-beta`` header
-    dropped_betas: list[str]
-    body_changed: bool
-    body_betas: tuple[str, ...] = ()  # Bedrock's body ``anthropic_beta`` list
-
-    def body_bytes(self, original: ClientRequest) -> bytes:
-        """The client's bytes when nothing changed, else a deterministic re-serialisation."""
-        return orjson.dumps(self.payload) if self.body_changed else original.body
+Frame = Callable[[Shaped], Framed]
 
 
 def resolver_for(settings: Settings, catalogue: ModelCatalogue | None = None) -> ModelResolver:
@@ -57,17 +62,17 @@ def resolver_for(settings: Settings, catalogue: ModelCatalogue | None = None) ->
     return ModelResolver(settings.provider, dict(settings.model_map), prefix, catalogue)
 
 
-def prepare(
+def shape(
     request: ClientRequest,
     provider: ProviderName,
     resolver: ModelResolver,
     policy: BetaPolicy,
     *,
     fold_targets: Iterable[str] = (),
-) -> PreparedRequest:
+) -> Shaped:
     """Map the model, fold system messages for ``fold_targets`` (``GATEWAY_FOLD_SYSTEM_MESSAGES``)
     and apply the beta table. Unservable models are a 404 ``not_found_error``."""
-    payload = copy.deepcopy(dict(request.payload))
+    original = request.payload
     model = request.model
     upstream_model = model
     if model:
@@ -75,47 +80,93 @@ def prepare(
             upstream_model = resolver.resolve(model)
         except UnknownModel as exc:
             raise ClientInputError(404, exc.message, error_type="not_found_error") from None
-    betas = parse_beta_header(value for name, value in request.headers if name.lower() == "anthropic-beta")
-    fold = applies(fold_targets, model, upstream_model)
-    folded = fold and fold_system_messages(payload)
-    if fold and MID_CONVERSATION_SYSTEM in betas:  # the target refuses the role, so never its beta
-        betas.remove(MID_CONVERSATION_SYSTEM)
-        decision = policy.apply(provider, betas, payload)
-        decision.dropped.append(MID_CONVERSATION_SYSTEM)
-    else:
-        decision = policy.apply(provider, betas, payload)
-    if decision.dropped:
+    betas = request_betas(request.headers)
+    draft: dict[str, Any] | None = None  # the copy, made when something is about to change
+    changed = False
+    fold = bool(fold_targets) and applies(fold_targets, model, upstream_model)
+    if fold:
+        draft = dict(original)
+        changed = fold_system_messages(draft)
+    refused = fold and MID_CONVERSATION_SYSTEM in betas  # the target refuses the role, so its beta
+    if refused:
+        betas = tuple(beta for beta in betas if beta != MID_CONVERSATION_SYSTEM)
+    header: tuple[str, ...] = betas  # a surface that takes every beta gets them as sent
+    body_betas: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    if refused or not policy.passes_all(provider):
+        decision = policy.decide(provider, betas, original if draft is None else draft)
+        if policy.strips_body(provider, decision.dropped):
+            if draft is None:
+                draft = dict(original)
+            changed = policy.strip(provider, decision.dropped, draft) or changed
+        header, body_betas = tuple(decision.header), tuple(decision.body)
+        dropped = (*decision.dropped, MID_CONVERSATION_SYSTEM) if refused else tuple(decision.dropped)
+    if dropped:
         log.info(
             "dropped betas the %s upstream does not accept: %s (request %s)",
             provider.value,
-            ",".join(decision.dropped),
+            ",".join(dropped),
             request.request_id,
         )
-    changed = decision.body_changed or folded
-    if upstream_model != model and "model" in payload:
-        payload["model"] = upstream_model
+    if upstream_model != model and "model" in original:
+        if draft is None:
+            draft = dict(original)
+        draft["model"] = upstream_model
         changed = True
-    return PreparedRequest(
-        model=upstream_model,
-        payload=payload,
-        betas=decision.header,
-        dropped_betas=decision.dropped,
+    return Shaped(
+        client=request,
+        upstream_model=upstream_model,
+        payload=draft if changed and draft is not None else original,
+        betas=header,
+        body_betas=body_betas,
+        dropped_betas=dropped,
         body_changed=changed,
-        body_betas=tuple(decision.body),
     )
 
 
-def client_header(request: ClientRequest, name: str) -> str | None:
-    return header_value(request.headers, name)
+class Preparer:
+    """One provider's preparation: its resolver, beta policy and fold targets (from the settings)
+    and its ``frame`` hook. Made once per provider; ``prepare`` runs once per request."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        provider: ProviderName,
+        frame: Frame,
+        catalogue: ModelCatalogue | None = None,
+    ) -> None:
+        self.provider = provider
+        self.resolver = resolver_for(settings, catalogue)
+        self.policy = BetaPolicy.from_settings(settings.beta_policy)
+        self.fold_targets = settings.fold_system_messages
+        self._frame = frame
+
+    def prepare(self, client: ClientRequest) -> PreparedRequest:
+        """The request every attempt sends (``ClientInputError`` when it cannot be served)."""
+        return self._framed(
+            shape(client, self.provider, self.resolver, self.policy, fold_targets=self.fold_targets)
+        )
+
+    def non_streaming(self, prepared: PreparedRequest) -> PreparedRequest:
+        """``prepared`` without ``stream``: the model and beta decisions kept, only re-framed."""
+        shaped = prepared.shaped
+        if "stream" not in shaped.payload:
+            return prepared
+        payload = {k: v for k, v in shaped.payload.items() if k != "stream"}
+        return self._framed(shaped._replace(client=shaped.client.as_non_streaming(), payload=payload))
+
+    def _framed(self, shaped: Shaped) -> PreparedRequest:
+        path, body, headers, unsupported = self._frame(shaped)
+        return PreparedRequest(shaped, path, body, headers, unsupported, self)
 
 
-def first_party_headers(
-    client_headers: list[tuple[str, str]], prepared: PreparedRequest, auth: list[tuple[str, str]]
-) -> list[tuple[str, str]]:
-    """Client headers plus credentials; ``anthropic-beta`` rewritten only if the policy dropped some."""
-    if not prepared.dropped_betas:
-        return [*client_headers, *auth]
-    headers = [(name, value) for name, value in client_headers if name.lower() != "anthropic-beta"]
-    if prepared.betas:
-        headers.append(("anthropic-beta", ",".join(prepared.betas)))
-    return [*headers, *auth]
+def first_party_headers(shaped: Shaped, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    """The client's headers and ``extra``; ``anthropic-beta`` rewritten only if the policy dropped
+    some."""
+    headers = shaped.client.headers
+    if not shaped.dropped_betas:
+        return (*headers, *extra)
+    kept = [(name, value) for name, value in headers if name.lower() != "anthropic-beta"]
+    if shaped.betas:
+        kept.append(("anthropic-beta", ",".join(shaped.betas)))
+    return (*kept, *extra)

@@ -5,7 +5,7 @@
   ``aiplatform.googleapis.com``, ``us`` / ``eu`` -> the multi-region ``aiplatform.{us,eu}.rep``
   hosts), or ``ANTHROPIC_VERTEX_BASE_URL`` (which includes ``/v1``, like the SDK's). The verb is
   ``streamRawPredict`` for ``"stream": true``, else ``rawPredict``. The model is the Vertex id
-  (``claude-sonnet-4-5@20250929``) from :func:`~gateway.providers.preparation.prepare`,
+  (``claude-sonnet-4-5@20250929``) from :class:`~gateway.providers.preparation.Preparer`,
   percent-encoded with ``@`` kept (``;`` -> ``%3B``), as the SDK does.
 * Body: the client's, minus ``model`` (it is in the path), plus ``anthropic_version:
   "vertex-2023-10-16"`` (the documented value); ``stream`` stays. count_tokens goes to
@@ -18,6 +18,8 @@
   first-party-only fields (``context_management``, a message's ``output_config``,
   ``cache_control.scope``) and the request tags (``tags``) never reach Vertex; mid-conversation
   ``role: "system"`` messages do, unless ``GATEWAY_FOLD_SYSTEM_MESSAGES`` names the model.
+* Path, headers and body are decided once per request (:meth:`VertexProvider.frame`); each attempt
+  adds only the access token current at that moment.
 * Responses: success bytes (JSON or Anthropic SSE) are relayed as they are; errors are translated
   by :mod:`.vertex_errors`. ``GET /v1/models`` is answered locally from the model map.
 """
@@ -27,18 +29,17 @@ from __future__ import annotations
 import contextlib
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
 
 from gateway.config import ConfigError, ProviderName, Settings
 from gateway.errors import ClientInputError, GatewayError
-from gateway.providers.base import BufferedResponse, ClientRequest, Provider, UpstreamResponse
-from gateway.providers.betas import BetaPolicy
+from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.model_discovery import ModelCatalogue
-from gateway.providers.model_listing import describe_model_map, models_page
-from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
+from gateway.providers.model_listing import describe_model_map
+from gateway.providers.preparation import Framed, Preparer, Shaped
 from gateway.providers.vertex_auth import GoogleCredentials, load_google_credentials
 from gateway.providers.vertex_discovery import vertex_fetcher
 from gateway.providers.vertex_errors import vertex_error_response
@@ -70,26 +71,21 @@ def model_path(project: str, region: str, model: str, verb: str) -> str:
     )
 
 
-def vertex_headers(
-    client_headers: list[tuple[str, str]], betas: list[str], token: str
-) -> list[tuple[str, str]]:
+def vertex_headers(client_headers: list[tuple[str, str]], betas: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The headers Vertex gets, before the access token."""
     headers = [(name, value) for name, value in client_headers if name.lower() not in _NOT_TO_VERTEX]
     headers.append(("content-type", "application/json"))
     if betas:
         headers.append(("anthropic-beta", ",".join(betas)))
-    headers.append(("authorization", f"Bearer {token}"))
     return headers
 
 
-def vertex_body(prepared: PreparedRequest, *, keep_model: bool) -> bytes:
-    """The rawPredict body: ``model`` removed (predict) or kept (count-tokens), version added."""
-    payload: dict[str, Any] = prepared.payload
-    if keep_model:
-        payload["model"] = prepared.model
-    else:
-        payload.pop("model", None)
-    payload["anthropic_version"] = VERTEX_API_VERSION
-    return orjson.dumps(payload)
+def vertex_body(payload: Mapping[str, Any], model: str, *, keep_model: bool) -> bytes:
+    """The rawPredict body: ``model`` removed (predict) or set to the Vertex id (count-tokens),
+    version added; the payload itself is not changed."""
+    body = {**payload, "model": model} if keep_model else {k: v for k, v in payload.items() if k != "model"}
+    body["anthropic_version"] = VERTEX_API_VERSION
+    return orjson.dumps(body)
 
 
 class VertexProvider(Provider):
@@ -99,7 +95,6 @@ class VertexProvider(Provider):
         self._settings = settings
         self._region = settings.vertex_region or ""
         self._base_url = vertex_base_url(self._region, settings.vertex_base_url)
-        self._policy = BetaPolicy.from_settings(settings.beta_policy)
         self._clock = clock
         self._credentials: GoogleCredentials | None = None
         self._project = settings.vertex_project_id or ""
@@ -119,7 +114,7 @@ class VertexProvider(Provider):
             if settings.model_discovery
             else None
         )
-        self._resolver = resolver_for(settings, self.catalogue)
+        super().__init__(Preparer(settings, ProviderName.VERTEX, self.frame, self.catalogue))
 
     async def start(self) -> None:
         if not self._region:
@@ -176,52 +171,38 @@ class VertexProvider(Provider):
             return False
         return await self._credentials.refresh()
 
-    async def messages(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = self._prepare(request)
-        if not prepared.model:
+    def frame(self, shaped: Shaped) -> Framed:
+        model = shaped.upstream_model
+        if not model:
             raise ClientInputError(400, "model: Field required")
-        verb = "streamRawPredict" if request.stream else "rawPredict"
-        path = model_path(self._project, self._region, prepared.model, verb)
-        return await self._post(path, vertex_body(prepared, keep_model=False), request, prepared)
+        if shaped.client.operation is Operation.MESSAGES:
+            verb = "streamRawPredict" if shaped.client.stream else "rawPredict"
+            path = model_path(self._project, self._region, model, verb)
+            body = vertex_body(shaped.payload, model, keep_model=False)
+        else:
+            path = model_path(self._project, self._region, "count-tokens", "rawPredict")
+            body = vertex_body(shaped.payload, model, keep_model=True)
+        return Framed(path, body, tuple(vertex_headers(shaped.client.headers, shaped.betas)))
 
-    async def count_tokens(self, request: ClientRequest) -> UpstreamResponse:
-        prepared = self._prepare(request)
-        if not prepared.model:
-            raise ClientInputError(400, "model: Field required")
-        path = model_path(self._project, self._region, "count-tokens", "rawPredict")
-        return await self._post(path, vertex_body(prepared, keep_model=True), request, prepared)
+    async def messages(self, request: PreparedRequest) -> UpstreamResponse:
+        return await self._post(request)
 
-    async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        return BufferedResponse(
-            200, orjson.dumps(models_page(self._resolver)), [("content-type", "application/json")]
-        )
+    async def count_tokens(self, request: PreparedRequest) -> UpstreamResponse:
+        return await self._post(request)
 
-    def _prepare(self, request: ClientRequest) -> PreparedRequest:
-        return prepare(
-            request,
-            ProviderName.VERTEX,
-            self._resolver,
-            self._policy,
-            fold_targets=self._settings.fold_system_messages,
-        )
-
-    async def _post(
-        self, path: str, body: bytes, request: ClientRequest, prepared: PreparedRequest
-    ) -> UpstreamResponse:
+    async def _post(self, request: PreparedRequest) -> UpstreamResponse:
         upstream, credentials = self._ready()
         token = await credentials.bearer()
-        headers = vertex_headers(request.headers, prepared.betas, token)
-        response = await upstream.request("POST", path, headers=headers, body=body, encoded_path=True)
-        result: UpstreamResponse
+        headers = [*request.headers, ("authorization", f"Bearer {token}")]
+        response = await upstream.request(
+            "POST", request.path, headers=headers, body=request.body, encoded_path=True
+        )
         if 200 <= response.status < 300:
-            result = HttpUpstreamResponse(response)
-        else:
-            raw = await read_error_body(response, "vertex", request.request_id)
-            result = vertex_error_response(
-                response.status, raw, response.headers.items(), request.request_id, request.model
-            )
-        result.dropped_betas = tuple(prepared.dropped_betas)
-        return result
+            return HttpUpstreamResponse(response)
+        raw = await read_error_body(response, "vertex", request.request_id)
+        return vertex_error_response(
+            response.status, raw, response.headers.items(), request.request_id, request.model
+        )
 
     async def _bearer(self) -> str:
         if self._credentials is None:

@@ -1,7 +1,8 @@
 """The default model caller: the gateway's provider layer, in process.
 
-The request goes through the same code the gateway server uses upstream (the provider, then the
-bounded ``with_retry`` loop with the deployment's retry policy), so the loop runs on Anthropic,
+The request goes through the same code the gateway server uses upstream (the provider's one
+preparation step, then the bounded ``with_retry`` loop with the deployment's retry policy, every
+attempt sending the same prepared request), so the loop runs on Anthropic,
 Bedrock, Vertex or Foundry by environment alone (``Settings.from_environ``). Each retry wait and
 model fallback is yielded as a ``StatusEvent``. Streams get the server's protections too (see
 ``StreamGuard``, applied by the guard module the server's relay uses, ``gateway.streaming.guard``):
@@ -27,7 +28,7 @@ import orjson
 from gateway.config import Settings
 from gateway.errors import GatewayError, error_type_for_status
 from gateway.headers import DEFAULT_ANTHROPIC_VERSION
-from gateway.providers.base import ClientRequest, Operation, Provider, UpstreamResponse
+from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.factory import build_provider
 from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, with_retry
 from gateway.streaming.guard import (
@@ -133,10 +134,15 @@ class ProviderModelCaller:
 
     async def __call__(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         await self.start()
-        attempt: Attempt | None = None
+        try:
+            prepared = self._provider.prepare(_client_request(request))  # once per call
+        except GatewayError as exc:  # e.g. a model the upstream does not serve
+            yield error_event(exc.error_type, exc.message, exc.status)
+            return
+        attempt: Attempt[PreparedRequest] | None = None
         async for event in with_retry(
             self._provider.messages,
-            _client_request(request),
+            prepared,
             self._policy,
             refresh_credentials=self._provider.refresh_credentials,
             sleep=self._sleep,
@@ -164,7 +170,7 @@ class ProviderModelCaller:
             response.close()
 
     async def _guarded_events(
-        self, response: UpstreamResponse, sent: ClientRequest
+        self, response: UpstreamResponse, sent: PreparedRequest
     ) -> AsyncIterator[ModelStreamItem]:
         """The stream's events under the shared stream guard (``gateway.streaming.guard``); a
         failure before any content event becomes one non-streaming request replayed as events

@@ -22,7 +22,7 @@ import anthropic
 import pytest
 
 from gateway.config import Settings
-from gateway.providers.base import ClientRequest, UpstreamResponse
+from gateway.providers.base import PreparedRequest, UpstreamResponse
 from gateway.providers.factory import build_provider
 from loop.callers.provider import ProviderModelCaller, StreamGuard, retry_policy
 from loop.events import StatusEvent
@@ -58,7 +58,7 @@ async def _loop(settings: Settings, fault: str, key: str) -> str:
     provider = build_provider(settings)
     send = provider.messages
 
-    async def faulty(request: ClientRequest) -> UpstreamResponse:
+    async def faulty(request: PreparedRequest) -> UpstreamResponse:
         headers = [*request.headers, ("x-emulator-fault", fault), ("x-emulator-fault-key", key)]
         return await send(replace(request, headers=headers))
 

@@ -11,7 +11,7 @@ import pytest
 from gateway.config import Settings
 from gateway.emulator import EmulatorConfig, run_emulator
 from gateway.providers.anthropic import AnthropicProvider
-from gateway.providers.base import ClientRequest, UpstreamResponse
+from gateway.providers.base import PreparedRequest, UpstreamResponse
 from gateway.server import create_app
 from gateway.service import running
 from tests.support.log_lines import LogLines
@@ -154,7 +154,7 @@ def test_proxy_credentials_never_logged() -> None:
 class _BrokenProvider(AnthropicProvider):
     """A provider with a bug: its error's text carries a proxy URL with credentials."""
 
-    async def messages(self, request: ClientRequest) -> UpstreamResponse:
+    async def messages(self, request: PreparedRequest) -> UpstreamResponse:
         raise RuntimeError("cannot use proxy URL('http://corp-user:proxy-pass@10.0.0.1:3128')")
 
 

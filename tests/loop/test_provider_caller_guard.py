@@ -13,7 +13,7 @@ import pytest
 from gateway.config import Settings
 from gateway.emulator import RunningEmulator
 from gateway.providers.anthropic import AnthropicProvider
-from gateway.providers.base import ClientRequest, UpstreamResponse
+from gateway.providers.base import PreparedRequest, UpstreamResponse
 from gateway.retry import RetryPolicy
 from loop.callers.provider import ProviderModelCaller, StreamGuard
 from loop.events import StatusEvent
@@ -28,7 +28,7 @@ class FaultyProvider(AnthropicProvider):
         super().__init__(settings)
         self.fault = fault
 
-    async def messages(self, request: ClientRequest) -> UpstreamResponse:
+    async def messages(self, request: PreparedRequest) -> UpstreamResponse:
         headers = [*request.headers, ("x-emulator-fault", self.fault), ("x-emulator-fault-key", self.fault)]
         return await super().messages(replace(request, headers=headers))
 

@@ -15,7 +15,7 @@ import pytest
 from gateway.config import Settings
 from gateway.emulator import RunningEmulator
 from gateway.providers.anthropic import AnthropicProvider
-from gateway.providers.base import ClientRequest, UpstreamResponse
+from gateway.providers.base import PreparedRequest, UpstreamResponse
 from gateway.retry import RetryPolicy
 from loop.callers.provider import ProviderModelCaller, StreamGuard
 from loop.events import StatusEvent
@@ -57,7 +57,7 @@ class CuttingProvider(AnthropicProvider):
         super().__init__(settings)
         self.marker = marker
 
-    async def messages(self, request: ClientRequest) -> UpstreamResponse:
+    async def messages(self, request: PreparedRequest) -> UpstreamResponse:
         response = await super().messages(request)
         return CutShort(response, self.marker) if request.stream else response
 

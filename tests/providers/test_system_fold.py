@@ -15,7 +15,7 @@ from gateway.config import ProviderName, Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.providers.bedrock_request import invoke_body
 from gateway.providers.betas import BetaPolicy
-from gateway.providers.preparation import PreparedRequest, prepare, resolver_for
+from gateway.providers.preparation import Shaped, resolver_for, shape
 from gateway.providers.system_fold import REMINDER, applies, fold_system_messages
 from tests.providers.claude_code_turns import cc332_turns, headers_of, load, strip_markers
 
@@ -97,15 +97,13 @@ def test_fold_targets_match_client_or_upstream_model_ids() -> None:
     assert Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "off"}).fold_system_messages == frozenset()
 
 
-def shaped(
-    provider: ProviderName, body: dict[str, Any], headers: dict[str, str], fold: str = ""
-) -> PreparedRequest:
+def shaped(provider: ProviderName, body: dict[str, Any], headers: dict[str, str], fold: str = "") -> Shaped:
     env = {**ENV[provider], "GATEWAY_FOLD_SYSTEM_MESSAGES": fold}
     settings = Settings.from_environ(env)
     request = ClientRequest(
         Operation.MESSAGES, orjson.dumps(body), copy.deepcopy(body), list(headers.items()), "req"
     )
-    return prepare(
+    return shape(
         request,
         provider,
         resolver_for(settings),
@@ -119,7 +117,7 @@ def test_clouds_get_system_messages_as_they_are_without_the_beta(provider: Provi
     fixture = load("015_cc_tool_bash_turn1")  # 2.1.197 first party: role "system" + its beta
     prepared = shaped(provider, fixture["body"], headers_of(fixture))
     assert [m["role"] for m in prepared.payload["messages"]] == ["user", "system"]
-    assert MID in prepared.dropped_betas and MID not in prepared.betas + list(prepared.body_betas)
+    assert MID in prepared.dropped_betas and MID not in prepared.betas + prepared.body_betas
 
 
 @pytest.mark.parametrize("provider", [ProviderName.BEDROCK, ProviderName.VERTEX, ProviderName.FOUNDRY])
