@@ -65,10 +65,10 @@ def iso_ts(now: float) -> str:
     return f"{prefix}.{int(now % 1 * 1000):03d}Z"
 
 
-def notice_line(message: str, now: float | None = None) -> bytes:
+def notice_line(message: str) -> bytes:
     """A warning line about the writer itself, in the log's JSON envelope."""
     entry = {
-        "ts": iso_ts(time.time() if now is None else now),
+        "ts": iso_ts(time.time()),
         "level": "WARNING",
         "logger": NOTICE_LOGGER,
         "message": message,
@@ -77,7 +77,8 @@ def notice_line(message: str, now: float | None = None) -> bytes:
 
 
 class LineWriter:
-    """Bounded buffer of finished lines in front of a blocking sink, drained by one thread."""
+    """A bounded buffer of finished lines in front of a (possibly blocking) sink, drained by one
+    thread; see the module docstring."""
 
     def __init__(
         self,
@@ -193,7 +194,7 @@ class LineWriter:
             failed = False
             try:
                 self._sink(data)
-            except (OSError, ValueError):  # stderr closed or gone: nowhere left to say it
+            except Exception:  # stderr closed or gone (or a broken sink): nowhere left to say it
                 failed = True
             with self._lock:
                 self._held -= len(data)

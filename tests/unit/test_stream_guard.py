@@ -24,6 +24,7 @@ from gateway.streaming.guard import (
     recovery,
 )
 from gateway.streaming.watchdog import IdleAction
+from tests.support.virtual_time import VirtualTimeLoop
 
 FAST = StreamSettings(
     idle_warning_s=0.02, idle_timeout_s=0.05, ping_every_s=float("inf"), nonstreaming_fallback=True
@@ -93,20 +94,29 @@ async def test_broken_reads_are_classified(
     assert info.value.event_error_type == "api_error"
 
 
-async def test_stall_warns_then_aborts_and_closes_the_body() -> None:
+def test_stall_warns_then_aborts_and_closes_the_body() -> None:
+    """On virtual time (``tests.support.virtual_time``): on the wall clock a pause of the test
+    process longer than the 0.03 s between warning and abort made the reader wake past both and
+    report the abort alone."""
     upstream = Scripted([b"x"], hang=True)
-    reader = GuardedReader(upstream, FAST)
     items: list[bytes | Idle] = []
-    with pytest.raises(StreamFailure) as info:
-        async with contextlib.aclosing(reader.read()) as stream:
-            async for item in stream:
-                items.append(item)
-    assert [i if isinstance(i, bytes) else i.action for i in items] == [
+
+    async def read() -> StreamFailure:
+        reader = GuardedReader(upstream, FAST, clock=asyncio.get_running_loop().time)
+        with pytest.raises(StreamFailure) as info:
+            async with contextlib.aclosing(reader.read()) as stream:
+                async for item in stream:
+                    items.append(item)
+        return info.value
+
+    with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+        failure = runner.run(read())
+    assert [i if isinstance(i, bytes) else (i.action, round(i.silent_s, 6)) for i in items] == [
         b"x",
-        IdleAction.WARN,
-        IdleAction.ABORT,
+        (IdleAction.WARN, 0.02),
+        (IdleAction.ABORT, 0.05),
     ]
-    assert info.value.reason.startswith("upstream stream stalled") and info.value.status == 504
+    assert failure.reason.startswith("upstream stream stalled") and failure.status == 504
     assert upstream.closed_iterator
 
 
