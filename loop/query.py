@@ -40,6 +40,7 @@ from loop.events import (
 )
 from loop.guardrails import check_blocking, check_guardrails
 from loop.messages import Message, user_message
+from loop.observer import RunObserver
 from loop.outcome import TurnOutcome
 from loop.request import SystemPrompt, build_request, system_blocks
 from loop.run import Run
@@ -83,6 +84,8 @@ class QueryParams:
     run of a conversation. ``None``: a new one for this run."""
     stop_hooks: Sequence[StopHook] = ()
     """Run, in order, when the model ends its turn without calling a tool."""
+    observers: Sequence[RunObserver] = ()
+    """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
 
 
 def query(params: QueryParams) -> Run:
@@ -91,7 +94,7 @@ def query(params: QueryParams) -> Run:
         messages: tuple[Message, ...] = (user_message(params.messages),)
     else:
         messages = tuple(params.messages)
-    return Run(lambda run: _drive(params, run), messages)
+    return Run(lambda run: _drive(params, run), messages, params.observers)
 
 
 class _Phase(enum.Enum):
