@@ -33,6 +33,7 @@ from loop.request import ModelRequest
 from loop.run import Run
 from loop.state import LoopState
 from loop.stop_hooks import StopHook, StopHookResult
+from loop.system_prompt import AgentPrompt
 from loop.transitions import (
     AbortedStreaming,
     AbortedTools,
@@ -61,6 +62,7 @@ from loop.transitions import (
 __all__ = [
     "AbortedStreaming",
     "AbortedTools",
+    "AgentPrompt",
     "AssistantMessage",
     "BlockingLimit",
     "Clock",

@@ -19,7 +19,10 @@ user's prompt; see :mod:`.scenarios`):
 ``agent``
     Calls the tools listed by ``[[tools:a,b]]`` / ``x-emulator-tools`` (default: the first custom
     tool) one per turn, in order, skipping tools that already have a ``tool_result``; when every
-    listed tool has one, a final text summary.
+    listed tool has one, a final text summary. Progress is read from the conversation the way a
+    model reads its own history: the tools listed before the one that got the most recent
+    ``tool_result`` are done, even when a client compacted their calls and results away (a
+    summary or a digest in their place), so a compacted history still moves on.
 ``thinking``
     A thinking block (with signature) before the ``text`` behaviour. A thinking block is also
     produced in every scenario when the request has ``thinking: {"type": "enabled"}``.
@@ -44,7 +47,7 @@ from typing import Any
 
 import orjson
 
-from .conversation import ToolResult, answered_tool_names, last_tool_results, prompt_text
+from .conversation import ToolResult, answered_tool_names, last_answered_tool, last_tool_results, prompt_text
 from .errors import ApiError, invalid_request
 from .json_types import JSONObject, canonical_json
 from .output import ModelOutput
@@ -176,9 +179,11 @@ def _thinking_requested(body: JSONObject) -> bool:
 
 def _agent_turn(body: JSONObject, scenario: Scenario, prompt: str, results: list[ToolResult]) -> ModelOutput:
     messages = body["messages"]
-    order = list(scenario.tools) or [_first_tool(body, "agent")["name"]]
+    order = list(dict.fromkeys(scenario.tools)) or [_first_tool(body, "agent")["name"]]
     answered = answered_tool_names(messages)
-    pending = [name for name in order if name not in answered]
+    last = last_answered_tool(messages)
+    start = order.index(last) + 1 if last in order else 0
+    pending = [name for name in order[start:] if name not in answered]
     if pending:
         return ModelOutput(tool_call(body, _find_tool(body, pending[0])), "tool_use")
     summary = summarise_results(results) if results else f"Echo: {snippet(prompt, ECHO_LIMIT)}"

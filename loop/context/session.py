@@ -1,8 +1,10 @@
-"""What outlives one ``query()`` call: the auto-compact circuit breaker and the stored tool results.
+"""What outlives one ``query()`` call: the auto-compact circuit breaker, the stored tool results
+and the memoised system-prompt sections.
 
 Pass the same ``ContextSession`` to every run of one conversation (``QueryParams.session``): a
-breaker that tripped in one run stays open in the next until its cool-down has passed, and a
-result a layer shortened in one run can still be read back (``read_tool_result``) in the next.
+breaker that tripped in one run stays open in the next until its cool-down has passed, a result a
+layer shortened in one run can still be read back (``read_tool_result``) in the next, and an
+assembled system prompt (``loop.system_prompt.AgentPrompt``) keeps the same bytes in every run.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.prompt.session import SectionCache
 from loop.context.result import StoredText
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
@@ -84,6 +87,8 @@ class ContextSession:
     from it)."""
     summariser_calls: int = 0
     """Summarisation calls made in this session (every run)."""
+    sections: SectionCache = field(default_factory=SectionCache)
+    """System-prompt sections computed once per session (``loop.system_prompt``)."""
 
     def learn_limit(self, limit: int | None) -> None:
         if limit is not None and (self.learned_limit is None or limit < self.learned_limit):
