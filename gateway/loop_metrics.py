@@ -20,6 +20,7 @@
   write; summarisation side calls are not model calls of the run);
 * ``loop_tool_calls_total{tool,outcome}``: every finished tool call (``ok`` or ``error``).
 
+``serving(metrics, host, port)`` serves them on their own (``switchyard agent --metrics-port``).
 When the loop runs in the gateway's process, pass the gateway's registry so one ``/metrics``
 serves both::
 
@@ -33,9 +34,11 @@ and counts the rest as ``other``. Never pass session, user or request ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 from gateway.metrics import BoundedLabel
 from loop.context.kinds import Layer, Outcome
@@ -195,3 +198,27 @@ class LoopMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+@contextlib.asynccontextmanager
+async def serving(metrics: LoopMetrics, host: str, port: int) -> AsyncIterator[int]:
+    """``GET /metrics`` (the text exposition of ``metrics.registry``) on ``host:port`` while the
+    block runs (``port`` 0 picks a free one); yields the bound port. A failed bind raises
+    ``OSError``."""
+
+    async def exposition(request: web.Request) -> web.Response:
+        response = web.Response(body=metrics.exposition())
+        response.headers["content-type"] = CONTENT_TYPE_LATEST
+        return response
+
+    app = web.Application()
+    app.router.add_get("/metrics", exposition)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound: int = runner.addresses[0][1] if runner.addresses else port
+        yield bound
+    finally:
+        await runner.cleanup()
