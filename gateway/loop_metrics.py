@@ -20,7 +20,8 @@
   write; summarisation side calls are not model calls of the run);
 * ``loop_tool_calls_total{tool,outcome}``: every finished tool call (``ok`` or ``error``).
 
-``serving(metrics, host, port)`` serves them on their own (``switchyard agent --metrics-port``).
+``prime()`` creates every label combination at zero (before the first scrape, so that
+``increase()`` counts a series' first event). ``serving(metrics, host, port)`` serves them on their own (``switchyard agent --metrics-port``).
 When the loop runs in the gateway's process, pass the gateway's registry so one ``/metrics``
 serves both::
 
@@ -35,6 +36,7 @@ and counts the rest as ``other``. Never pass session, user or request ids.
 from __future__ import annotations
 
 import contextlib
+import typing
 from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
@@ -53,6 +55,7 @@ from loop.events import (
 from loop.transitions import (
     CollapseDrain,
     Guardrail,
+    GuardrailKind,
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
     MaxTurns,
@@ -77,6 +80,20 @@ CONTEXT_TOKEN_BUCKETS = (
     1_000_000,
 )
 AUTOCOMPACT_BREAKER = "autocompact"
+BREAKERS = (AUTOCOMPACT_BREAKER, "max_turns", *(kind.value for kind in GuardrailKind))
+COMPACTIONS: tuple[tuple[Layer, Outcome], ...] = (
+    (Layer.TOOL_RESULT_BUDGET, Outcome.APPLIED),
+    (Layer.SNIP, Outcome.APPLIED),
+    (Layer.MICROCOMPACT, Outcome.APPLIED),
+    (Layer.MICROCOMPACT, Outcome.SERVER_APPLIED),
+    (Layer.COLLAPSE, Outcome.APPLIED),
+    (Layer.AUTOCOMPACT, Outcome.APPLIED),
+    (Layer.AUTOCOMPACT, Outcome.FAILED),
+    (Layer.AUTOCOMPACT, Outcome.BREAKER_OPEN),
+    (Layer.REACTIVE_COMPACT, Outcome.APPLIED),
+    (Layer.REACTIVE_COMPACT, Outcome.TRUNCATED),
+)
+"""Every (layer, outcome) a run can report."""
 RECOVERIES = (
     ReactiveCompactRetry,
     CollapseDrain,
@@ -141,11 +158,24 @@ class LoopMetrics:
         layers = [layer.value for layer in Layer]
         self._layer = BoundedLabel(MAX_REASONS, layers)
         self._compaction_outcome = BoundedLabel(MAX_REASONS, [o.value for o in Outcome])
-        self._breaker = BoundedLabel(MAX_REASONS)
+        self._breaker = BoundedLabel(MAX_REASONS, BREAKERS)
         self._recovery = BoundedLabel(MAX_REASONS, [kind.reason for kind in RECOVERIES])
         self._tool_outcome = BoundedLabel(MAX_REASONS)
-        self._reason = BoundedLabel(MAX_REASONS)
+        self._reason = BoundedLabel(MAX_REASONS, [t.reason for t in typing.get_args(Terminal)])
         self._tool = BoundedLabel(max_tools, known_tools)
+
+    def prime(self) -> None:
+        """Create every label combination the loop can report, at zero, so that a series exists
+        before its first event and ``increase()`` over a window counts that event exactly."""
+        for layer, outcome in COMPACTIONS:
+            self.compactions.labels(layer.value, outcome.value)
+            self.tokens_freed.labels(layer.value)
+        for breaker in BREAKERS:
+            self.breaker_trips.labels(breaker)
+        for kind in RECOVERIES:
+            self.recoveries.labels(kind.reason)
+        for terminal in typing.get_args(Terminal):
+            self.terminals.labels(terminal.reason)
 
     # -- the observer (loop.observer.RunObserver) -------------------------------------------------
 

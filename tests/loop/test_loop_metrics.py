@@ -189,3 +189,15 @@ async def test_a_run_closed_before_it_started_is_counted() -> None:
     )
     await run.aclose()
     assert value(registry, "loop_terminal_total", reason="aborted_streaming") == 1
+
+
+def test_prime_creates_every_series_at_zero() -> None:
+    registry = CollectorRegistry()
+    LoopMetrics(registry).prime()
+    assert value(registry, "loop_terminal_total", reason="completed") == 0
+    assert registry.get_sample_value("loop_terminal_total", {"reason": "prompt_too_long"}) == 0
+    assert registry.get_sample_value("loop_breaker_trips_total", {"breaker": "wall_clock"}) == 0
+    assert registry.get_sample_value("loop_recoveries_total", {"kind": "collapse_drain"}) == 0
+    assert registry.get_sample_value("loop_compactions_total", {"layer": "snip", "outcome": "applied"}) == 0
+    assert registry.get_sample_value("loop_compactions_total", {"layer": "snip", "outcome": "failed"}) is None
+    assert registry.get_sample_value("loop_tokens_freed_total", {"layer": "collapse"}) == 0
