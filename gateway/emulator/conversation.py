@@ -47,8 +47,9 @@ def content_text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def prompt_text(messages: list[JSONObject]) -> str:
-    """The text of the most recent user turn that has text of its own.
+def prompt_turn(messages: list[JSONObject]) -> tuple[int, str]:
+    """Where the most recent user turn with text of its own starts, and its text (``(0, "")``
+    when there is none).
 
     Consecutive user messages are one turn (the API merges them): a client that adds a message of
     its own after the user's prompt (a digest of earlier work, a reminder) does not hide the
@@ -70,9 +71,14 @@ def prompt_text(messages: list[JSONObject]) -> str:
             if b.get("type") == "text"
         ]
         if any(t.strip() for t in texts):
-            return "\n".join(texts)
+            return start, "\n".join(texts)
         index = start - 1
-    return ""
+    return 0, ""
+
+
+def prompt_text(messages: list[JSONObject]) -> str:
+    """The text of the most recent user turn that has text of its own (see :func:`prompt_turn`)."""
+    return prompt_turn(messages)[1]
 
 
 def tool_names_by_id(messages: list[JSONObject]) -> dict[str, str]:

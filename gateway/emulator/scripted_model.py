@@ -18,8 +18,9 @@ user's prompt; see :mod:`.scenarios`):
     back, a text summary with ``end_turn``, so a tool round trip completes.
 ``agent``
     Calls the tools listed by ``[[tools:a,b]]`` / ``x-emulator-tools`` (default: the first custom
-    tool) one per turn, in order, skipping tools that already have a ``tool_result``; when every
-    listed tool has one, a final text summary. Progress is read from the conversation the way a
+    tool) one per turn, in order, skipping tools that already have a ``tool_result`` since the
+    user's prompt (a new prompt starts the list again); when every listed tool has one, a final
+    text summary. Progress is read from the conversation the way a
     model reads its own history: the tools listed before the one that got the most recent
     ``tool_result`` are done, even when a client compacted their calls and results away (a
     summary or a digest in their place), so a compacted history still moves on.
@@ -47,7 +48,14 @@ from typing import Any
 
 import orjson
 
-from .conversation import ToolResult, answered_tool_names, last_answered_tool, last_tool_results, prompt_text
+from .conversation import (
+    ToolResult,
+    answered_tool_names,
+    last_answered_tool,
+    last_tool_results,
+    prompt_text,
+    prompt_turn,
+)
 from .errors import ApiError, invalid_request
 from .json_types import JSONObject, canonical_json
 from .output import ModelOutput
@@ -178,7 +186,7 @@ def _thinking_requested(body: JSONObject) -> bool:
 
 
 def _agent_turn(body: JSONObject, scenario: Scenario, prompt: str, results: list[ToolResult]) -> ModelOutput:
-    messages = body["messages"]
+    messages = body["messages"][prompt_turn(body["messages"])[0] :]  # the work since the prompt
     order = list(dict.fromkeys(scenario.tools)) or [_first_tool(body, "agent")["name"]]
     answered = answered_tool_names(messages)
     last = last_answered_tool(messages)

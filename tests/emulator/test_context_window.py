@@ -197,3 +197,18 @@ async def test_the_agent_scenario_moves_on_after_a_compaction() -> None:
         assert await next_call(client, digested) == "step_d"
         done = [*digested, call("step_d", "t4"), answer("t4")]
         assert await next_call(client, done) == "finished"
+
+
+async def test_a_new_prompt_starts_the_list_again() -> None:
+    async with (
+        run_emulator(EmulatorConfig(clock=ManualClock())) as running,
+        anthropic.AsyncAnthropic(api_key=DEFAULT_API_KEY, base_url=running.base_url, max_retries=0) as client,
+    ):
+        first = [{"role": "user", "content": TASK}]
+        for i, name in enumerate(("step_a", "step_b", "step_c", "step_d")):
+            first += [call(name, f"t{i}"), answer(f"t{i}")]
+        assert await next_call(client, first) == "finished"
+        again = [*first, {"role": "assistant", "content": "All done."}, {"role": "user", "content": TASK}]
+        assert await next_call(client, again) == "step_a"
+        again += [call("step_a", "u1"), answer("u1")]
+        assert await next_call(client, again) == "step_b"
