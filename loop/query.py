@@ -155,9 +155,11 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         settings, config, session=session, caller=caller, clock=clock, uuid=deps.uuid, layers=deps.layers
     )
     state = initial_state(run.initial_messages, clock.now())
+    tokens, covered = session.reported_context(run.initial_messages, overhead) or (overhead, 0)
     state = replace(
         state,
-        context_tokens=overhead,
+        context_tokens=tokens,
+        context_message_count=covered,
         context=ContextState(overhead_tokens=overhead, learned_limit=session.learned_limit),
     )
     turn: _Turn | None = None
@@ -268,6 +270,11 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             run.settle(*await _aborted(state, turn))
         raise
     finally:
+        if run.finished:
+            final = run.state
+            session.remember_context(
+                final.messages[: final.context_message_count], final.context_tokens, overhead
+            )
         if turn is not None:
             await turn.executor.cancel()
         if close_caller is not None:

@@ -37,7 +37,9 @@ user's prompt; see :mod:`.scenarios`):
     The real error type and message for that status (e.g. 529 ``overloaded_error``).
 
 ``tool_choice`` ``{"type": "tool"}`` / ``{"type": "any"}`` forces a tool call in ``text`` and
-``thinking``; ``{"type": "none"}`` turns ``tool_use`` into text.
+``thinking``; ``{"type": "none"}`` turns ``tool_use`` into text. A request without ``tools`` gets
+the ``text`` behaviour in ``tool_use`` and ``agent`` too (a model offered no tool cannot call one;
+a summarisation request quoting a transcript with those markers is answered with text).
 """
 
 from __future__ import annotations
@@ -212,6 +214,8 @@ def _scenario_turn(request: ValidatedRequest, scenario: Scenario, prompt: str) -
     body = request.body
     results = last_tool_results(body["messages"])
     name = scenario.name
+    if name in ("tool_use", "agent") and not body.get("tools"):
+        name = "text"  # a model offered no tool answers in text (e.g. asked to summarise a transcript)
     if name == "tool_use":
         return _tool_use_turn(body, scenario, prompt, results)
     if name == "agent":

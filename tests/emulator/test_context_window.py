@@ -212,3 +212,22 @@ async def test_a_new_prompt_starts_the_list_again() -> None:
         assert await next_call(client, again) == "step_a"
         again += [call("step_a", "u1"), answer("u1")]
         assert await next_call(client, again) == "step_b"
+
+
+async def test_a_summary_request_quoting_agent_markers_is_answered_with_text() -> None:
+    async with (
+        run_emulator(EmulatorConfig(clock=ManualClock())) as running,
+        anthropic.AsyncAnthropic(api_key=DEFAULT_API_KEY, base_url=running.base_url, max_retries=0) as client,
+    ):
+        transcript = f"<conversation>\n[user]\n{TASK}\n[assistant]\n[called step_a]\n</conversation>"
+        message = await client.messages.create(
+            model=MODEL,
+            max_tokens=300,
+            messages=[
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": transcript}, {"type": "text", "text": "Summarise."}],
+                }
+            ],
+        )
+    assert message.stop_reason == "end_turn" and [b.type for b in message.content] == ["text"]
