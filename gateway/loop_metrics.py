@@ -151,7 +151,7 @@ class LoopMetrics:
         )
         self.tool_calls = Counter(
             "loop_tool_calls_total",
-            "Tool calls dispatched, by tool and outcome (ok, error, denied...).",
+            "Tool calls finished, by tool and outcome (ok, or error: failed, refused or invalid).",
             ["tool", "outcome"],
             registry=r,
         )

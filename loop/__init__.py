@@ -28,6 +28,7 @@ from loop.events import (
     ToolStarted,
     TransitionEvent,
 )
+from loop.observer import RunObserver
 from loop.query import QueryParams, query
 from loop.request import ModelRequest
 from loop.run import Run
@@ -92,6 +93,7 @@ __all__ = [
     "ReactiveCompactRetry",
     "Refusal",
     "Run",
+    "RunObserver",
     "StatusEvent",
     "StopHook",
     "StopHookBlocking",
