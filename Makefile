@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python -m gateway.bench.eventstream_bench
 	$(BIN)/python -m gateway.bench.provider_latency
 	$(BIN)/python -m gateway.bench.cache_efficiency
+	$(BIN)/python -m gateway.bench.context_session --json bench-context.json
 
 # py-spy profile of the gateway under load (py-spy is installed on demand into ~/.cache/switchyard).
 profile: $(STAMP)

@@ -3,7 +3,8 @@
     python dashboards/build.py           # rewrite the JSON files
     python dashboards/build.py --check   # exit 1 if a committed file differs from this source
 
-Every panel queries the metrics of ``gateway/metrics.py`` through the ``$datasource`` variable,
+Every panel queries the metrics of ``gateway/metrics.py`` (and, in the reliability dashboard's
+"Agent loop" row, ``gateway/loop_metrics.py``) through the ``$datasource`` variable,
 honours the ``$job``, ``$namespace`` and ``$instance`` variables (the scrape target: one deployment
 among several on one Prometheus, one pod) in every selector, and ``$provider``, ``$model`` and
 ``$team`` wherever the metric has that label. No panel shows NaN: a ratio's denominator is
@@ -86,6 +87,11 @@ def panel(
         "options": options,
         "gridPos": {"w": width, "h": height},
     }
+
+
+def row(title: str) -> Panel:
+    """A full-width section header (Grafana ``row``; no query of its own)."""
+    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"w": 24, "h": 1}}
 
 
 def stat(title: str, description: str, expr: str, unit: str, decimals: int | None = None) -> Panel:
@@ -247,6 +253,48 @@ def reliability_dashboard() -> list[Panel]:
         series("Session store errors", "Failed session-store reads or writes per interval.", "short",
                target(f"sum(increase(gateway_session_store_errors_total{{{J}}}[$__rate_interval]))", "errors"),
                width=8),
+        *loop_panels(),
+    ]  # fmt: skip
+
+
+def loop_panels() -> list[Panel]:
+    """The agent loop's context management and recovery (``loop_*``, gateway/loop_metrics.py): the
+    process that runs the loop serves them (``switchyard agent --metrics-port``, or the gateway's
+    registry when the loop runs in it). They carry no provider/model/team label."""
+    terminals = f"loop_terminal_total{{{J}}}"
+    compactions = f"loop_compactions_total{{{J}}}"
+    return [
+        row("Agent loop: context management and recovery"),
+        stat("Agent runs (range)", "Agent-loop runs ended over the range, every terminal reason.",
+             f"sum(increase({terminals}[$__range]))", "short", 0),
+        stat("Runs completed (range)", "Share of the runs that ended with the model's own answer.",
+             ratio(f'sum(increase(loop_terminal_total{{{J},reason="completed"}}[$__range]))',
+                   f"sum(increase({terminals}[$__range]))"), "percentunit", 1),
+        stat("Compactions (range)", "Context rewrites that took effect (every layer, the upstream's own "
+             "clearing included).",
+             f'sum(increase(loop_compactions_total{{{J},outcome=~"applied|server_applied|truncated"}}[$__range]))',
+             "short", 0),
+        stat("Breaker trips (range)", "The auto-compact circuit breaker opening, and max_turns or a "
+             "guardrail ending a run.", f"sum(increase(loop_breaker_trips_total{{{J}}}[$__range]))", "short", 0),
+        series("Compactions by layer", "Per interval, by layer and outcome (failed and breaker_open: "
+               "auto-compaction did not happen).", "short",
+               target(f"sum by (layer, outcome) (increase({compactions}[$__rate_interval]))",
+                      "{{layer}} {{outcome}}"), width=8),
+        series("Tokens freed by layer (tokens/s)", "Context tokens the layers freed (the loop's estimate).",
+               "short", target(f"sum by (layer) (rate(loop_tokens_freed_total{{{J}}}[$__rate_interval]))",
+                               "{{layer}}"), width=8),
+        series("Context tokens per model call", "Prompt size of each answered call, as the upstream "
+               "reported it.", "short", *quantiles("loop_context_tokens", J, "", ""), width=8),
+        series("Recoveries by kind", "Recovery transitions per interval (reactive compaction, collapse "
+               "drain, thinking downgrade, output-cap recovery).", "short",
+               target(f"sum by (kind) (increase(loop_recoveries_total{{{J}}}[$__rate_interval]))", "{{kind}}"),
+               width=8),
+        series("Breaker trips by breaker", "Per interval: autocompact (circuit breaker), max_turns, "
+               "guardrail kinds.", "short",
+               target(f"sum by (breaker) (increase(loop_breaker_trips_total{{{J}}}[$__rate_interval]))",
+                      "{{breaker}}"), width=8),
+        series("Runs ended by reason", "Terminal reasons per interval.", "short",
+               target(f"sum by (reason) (increase({terminals}[$__rate_interval]))", "{{reason}}"), width=8),
     ]  # fmt: skip
 
 
@@ -322,7 +370,8 @@ def dashboards() -> dict[str, dict[str, Any]]:
             "Prompt-cache hit ratio, cache spend, cache breaks and dropped betas.", cache_dashboard()),
         "switchyard-reliability.json": dashboard(
             "switchyard-reliability", "Switchyard / Reliability and latency",
-            "Errors, retries, fallbacks, the stream watchdog, latency and gateway overhead.",
+            "Errors, retries, fallbacks, the stream watchdog, latency and gateway overhead; the agent "
+            "loop's context management and recovery.",
             reliability_dashboard()),
     }  # fmt: skip
 

@@ -28,11 +28,13 @@ from loop.events import (
     ToolStarted,
     TransitionEvent,
 )
+from loop.observer import RunObserver
 from loop.query import QueryParams, query
 from loop.request import ModelRequest
 from loop.run import Run
 from loop.state import LoopState
 from loop.stop_hooks import StopHook, StopHookResult
+from loop.system_prompt import AgentPrompt
 from loop.transitions import (
     AbortedStreaming,
     AbortedTools,
@@ -61,6 +63,7 @@ from loop.transitions import (
 __all__ = [
     "AbortedStreaming",
     "AbortedTools",
+    "AgentPrompt",
     "AssistantMessage",
     "BlockingLimit",
     "Clock",
@@ -90,6 +93,7 @@ __all__ = [
     "ReactiveCompactRetry",
     "Refusal",
     "Run",
+    "RunObserver",
     "StatusEvent",
     "StopHook",
     "StopHookBlocking",

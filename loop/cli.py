@@ -3,13 +3,17 @@
 The model is reached through the gateway's provider layer as the environment configures it
 (``ANTHROPIC_*``, ``CLAUDE_CODE_USE_BEDROCK``...), or through any Anthropic-compatible URL with
 ``--base-url``/``--api-key`` (the official SDK). Prints the streamed text and the tool calls (or,
-with ``--json``, one JSON object per event) and the terminal reason; exits 0 iff the run completed.
+with ``--json``, one JSON object per event, ``compaction`` and ``context_boundary`` included) and
+the terminal reason; exits 0 iff the run completed. The system prompt is ``loop.system_prompt``'s
+(a static part cached across sessions and compactions, then the workspace's environment and its
+``AGENTS.md``/``CLAUDE.md``). ``--metrics-port`` serves the ``loop_*`` metrics while it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -17,7 +21,9 @@ from typing import Any, TextIO
 import orjson
 
 from gateway.config import ConfigError
+from gateway.loop_metrics import LoopMetrics, serving
 from loop.config import DEFAULT_MODEL, LoopConfig
+from loop.context.session import ContextSession
 from loop.deps import LoopDeps, ModelCaller
 from loop.events import (
     AssistantMessage,
@@ -31,7 +37,9 @@ from loop.events import (
     ToolStarted,
     TransitionEvent,
 )
+from loop.observer import RunObserver
 from loop.query import QueryParams, query
+from loop.system_prompt import AgentPrompt
 from loop.tools.builtin import builtin_tools
 from loop.tools.permissions import PermissionMode, PermissionPolicy, PermissionRequest, PermissionVerdict
 from loop.transitions import Completed, Terminal, describe
@@ -41,11 +49,8 @@ EXIT_STOPPED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-SYSTEM_PROMPT = (
-    "You are a careful software engineering agent working in the directory {root}. Use the tools to "
-    "read, search and change files there; paths are relative to that directory. Read code before "
-    "changing it, keep changes small, and finish with a short summary of what you did."
-)
+METRICS_HOST = "127.0.0.1"
+DEFAULTS = LoopConfig()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,8 +65,53 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[m.value for m in PermissionMode],
         help="who may approve state-changing tool calls (default: acceptEdits)",
     )
-    parser.add_argument("--max-turns", type=int, default=LoopConfig().max_turns, help="model calls at most")
+    parser.add_argument(
+        "--max-turns",
+        type=int,
+        default=DEFAULTS.max_turns,
+        help="model calls at most (default %(default)s); every request counts, retries and "
+        "continuations included; summarisation calls of the context layers do not (the auto-compact "
+        "circuit breaker bounds them)",
+    )
     parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=DEFAULTS.context_window,
+        help="the model's context window in tokens (default %(default)s): the context layers keep "
+        "the prompt under it",
+    )
+    parser.add_argument(
+        "--max-output-tokens",
+        type=int,
+        default=DEFAULTS.escalated_max_tokens,
+        help="output cap of a retried truncated response (default %(default)s; a request asks for "
+        f"at most {DEFAULTS.max_tokens} first); min(this, 20000) is kept free of the window",
+    )
+    parser.add_argument(
+        "--max-tokens-total",
+        type=int,
+        default=DEFAULTS.max_total_tokens,
+        help="billed tokens per run: uncached input + cache writes + output, summarisation calls "
+        "included, cache reads not (default %(default)s; 0: no limit)",
+    )
+    parser.add_argument(
+        "--max-wall-clock",
+        type=float,
+        default=DEFAULTS.max_wall_clock_s,
+        help="seconds per run (default %(default)s; 0: no limit)",
+    )
+    parser.add_argument(
+        "--thinking-budget",
+        type=int,
+        help="enable extended thinking with this budget (>= 1024 tokens); off by default",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help=f"serve the loop_* Prometheus metrics on http://{METRICS_HOST}:PORT/metrics while the "
+        "agent runs (0: a free port, printed on stderr)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     parser.add_argument("--base-url", help="an Anthropic-compatible URL, used through the official SDK")
     parser.add_argument("--api-key", help="API key for --base-url")
@@ -73,12 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.base_url and not args.api_key:
         parser.error("--base-url needs --api-key")
-    if args.max_turns < 1:
-        parser.error("--max-turns must be >= 1")
     if not args.workspace.is_dir():
         parser.error(f"--workspace: not a directory: {args.workspace}")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        parser.error("--metrics-port must be between 0 and 65535")
     try:
-        return asyncio.run(_run(args, sys.stdout))
+        config = loop_config(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        return asyncio.run(_run(args, config, sys.stdout))
     except ConfigError as exc:
         print(f"switchyard agent: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -86,7 +140,62 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-async def _run(args: argparse.Namespace, out: TextIO) -> int:
+def loop_config(args: argparse.Namespace) -> LoopConfig:
+    """The run's ``LoopConfig`` from the options (``ValueError`` names the option at fault)."""
+    if args.max_turns < 1:
+        raise ValueError("--max-turns must be >= 1")
+    if args.max_output_tokens < 1:
+        raise ValueError("--max-output-tokens must be >= 1")
+    if args.max_tokens_total is not None and args.max_tokens_total < 0:
+        raise ValueError("--max-tokens-total must be >= 0")
+    if args.max_wall_clock is not None and args.max_wall_clock < 0:
+        raise ValueError("--max-wall-clock must be >= 0")
+    budget = args.thinking_budget
+    max_tokens = min(DEFAULTS.max_tokens, args.max_output_tokens)
+    if budget is not None:
+        if budget < 1024:
+            raise ValueError("--thinking-budget must be >= 1024")
+        if budget >= args.max_output_tokens:
+            raise ValueError("--thinking-budget must be below --max-output-tokens")
+        max_tokens = max(max_tokens, min(args.max_output_tokens, budget + DEFAULTS.max_tokens))
+    effective = args.context_window - min(args.max_output_tokens, 20_000)
+    if effective < 1:
+        raise ValueError(
+            f"--context-window {args.context_window} leaves no room for the prompt once "
+            f"min(--max-output-tokens, 20000) = {min(args.max_output_tokens, 20_000)} is kept for the output"
+        )
+    return LoopConfig(
+        model=args.model,
+        max_turns=args.max_turns,
+        max_tokens=max_tokens,
+        escalated_max_tokens=args.max_output_tokens,
+        context_window=args.context_window,
+        max_total_tokens=args.max_tokens_total or None,
+        max_wall_clock_s=args.max_wall_clock or None,
+        thinking_budget_tokens=budget,
+        source="sdk",
+    )
+
+
+async def _run(args: argparse.Namespace, config: LoopConfig, out: TextIO) -> int:
+    metrics = LoopMetrics() if args.metrics_port is not None else None
+    async with contextlib.AsyncExitStack() as stack:
+        if metrics is not None:
+            try:
+                port = await stack.enter_async_context(serving(metrics, METRICS_HOST, args.metrics_port))
+            except OSError as exc:
+                where = f"{METRICS_HOST}:{args.metrics_port}"
+                print(f"switchyard agent: --metrics-port: cannot listen on {where} ({exc.strerror or exc})",
+                      file=sys.stderr)  # fmt: skip
+                return EXIT_USAGE
+            print(f"switchyard agent: metrics on http://{METRICS_HOST}:{port}/metrics", file=sys.stderr)
+        return await _agent(args, config, out, [metrics] if metrics is not None else [])
+    raise AssertionError("unreachable")  # pragma: no cover - the block returns
+
+
+async def _agent(
+    args: argparse.Namespace, config: LoopConfig, out: TextIO, observers: list[RunObserver]
+) -> int:
     root = args.workspace.resolve()
     caller: ModelCaller | None = None
     if args.base_url:
@@ -95,12 +204,14 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         caller = SdkModelCaller(args.base_url, args.api_key)
     params = QueryParams(
         messages=args.task,
-        system=SYSTEM_PROMPT.format(root=root),
+        system=AgentPrompt(root, config.model),
         tools=builtin_tools(root),
-        config=LoopConfig(model=args.model, max_turns=args.max_turns, source="sdk"),
+        config=config,
         deps=LoopDeps(call_model=caller),
         permissions=PermissionPolicy(mode=PermissionMode(args.permission_mode)),
         can_use_tool=_ask_on_terminal if sys.stdin.isatty() and not args.json else None,
+        session=ContextSession(),
+        observers=observers,
     )
     printer = _JsonPrinter(out) if args.json else _TextPrinter(out)
     run = query(params)

@@ -39,13 +39,15 @@ from loop.events import (
     TransitionEvent,
 )
 from loop.guardrails import check_blocking, check_guardrails
-from loop.messages import Message, user_message
+from loop.messages import JSONObject, Message, user_message
+from loop.observer import RunObserver
 from loop.outcome import TurnOutcome
 from loop.request import SystemPrompt, build_request, system_blocks
 from loop.run import Run
 from loop.state import LoopState, initial_state
 from loop.stop_hooks import StopHook, StopHookResult
 from loop.stream import TurnAccumulator
+from loop.system_prompt import AgentPrompt
 from loop.tokens import estimate_json_tokens
 from loop.tools.base import Tool
 from loop.tools.builtin.read_tool_result import NAME as READ_TOOL_RESULT
@@ -65,13 +67,16 @@ from loop.transitions import (
 )
 
 log = logging.getLogger("switchyard.loop")
+KNOWN_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex", "foundry"})
 
 
 @dataclass(frozen=True, slots=True)
 class QueryParams:
     messages: str | Sequence[Message]
     """The conversation so far, or just the user's prompt."""
-    system: SystemPrompt = None
+    system: SystemPrompt | AgentPrompt = None
+    """Text, blocks, or an ``AgentPrompt`` assembled once per run from its sections (tools +
+    static part cached under one breakpoint, the session's part under another)."""
     tools: Sequence[Tool[Any]] = ()
     config: LoopConfig = field(default_factory=LoopConfig)
     deps: LoopDeps = field(default_factory=LoopDeps)
@@ -83,6 +88,8 @@ class QueryParams:
     run of a conversation. ``None``: a new one for this run."""
     stop_hooks: Sequence[StopHook] = ()
     """Run, in order, when the model ends its turn without calling a tool."""
+    observers: Sequence[RunObserver] = ()
+    """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
 
 
 def query(params: QueryParams) -> Run:
@@ -91,7 +98,7 @@ def query(params: QueryParams) -> Run:
         messages: tuple[Message, ...] = (user_message(params.messages),)
     else:
         messages = tuple(params.messages)
-    return Run(lambda run: _drive(params, run), messages)
+    return Run(lambda run: _drive(params, run), messages, params.observers)
 
 
 class _Phase(enum.Enum):
@@ -133,7 +140,8 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         truncate_results=not config.context.enabled,
     )
     caller, close_caller = _resolve_caller(deps)
-    overhead = estimate_json_tokens([*system_blocks(params.system, cache=False), *tool_definitions])
+    system, system_betas = await _system(params.system, session, caller, tool_definitions)
+    overhead = estimate_json_tokens([*system_blocks(system, cache=False), *tool_definitions])
     settings = ContextSettings(
         config.context,
         config.effective_window,
@@ -147,9 +155,11 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         settings, config, session=session, caller=caller, clock=clock, uuid=deps.uuid, layers=deps.layers
     )
     state = initial_state(run.initial_messages, clock.now())
+    tokens, covered = session.reported_context(run.initial_messages, overhead) or (overhead, 0)
     state = replace(
         state,
-        context_tokens=overhead,
+        context_tokens=tokens,
+        context_message_count=covered,
         context=ContextState(overhead_tokens=overhead, learned_limit=session.learned_limit),
     )
     turn: _Turn | None = None
@@ -177,7 +187,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             request = build_request(
                 state.messages,
                 config,
-                system=params.system,
+                system=system,
                 tools=tool_definitions,
                 max_tokens=current_max_tokens(state, config),
                 request_id=deps.uuid(),
@@ -185,7 +195,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 context_management=server_edits(settings, state.context.learned_limit)
                 if settings.server_edits
                 else None,
-                extra_betas=(CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else (),
+                extra_betas=(*system_betas, *((CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else ())),
             )
             turn = _Turn(
                 number=state.turn_count + 1,
@@ -260,6 +270,11 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             run.settle(*await _aborted(state, turn))
         raise
     finally:
+        if run.finished:
+            final = run.state
+            session.remember_context(
+                final.messages[: final.context_message_count], final.context_tokens, overhead
+            )
         if turn is not None:
             await turn.executor.cancel()
         if close_caller is not None:
@@ -304,6 +319,28 @@ def _appended(number: int, state: LoopState, before: int, outcome: TurnOutcome) 
         elif any(b.get("type") == "tool_result" for b in message.get("content") or [] if isinstance(b, dict)):
             events.append(ToolResults(number, message))
     return events
+
+
+async def _system(
+    system: SystemPrompt | AgentPrompt,
+    session: ContextSession,
+    caller: ModelCaller,
+    tools: Sequence[JSONObject],
+) -> tuple[SystemPrompt, tuple[str, ...]]:
+    """The run's system prompt and the betas its cache markers need. An ``AgentPrompt`` is
+    assembled with the session's section memo, for the caller's upstream (the first-party API
+    when the caller does not say: an Anthropic-compatible URL); the global cache scope only when
+    the caller's upstream is the first-party API itself."""
+    if not isinstance(system, AgentPrompt):
+        return system, ()
+    provider = getattr(getattr(caller, "provider", None), "name", None)
+    assembled = await system.assemble(
+        session.sections,
+        provider if provider in KNOWN_PROVIDERS else "anthropic",
+        tools=tools,
+        global_scope=provider == "anthropic",
+    )
+    return assembled.blocks, assembled.betas
 
 
 def _server_edits(config: LoopConfig, caller: ModelCaller) -> bool:

@@ -1,7 +1,9 @@
 """``Run``: what ``loop.query`` returns. An async iterator of events with a typed result.
 
 An async generator cannot return a value, so the loop's generator reports its end to the ``Run``
-that owns it (``terminal`` and the final ``state``) before it stops. Nothing starts before the
+that owns it (``terminal`` and the final ``state``) before it stops. Observers
+(``QueryParams.observers``, e.g. the ``loop_*`` metrics) see every event the consumer receives and
+the terminal. Nothing starts before the
 first ``__anext__``; the generator only advances when the consumer pulls. ``aclose()`` (or leaving
 ``async with``) and cancelling the consuming task abort the run; the terminal is then
 ``AbortedStreaming`` or ``AbortedTools`` and the final history is still well-formed.
@@ -9,11 +11,12 @@ first ``__anext__``; the generator only advances when the consumer pulls. ``aclo
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from types import TracebackType
 
 from loop.events import LoopEvent
 from loop.messages import Message
+from loop.observer import RunObserver, notify_event, notify_terminal
 from loop.state import LoopState, initial_state
 from loop.transitions import AbortedStreaming, Terminal
 
@@ -23,8 +26,10 @@ class Run:
         self,
         start: Callable[[Run], AsyncGenerator[LoopEvent, None]],
         initial_messages: tuple[Message, ...],
+        observers: Sequence[RunObserver] = (),
     ) -> None:
         self._start = start
+        self._observers = tuple(observers)
         self._events: AsyncGenerator[LoopEvent, None] | None = None
         self._closed = False
         self.initial_messages = initial_messages
@@ -39,7 +44,10 @@ class Run:
             if self._closed:
                 raise StopAsyncIteration
             self._events = self._start(self)
-        return await self._events.__anext__()
+        event = await self._events.__anext__()
+        if self._observers:
+            notify_event(self._observers, event)
+        return event
 
     async def aclose(self) -> None:
         """Abort the run (a no-op once it has finished)."""
@@ -92,3 +100,5 @@ class Run:
         if self._terminal is None:
             self._terminal = terminal
             self._state = state
+            if self._observers:
+                notify_terminal(self._observers, terminal)

@@ -42,10 +42,13 @@ from .validation import (
     parse_json_body,
     validate_body,
 )
+from .window import check_window
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The first-party API's body cap (providers.md section 5: 413 ``request_too_large``, 32 MB);
+``EmulatorConfig.max_body_bytes`` sets the first-party app's."""
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 _REQUEST_ID: web.RequestKey[str] = web.RequestKey("emulator_request_id", str)
 
@@ -183,9 +186,12 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
 async def answer_messages(
     request: web.Request, validated: ValidatedRequest, scenario: Scenario
 ) -> web.StreamResponse:
-    """Run the scripted model for a validated Messages request; answer JSON, or SSE if streaming."""
+    """Run the scripted model for a validated Messages request; answer JSON, or SSE if streaming.
+
+    A prompt longer than the model's context window is refused first (:mod:`.window`)."""
     state = get_state(request.app)
     body = validated.body
+    check_window(validated.prompt.total_tokens, validated.model, validated.betas)
     output = apply_limits(
         respond(validated, scenario),
         max_tokens=body["max_tokens"],
@@ -285,7 +291,7 @@ def create_app(config: EmulatorConfig | None = None) -> web.Application:
     """A fresh first-party emulator app with its own prompt cache and request log."""
     config = config or EmulatorConfig()
     app = web.Application(
-        middlewares=[record_and_render_errors, apply_faults], client_max_size=MAX_BODY_BYTES
+        middlewares=[record_and_render_errors, apply_faults], client_max_size=config.max_body_bytes
     )
     app[STATE_KEY] = EmulatorState(
         config=config,

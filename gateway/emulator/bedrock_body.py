@@ -42,10 +42,9 @@ from .errors import ApiError
 from .json_types import JSONObject
 from .prompt import iter_cache_controls
 from .validation import ValidatedRequest, validate_body
+from .window import context_window
 
 BEDROCK_VERSION: Final = "bedrock-2023-05-31"
-CONTEXT_1M_BETA: Final = "context-1m-2025-08-07"
-CONTEXT_1M: Final = 1_000_000
 _TOP_LEVEL = re.compile(r"^(\w+): (Field required|Extra inputs are not permitted)$")
 
 
@@ -144,7 +143,6 @@ def validate_invoke(
         validated = validate_body(first_party, "messages", config, betas)
     except ApiError as error:
         raise _translate(error) from None
-    window = CONTEXT_1M if CONTEXT_1M_BETA in betas else spec.context_window
-    if validated.prompt.total_tokens > window:
+    if validated.prompt.total_tokens > context_window(spec, betas):
         raise validation(INPUT_TOO_LONG)
     return validated

@@ -54,6 +54,9 @@ class EmulatorConfig:
     max_recorded_requests: int = 10_000
     """The request log keeps at most this many most recent requests."""
     organization_id: str = "00000000-0000-4000-8000-00000000e4e1"
+    max_body_bytes: int = 32 * 1024 * 1024
+    """First-party app: larger request bodies get ``413 request_too_large`` (the real cap is 32 MB,
+    providers.md section 5; lower it to reach that answer with small bodies)."""
 
     # Vertex AI emulator (gateway.emulator.vertex)
     vertex_projects: frozenset[str] = frozenset()
@@ -85,6 +88,8 @@ class EmulatorConfig:
             raise ValueError("chunk_delay_s must be >= 0")
         if self.cache_lookback_blocks < 0:
             raise ValueError("cache_lookback_blocks must be >= 0")
+        if self.max_body_bytes < 1:
+            raise ValueError("max_body_bytes must be >= 1")
         if self.max_recorded_requests < 1:
             raise ValueError("max_recorded_requests must be >= 1")
         if self.vertex_token_lifetime_s < 1 or self.foundry_entra_token_lifetime_s < 1:

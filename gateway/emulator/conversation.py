@@ -47,17 +47,38 @@ def content_text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def prompt_text(messages: list[JSONObject]) -> str:
-    """The text of the most recent user message that has text of its own.
+def prompt_turn(messages: list[JSONObject]) -> tuple[int, str]:
+    """Where the most recent user turn with text of its own starts, and its text (``(0, "")``
+    when there is none).
 
-    Messages holding only ``tool_result`` blocks are skipped, so a scenario or tool directive in
-    the user's prompt stays in force for the whole tool round trip that follows it.
+    Consecutive user messages are one turn (the API merges them): a client that adds a message of
+    its own after the user's prompt (a digest of earlier work, a reminder) does not hide the
+    prompt. Turns holding only ``tool_result`` blocks are skipped, so a scenario or tool directive
+    in the user's prompt stays in force for the whole tool round trip that follows it.
     """
-    for message in _user_messages_reversed(messages):
-        texts = [str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text"]
+    index = len(messages) - 1
+    while index >= 0:
+        if messages[index].get("role") != "user":
+            index -= 1
+            continue
+        start = index
+        while start > 0 and messages[start - 1].get("role") == "user":
+            start -= 1
+        texts = [
+            str(b.get("text", ""))
+            for message in messages[start : index + 1]
+            for b in _blocks(message)
+            if b.get("type") == "text"
+        ]
         if any(t.strip() for t in texts):
-            return "\n".join(texts)
-    return ""
+            return start, "\n".join(texts)
+        index = start - 1
+    return 0, ""
+
+
+def prompt_text(messages: list[JSONObject]) -> str:
+    """The text of the most recent user turn that has text of its own (see :func:`prompt_turn`)."""
+    return prompt_turn(messages)[1]
 
 
 def tool_names_by_id(messages: list[JSONObject]) -> dict[str, str]:
@@ -88,6 +109,20 @@ def last_tool_results(messages: list[JSONObject]) -> list[ToolResult]:
         for b in _blocks(last)
         if b.get("type") == "tool_result"
     ]
+
+
+def last_answered_tool(messages: list[JSONObject]) -> str | None:
+    """The tool whose call got the conversation's most recent ``tool_result``, if any."""
+    names = tool_names_by_id(messages)
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        for block in reversed(_blocks(message)):
+            if block.get("type") == "tool_result":
+                name = names.get(str(block.get("tool_use_id", "")))
+                if name is not None:
+                    return name
+    return None
 
 
 def answered_tool_names(messages: list[JSONObject]) -> set[str]:

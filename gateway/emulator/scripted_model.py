@@ -18,8 +18,12 @@ user's prompt; see :mod:`.scenarios`):
     back, a text summary with ``end_turn``, so a tool round trip completes.
 ``agent``
     Calls the tools listed by ``[[tools:a,b]]`` / ``x-emulator-tools`` (default: the first custom
-    tool) one per turn, in order, skipping tools that already have a ``tool_result``; when every
-    listed tool has one, a final text summary.
+    tool) one per turn, in order, skipping tools that already have a ``tool_result`` since the
+    user's prompt (a new prompt starts the list again); when every listed tool has one, a final
+    text summary. Progress is read from the conversation the way a
+    model reads its own history: the tools listed before the one that got the most recent
+    ``tool_result`` are done, even when a client compacted their calls and results away (a
+    summary or a digest in their place), so a compacted history still moves on.
 ``thinking``
     A thinking block (with signature) before the ``text`` behaviour. A thinking block is also
     produced in every scenario when the request has ``thinking: {"type": "enabled"}``.
@@ -33,7 +37,9 @@ user's prompt; see :mod:`.scenarios`):
     The real error type and message for that status (e.g. 529 ``overloaded_error``).
 
 ``tool_choice`` ``{"type": "tool"}`` / ``{"type": "any"}`` forces a tool call in ``text`` and
-``thinking``; ``{"type": "none"}`` turns ``tool_use`` into text.
+``thinking``; ``{"type": "none"}`` turns ``tool_use`` into text. A request without ``tools`` gets
+the ``text`` behaviour in ``tool_use`` and ``agent`` too (a model offered no tool cannot call one;
+a summarisation request quoting a transcript with those markers is answered with text).
 """
 
 from __future__ import annotations
@@ -44,7 +50,14 @@ from typing import Any
 
 import orjson
 
-from .conversation import ToolResult, answered_tool_names, last_tool_results, prompt_text
+from .conversation import (
+    ToolResult,
+    answered_tool_names,
+    last_answered_tool,
+    last_tool_results,
+    prompt_text,
+    prompt_turn,
+)
 from .errors import ApiError, invalid_request
 from .json_types import JSONObject, canonical_json
 from .output import ModelOutput
@@ -175,10 +188,12 @@ def _thinking_requested(body: JSONObject) -> bool:
 
 
 def _agent_turn(body: JSONObject, scenario: Scenario, prompt: str, results: list[ToolResult]) -> ModelOutput:
-    messages = body["messages"]
-    order = list(scenario.tools) or [_first_tool(body, "agent")["name"]]
+    messages = body["messages"][prompt_turn(body["messages"])[0] :]  # the work since the prompt
+    order = list(dict.fromkeys(scenario.tools)) or [_first_tool(body, "agent")["name"]]
     answered = answered_tool_names(messages)
-    pending = [name for name in order if name not in answered]
+    last = last_answered_tool(messages)
+    start = order.index(last) + 1 if last in order else 0
+    pending = [name for name in order[start:] if name not in answered]
     if pending:
         return ModelOutput(tool_call(body, _find_tool(body, pending[0])), "tool_use")
     summary = summarise_results(results) if results else f"Echo: {snippet(prompt, ECHO_LIMIT)}"
@@ -199,6 +214,8 @@ def _scenario_turn(request: ValidatedRequest, scenario: Scenario, prompt: str) -
     body = request.body
     results = last_tool_results(body["messages"])
     name = scenario.name
+    if name in ("tool_use", "agent") and not body.get("tools"):
+        name = "text"  # a model offered no tool answers in text (e.g. asked to summarise a transcript)
     if name == "tool_use":
         return _tool_use_turn(body, scenario, prompt, results)
     if name == "agent":

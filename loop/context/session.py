@@ -1,8 +1,10 @@
-"""What outlives one ``query()`` call: the auto-compact circuit breaker and the stored tool results.
+"""What outlives one ``query()`` call: the auto-compact circuit breaker, the stored tool results
+and the memoised system-prompt sections.
 
 Pass the same ``ContextSession`` to every run of one conversation (``QueryParams.session``): a
-breaker that tripped in one run stays open in the next until its cool-down has passed, and a
-result a layer shortened in one run can still be read back (``read_tool_result``) in the next.
+breaker that tripped in one run stays open in the next until its cool-down has passed, a result a
+layer shortened in one run can still be read back (``read_tool_result``) in the next, and an
+assembled system prompt (``loop.system_prompt.AgentPrompt``) keeps the same bytes in every run.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.prompt.session import SectionCache
 from loop.context.result import StoredText
+from loop.messages import Message
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -84,6 +88,27 @@ class ContextSession:
     from it)."""
     summariser_calls: int = 0
     """Summarisation calls made in this session (every run)."""
+    sections: SectionCache = field(default_factory=SectionCache)
+    """System-prompt sections computed once per session (``loop.system_prompt``)."""
+    reported: tuple[tuple[Message, ...], int, int] | None = None
+    """The messages the last run's last API-reported context size covers, that size, and the
+    system prompt + tools estimate it went with."""
+
+    def remember_context(self, messages: tuple[Message, ...], tokens: int, overhead: int) -> None:
+        """Keep a run's last reported size (``messages`` empty: nothing was reported)."""
+        self.reported = (messages, tokens, overhead) if messages else None
+
+    def reported_context(self, messages: tuple[Message, ...], overhead: int) -> tuple[int, int] | None:
+        """``(tokens, covered)`` when ``messages`` (a new run's history) starts with the messages the
+        last reported size covers and the system prompt and tools are the same size: the new run
+        counts from that figure instead of estimating the whole history again (which over-counts
+        it by a third)."""
+        if self.reported is None:
+            return None
+        covered, tokens, known_overhead = self.reported
+        if known_overhead != overhead or len(messages) < len(covered) or messages[: len(covered)] != covered:
+            return None
+        return tokens, len(covered)
 
     def learn_limit(self, limit: int | None) -> None:
         if limit is not None and (self.learned_limit is None or limit < self.learned_limit):

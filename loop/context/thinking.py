@@ -18,10 +18,13 @@ from loop.messages import Message, blocks_view
 
 
 def has_thinking(messages: tuple[Message, ...]) -> bool:
-    return any(
-        m.get("role") == "assistant" and any(b.get("type") in THINKING_TYPES for b in blocks_view(m))
-        for m in messages
-    )
+    # plain loops: this runs on every pass of a run without thinking, over the whole history
+    for message in messages:
+        if message.get("role") == "assistant":
+            for block in blocks_view(message):
+                if block.get("type") in THINKING_TYPES:
+                    return True
+    return False
 
 
 def strip_thinking(messages: tuple[Message, ...]) -> tuple[Message, ...]:

@@ -183,8 +183,12 @@ BAD_BODIES: list[tuple[str, Any, str]] = [
         "tool_use, error:<status>",
     ),
     (
-        "tool_use without tools",
-        {**VALID, "messages": [{"role": "user", "content": "[[scenario:tool_use]]"}]},
+        "tool_use with server tools only",
+        {
+            **VALID,
+            "messages": [{"role": "user", "content": "[[scenario:tool_use]]"}],
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+        },
         "emulator scenario 'tool_use' requires at least one custom tool in `tools`",
     ),
 ]

@@ -4,7 +4,9 @@ Two gateways share one metrics registry (one process, as in a pod): one in front
 first-party emulator, one in front of the Bedrock emulator. Prometheus scrapes ``/metrics`` every
 second with a bearer key and evaluates the alert rules every second. The traffic covers normal and
 streamed requests for two teams, cache writes (5m and 1h) and reads, retries, a model fallback, a
-watchdog abort replaced by a non-streaming fallback, 4xx and 5xx answers and a dropped beta. Then
+watchdog abort replaced by a non-streaming fallback, 4xx and 5xx answers and a dropped beta, and
+agent-loop runs (``loop_traffic``: a compaction, a recovered-then-refused prompt, a max_turns stop)
+counted into the same registry. Then
 every expression of every dashboard panel must parse and return a finite value, every rule must
 evaluate cleanly, and the dashboard's spend over the run must equal the spend computed here from
 the usage the clients received and the price table.
@@ -36,10 +38,12 @@ from anthropic.types import TextBlockParam
 
 from gateway.config import Settings
 from gateway.emulator import RunningEmulator
+from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics
 from gateway.providers.bedrock import BedrockProvider
 from gateway.server import create_app
 from gateway.service import running
+from tests.observability.loop_traffic import loop_traffic
 from tests.observability.prom import (
     JOB,
     MISSING,
@@ -117,7 +121,7 @@ def panel_targets() -> list[tuple[str, str, str]]:
     for path in sorted((DASHBOARDS / "grafana").glob("*.json")):
         document = orjson.loads(path.read_bytes())
         for panel in document["panels"]:
-            for target in panel["targets"]:
+            for target in panel.get("targets", []):
                 found.append((document["title"], panel["title"], target["expr"]))
     return found
 
@@ -290,6 +294,7 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
 ) -> None:
     started = time.monotonic()
     metrics = GatewayMetrics()
+    loop_metrics = LoopMetrics(metrics.registry)  # an agent loop in the gateway's process
     env = {"GATEWAY_FALLBACK_MODEL": HAIKU, "GATEWAY_FALLBACK_AFTER_OVERLOADS": "3"}
     async with gateway_rig(tmp_path, env, metrics=metrics) as rig, bedrock_upstream(tmp_path) as (aws, _):
         apply_aws_env(monkeypatch, aws)
@@ -300,6 +305,7 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
         async with running(bedrock_app, "127.0.0.1", 0) as bedrock:
             for provider in ("anthropic", "bedrock"):
                 metrics.prime(provider, settings.inbound_keys)
+            loop_metrics.prime()
             target = rig.base_url.removeprefix("http://")
             config = scrape_config(target, METRICS_KEY, [RULES], jobs=(JOB, OTHER_JOB))
             async with running_prometheus(tmp_path, config) as prometheus:
@@ -308,9 +314,11 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
                 # two rounds a scrape apart, as steady traffic would be: series born in the first
                 # round (retry reasons, histograms...) have a rate in the second
                 await _traffic(rig, bedrock.base_url, spend, 1)
+                await loop_traffic(loop_metrics)
                 quiet_since = time.time()
                 await prometheus.scrapes_after(quiet_since, 1)
                 await _traffic(rig, bedrock.base_url, spend, 2)
+                await loop_traffic(loop_metrics)
                 # stand-ins until the cache-break detector and the session store (cache issue) call them
                 metrics.observe_cache_break("anthropic", "system_changed")
                 metrics.session_store_errors.inc()
@@ -379,3 +387,20 @@ def _check_traffic_shape(results: dict[tuple[str, str], list[dict[str, Any]]]) -
         "model",
         "non_streaming",
     }
+    # the agent loop's row (series primed at zero: the range counts both rounds exactly)
+    loop_row = {
+        title: labelled("Reliability and latency", title, "")[""]
+        for title in ("Agent runs (range)", "Compactions (range)", "Breaker trips (range)")
+    }
+    # per round: three runs; an auto-compaction before the first call of each of the first two
+    # and a reactive one in the second; one max_turns stop
+    assert loop_row == {"Agent runs (range)": 6, "Compactions (range)": 6, "Breaker trips (range)": 2}
+    assert labelled("Reliability and latency", "Runs completed (range)", "")[""] == pytest.approx(1 / 3)
+    reasons = labelled("Reliability and latency", "Runs ended by reason", "reason")
+    assert {reason for reason, count in reasons.items() if count} == {
+        "completed",
+        "prompt_too_long",
+        "max_turns",
+    }
+    recoveries = labelled("Reliability and latency", "Recoveries by kind", "kind")
+    assert {kind for kind, count in recoveries.items() if count} == {"reactive_compact_retry"}
