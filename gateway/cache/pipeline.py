@@ -112,9 +112,7 @@ class CachePipeline:
         if sent_betas != betas:
             headers = [(k, v) for k, v in updated.headers if k.lower() != "anthropic-beta"]
             headers.append(("anthropic-beta", ",".join(sent_betas)))
-            updated = ClientRequest(
-                updated.operation, updated.body, updated.payload, headers, updated.request_id
-            )
+            updated = updated.with_headers(headers)  # a reshaped body stays unserialised until sent
         hashes = None
         if session_id is not None:
             hashes = prefix_hashes(
