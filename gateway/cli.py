@@ -164,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except ConfigError as exc:
+        from gateway.logging_setup import flush_logs
+
+        flush_logs()  # log lines already written go out before the error (the writer batches them)
         for problem in exc.problems or (str(exc),):
             print(f"switchyard: configuration error: {problem}", file=sys.stderr)
         return 2
