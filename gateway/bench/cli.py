@@ -24,7 +24,6 @@ Benchmarking another gateway (e.g. a LiteLLM proxy) the same way::
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ from gateway.bench.loadgen import MODES, LoadConfig, run_load
 from gateway.bench.processes import BenchError
 from gateway.bench.report import summarize
 from gateway.bench.runner import BenchOptions, run_bench
+from gateway.bench.servers import add_gateway_args
 
 
 def _csv_ints(raw: str) -> list[int]:
@@ -54,13 +54,6 @@ def _csv_modes(raw: str) -> list[str]:
     if bad or not modes:
         raise argparse.ArgumentTypeError(f"modes must be from {','.join(MODES)}, got {raw!r}")
     return modes
-
-
-def _env_pair(raw: str) -> tuple[str, str]:
-    key, sep, value = raw.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {raw!r}")
-    return key, value
 
 
 def _client_args(p: argparse.ArgumentParser) -> None:
@@ -114,15 +107,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--concurrency", type=_csv_ints, default=[1, 10, 50], help="e.g. 1,10,50 (default)")
     p.add_argument("--modes", type=_csv_modes, default=list(MODES), help="nonstream,stream (default both)")
-    p.add_argument(
-        "--gateway-cmd",
-        type=shlex.split,
-        default=[sys.executable, "-m", "gateway", "serve"],
-        help="command that starts the gateway (default: '<python> -m gateway serve')",
-    )
-    p.add_argument(
-        "--gateway-env", type=_env_pair, action="append", default=[], help="extra KEY=VALUE for the gateway"
-    )
+    add_gateway_args(p)
     p.add_argument(
         "--deltas", type=int, default=payloads.DEFAULT_DELTAS, help="text deltas per stream (default 50)"
     )

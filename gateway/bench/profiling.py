@@ -11,7 +11,6 @@ keeps the raw collapsed stacks (e.g. for a flame graph). py-spy comes from :mod:
 from __future__ import annotations
 
 import argparse
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -22,16 +21,9 @@ from pathlib import Path
 from gateway.bench import frames, payloads, processes, pyspy
 from gateway.bench.loadgen import MODES, LoadConfig, LoadSamples
 from gateway.bench.report import summarize
-from gateway.bench.servers import Server, spawn_gateway
+from gateway.bench.servers import Server, add_gateway_args, spawn_gateway
 
 LOAD_MARGIN_S = 1.0  # the load keeps running this long after sampling should have ended
-
-
-def _env_pair(raw: str) -> tuple[str, str]:
-    key, sep, value = raw.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {raw!r}")
-    return key, value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -52,15 +44,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--py-spy", dest="py_spy", type=Path, help="use this py-spy binary instead of the cached one"
     )
-    p.add_argument(
-        "--gateway-cmd",
-        type=shlex.split,
-        default=[sys.executable, "-m", "gateway", "serve"],
-        help="command that starts the gateway (default: '<python> -m gateway serve')",
-    )
-    p.add_argument(
-        "--gateway-env", type=_env_pair, action="append", default=[], help="extra KEY=VALUE for the gateway"
-    )
+    add_gateway_args(p)
     p.add_argument("--api-key", default="bench-key")
     p.add_argument("--deltas", type=int, default=payloads.DEFAULT_DELTAS, help="text deltas per stream")
     return p

@@ -6,6 +6,7 @@ start-up is timed from spawn to the first ``POST /v1/messages`` answered 200.
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import subprocess
 import sys
@@ -87,3 +88,24 @@ def spawn_passthrough(
     port = processes.free_port()
     cmd = processes.passthrough_cmd(upstream_url, port)
     return spawn("passthrough", cmd, {}, f"http://127.0.0.1:{port}", probe, timeout, cpus)
+
+
+def env_pair(raw: str) -> tuple[str, str]:
+    """``KEY=VALUE`` from the command line (``--gateway-env``)."""
+    key, sep, value = raw.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {raw!r}")
+    return key, value
+
+
+def add_gateway_args(p: argparse.ArgumentParser) -> None:
+    """``--gateway-cmd`` and ``--gateway-env``: how the spawned gateway is started."""
+    p.add_argument(
+        "--gateway-cmd",
+        type=shlex.split,
+        default=[sys.executable, "-m", "gateway", "serve"],
+        help="command that starts the gateway (default: '<python> -m gateway serve')",
+    )
+    p.add_argument(
+        "--gateway-env", type=env_pair, action="append", default=[], help="extra KEY=VALUE for the gateway"
+    )

@@ -176,16 +176,7 @@ class EventScanner:
 
     def _first(self, event: re.Match[bytes]) -> Sequence[Notable]:
         """One event matched by ``_EVENT``."""
-        name = event[1]
-        kind = _KINDS.get(name, _DATA_KIND)
-        if kind == _PING_KIND:
-            return _NONE
-        self.data = True
-        if kind == _CONTENT_KIND:
-            self.content_seen = True
-        elif kind == _NOTABLE_KIND:
-            return [(name, event[2])]
-        return _NONE
+        return self._named(event[1], event[2])
 
     def _scan(self, buf: bytes, start: int, end: int) -> Sequence[Notable]:
         """Canonically framed events, after a first one: every event line follows a "\\n"."""
