@@ -105,6 +105,25 @@ class Settings(BaseModel):
     """Listen port."""
     max_body_bytes: int = Field(32 * 1024 * 1024, alias="GATEWAY_MAX_BODY_BYTES", gt=0)
     """Larger request bodies get `413 request_too_large`."""
+    # connection-level defence (gateway.connections): slow clients are timed out, connections capped
+    header_timeout_s: float = Field(10.0, alias="GATEWAY_HEADER_TIMEOUT_S", gt=0)
+    """Request headers must arrive within this of the connection (or the request's first byte), seconds; then `408`."""
+    body_timeout_s: float = Field(20.0, alias="GATEWAY_BODY_TIMEOUT_S", gt=0)
+    """Grace for a request body after its headers, seconds; after it the body must keep GATEWAY_BODY_MIN_RATE."""
+    body_min_rate: int = Field(1024, alias="GATEWAY_BODY_MIN_RATE", ge=0)
+    """Minimum request-body rate after the grace, bytes/s (each N bytes earn 1 s more; 0: a fixed deadline)."""
+    keepalive_timeout_s: float = Field(75.0, alias="GATEWAY_KEEPALIVE_TIMEOUT_S", gt=0)
+    """An idle keep-alive connection is closed after this many seconds."""
+    max_connections: int = Field(0, alias="GATEWAY_MAX_CONNECTIONS", ge=0)
+    """Open client connections at most (0: from the open-file limit, leaving room for upstream connections)."""
+    max_incomplete_connections: int = Field(0, alias="GATEWAY_MAX_INCOMPLETE_CONNECTIONS", ge=0)
+    """Connections still sending their request at most; the oldest are shed first (0: half of the connection cap)."""
+    max_request_line_bytes: int = Field(8190, alias="GATEWAY_MAX_REQUEST_LINE_BYTES", ge=256)
+    """Longest request line; longer gets `414`."""
+    max_header_bytes: int = Field(8190, alias="GATEWAY_MAX_HEADER_BYTES", ge=256)
+    """Longest header field (name and value); longer gets `431`."""
+    max_headers: int = Field(100, alias="GATEWAY_MAX_HEADERS", ge=16)
+    """Most header fields in a request; more gets `431`."""
 
     # inbound authentication
     api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")
@@ -203,6 +222,8 @@ class Settings(BaseModel):
     """Unencrypted PEM private key of GATEWAY_CLIENT_CERT."""
     upstream_pool_size: int = Field(512, alias="GATEWAY_UPSTREAM_POOL_SIZE", gt=0)
     """Pooled keep-alive connections to the upstream."""
+    team_max_inflight: int = Field(0, alias="GATEWAY_TEAM_MAX_INFLIGHT", ge=0)
+    """Upstream requests one team may have in flight; more get `429` (0: half the pool once keys name two or more teams)."""
     upstream_connect_timeout_s: float = Field(10.0, alias="GATEWAY_UPSTREAM_CONNECT_TIMEOUT_S", gt=0)
     """TCP/TLS connect timeout, seconds."""
     first_byte_timeout_s: float = Field(600.0, alias="GATEWAY_FIRST_BYTE_TIMEOUT_S", gt=0)

@@ -91,6 +91,10 @@ async def read_body(request: web.Request, max_bytes: int) -> bytes:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(max_bytes) from None
+    except ConnectionResetError:  # the client hung up mid-body: the answer is only for the access log
+        raise GatewayError(400, "the connection closed before the request body was complete") from None
+    except web.RequestPayloadError:  # aiohttp could not decode the body's transfer or content encoding
+        raise GatewayError(400, "malformed request body") from None
 
 
 def _too_large(max_bytes: int) -> GatewayError:

@@ -39,6 +39,7 @@ from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, Stop
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
 from gateway.startup_summary import strip_userinfo
+from gateway.transport import TeamSlots
 
 log = logging.getLogger("switchyard.server")
 
@@ -131,6 +132,8 @@ class Gateway:
             on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
         )
         self.preparation = RequestPreparation(self.cache, provider)
+        # one team's in-flight upstream requests are capped (429 beyond): it cannot hold the whole pool
+        self.team_slots = TeamSlots(settings.team_max_inflight, settings.upstream_pool_size, metrics.registry)
 
     # -- health and operations -------------------------------------------------------------
     async def healthz(self, request: web.Request) -> web.Response:
@@ -205,7 +208,11 @@ class Gateway:
             scope.client = await client_request(
                 request, operation, self.settings.max_body_bytes, scope.request_id
             )
-            return await self._exchange(request, scope, send)
+            self.team_slots.acquire(scope.team, len(self.keys.teams))
+            try:
+                return await self._exchange(request, scope, send)
+            finally:
+                self.team_slots.release(scope.team)
         except GatewayError as exc:
             if outcome.status == 0:  # made by the gateway for this request (auth, body, preparation)
                 outcome.status, outcome.error_type, outcome.failure = exc.status, exc.error_type, exc.message

@@ -13,6 +13,10 @@ Shutdown (``switchyard serve`` on SIGTERM or SIGINT), in this order:
    event (``Drain.expire``), and whatever still runs ``ABORT_GRACE_S`` later is cancelled;
 4. the provider is closed and the process exits 0.
 
+Connections are served by :class:`~gateway.http_protocol.GuardedRunner`: header/body/keep-alive
+timeouts, connection caps that shed the oldest incomplete connections first, and JSON answers to
+malformed HTTP (:mod:`gateway.connections`), with the limits of the app's settings.
+
 A second signal during the drain expires it at once (open streams end with the error event).
 SIGHUP re-reads ``GATEWAY_API_KEYS_FILE`` (``gateway.key_reload``); the process keeps serving.
 The whole shutdown takes at most the drain timeout plus a few seconds: a Kubernetes
@@ -34,7 +38,10 @@ from typing import Final
 from aiohttp import web
 
 from gateway.config import ConfigError, Settings
+from gateway.connection_events import ConnectionCollector, register
+from gateway.connections import ConnectionGuard, ConnectionLimits
 from gateway.drain import DRAIN_KEY, Drain
+from gateway.http_protocol import GuardedRunner, watch_accept_errors
 
 log = logging.getLogger("switchyard.service")
 
@@ -47,6 +54,7 @@ class RunningServer:
     runner: web.AppRunner
     host: str
     port: int
+    guard: ConnectionGuard | None = None  # the connection caps and counts (gateway.connections)
 
     @property
     def base_url(self) -> str:
@@ -77,19 +85,32 @@ class RunningServer:
 
 @contextlib.asynccontextmanager
 async def running(app: web.Application, host: str, port: int) -> AsyncIterator[RunningServer]:
-    """Serve ``app`` on ``host:port`` (0 picks a free port) until the block exits."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    try:  # a failed bind still closes what start-up opened (the provider's sessions)
-        site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise listen_error(exc, host, port) from None
-        bound: int = runner.addresses[0][1] if runner.addresses else port
-        yield RunningServer(runner, host, bound)
+    """Serve ``app`` on ``host:port`` (0 picks a free port) until the block exits.
+
+    Connection limits come from the app's settings (``gateway.server.SETTINGS_KEY``; defaults
+    without), connection metrics go to its registry (``METRICS_KEY``)."""
+    from gateway.server import METRICS_KEY, SETTINGS_KEY
+
+    guard = ConnectionGuard(ConnectionLimits.from_settings(app.get(SETTINGS_KEY)))
+    metrics = app.get(METRICS_KEY)
+    unregister = register(metrics.registry if metrics else None, ConnectionCollector(guard.events, guard))
+    restore = watch_accept_errors(asyncio.get_running_loop(), guard.events)
+    runner = GuardedRunner(app, guard, access_log=None, handle_signals=False)
+    try:
+        await runner.setup()
+        try:  # a failed bind still closes what start-up opened (the provider's sessions)
+            site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise listen_error(exc, host, port) from None
+            bound: int = runner.addresses[0][1] if runner.addresses else port
+            yield RunningServer(runner, host, bound, guard)
+        finally:
+            await runner.cleanup()
     finally:
-        await runner.cleanup()
+        restore()
+        unregister()
 
 
 def listen_error(exc: OSError, host: str, port: int) -> ConfigError:
@@ -191,6 +212,8 @@ def serve(settings: Settings) -> None:
             loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored: no GATEWAY_API_KEYS_FILE")
         async with running(app, settings.host, settings.port) as server:
             log.info("switchyard listening on %s", server.base_url)
+            if server.guard is not None:
+                log.info("connections: %s", server.guard.limits.describe())
             await stop.wait()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends open streams now

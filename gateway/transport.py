@@ -6,25 +6,30 @@
   (``GATEWAY_CLIENT_CERT`` / ``GATEWAY_CLIENT_KEY``), in one ``SSLContext`` shared by the pool.
 * Keep-alive pooling with a bounded number of connections; responses are decompressed by aiohttp
   (we ask only for encodings it can decode) so the bytes we relay are plain.
+* Per-team fairness (:class:`TeamSlots`): one team's in-flight upstream requests are capped, so it
+  cannot hold the whole pool while other teams' requests queue behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
 import yarl
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
 
 from gateway.config import Settings
 from gateway.egress import EgressError, classify_aiohttp, host_port, proxy_refusal
-from gateway.errors import UpstreamTimeout
+from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
 
@@ -252,3 +257,65 @@ class UpstreamPool:
     def proxy_label(self) -> str:
         """For start-up logs: whether requests go through an egress proxy."""
         return "yes" if self._upstream is not None and self._upstream.proxy else "no"
+
+
+class TeamSlots:
+    """In-flight upstream requests per team, capped so that one team cannot exhaust the upstream pool.
+
+    The cap is ``GATEWAY_TEAM_MAX_INFLIGHT``; unset (0), it is half of ``GATEWAY_UPSTREAM_POOL_SIZE``
+    while the keys in force name two or more teams, and none for a single team (its requests queue
+    for a pooled connection as before). A request over the cap is answered ``429 rate_limit_error``
+    with ``retry-after``. A dict of counters: ``acquire``/``release`` are a few dict operations.
+    """
+
+    __slots__ = ("_configured", "_half_pool", "_inflight", "rejected")
+
+    def __init__(self, configured: int, pool_size: int, registry: CollectorRegistry | None = None) -> None:
+        self._configured = configured
+        self._half_pool = max(1, pool_size // 2)
+        self._inflight: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}  # team -> requests refused (teams come from the key file)
+        if registry is not None:
+            with contextlib.suppress(ValueError):  # a second app on one registry: the first one's counts
+                registry.register(self)
+
+    def cap(self, teams: int) -> int:
+        """The cap in force with ``teams`` client teams configured (0: none)."""
+        if self._configured:
+            return self._configured
+        return self._half_pool if teams > 1 else 0
+
+    def inflight(self, team: str) -> int:
+        return self._inflight.get(team, 0)
+
+    def acquire(self, team: str, teams: int) -> None:
+        """Count one more request of ``team`` in flight, or raise the ``429`` when it is at its cap."""
+        inflight = self._inflight.get(team, 0)
+        cap = self._configured or (self._half_pool if teams > 1 else 0)
+        if cap and inflight >= cap:
+            self.rejected[team] = self.rejected.get(team, 0) + 1
+            raise GatewayError(
+                429,
+                f"this team already has {cap} requests in flight through the gateway (its limit); retry shortly",
+                should_retry=True,
+                headers={"retry-after": "1"},
+            )
+        self._inflight[team] = inflight + 1
+
+    def release(self, team: str) -> None:
+        left = self._inflight.get(team, 0) - 1
+        if left > 0:
+            self._inflight[team] = left
+        else:
+            self._inflight.pop(team, None)
+
+    def collect(self) -> Iterable[Metric]:
+        """``gateway_team_inflight_rejected_total{team}`` for the gateway's registry."""
+        family = CounterMetricFamily(
+            "gateway_team_inflight_rejected",
+            "Requests answered 429 because their team was at GATEWAY_TEAM_MAX_INFLIGHT.",
+            labels=["team"],
+        )
+        for team, count in sorted(self.rejected.items()):
+            family.add_metric([team], count)
+        return [family]

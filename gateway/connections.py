@@ -1,0 +1,200 @@
+"""Connection-level defence: slow clients time out, connections are capped, the oldest incomplete go first.
+
+Every client connection is in one of four phases, tracked by :class:`GuardedHandler` (aiohttp's
+``RequestHandler`` with a few checks per received chunk, none per response byte):
+
+* ``HEADERS`` — from the accept (or from a keep-alive request's first byte) until its headers are
+  parsed; past ``GATEWAY_HEADER_TIMEOUT_S`` the client gets ``408`` JSON and the connection closes;
+* ``BODY`` — until the body is complete; after ``GATEWAY_BODY_TIMEOUT_S`` the body must keep
+  ``GATEWAY_BODY_MIN_RATE`` bytes/s on average (each such many bytes earn one more second), else
+  the request is answered ``408`` through its handler and the connection closes;
+* ``BUSY`` — the request is complete and being answered (no timeout here: streams are long);
+* ``IDLE`` — a keep-alive connection between requests (``GATEWAY_KEEPALIVE_TIMEOUT_S``, aiohttp's).
+
+:class:`ConnectionGuard` caps open connections (``GATEWAY_MAX_CONNECTIONS``, by default derived
+from the open-file limit so that accept() never fails for lack of descriptors) and incomplete
+ones (``HEADERS`` and ``BODY``, ``GATEWAY_MAX_INCOMPLETE_CONNECTIONS``). A new connection over a
+cap sheds the *oldest incomplete* connection (a slowloris victim is the oldest by construction),
+then the oldest idle one; only with neither is the new one refused. Shed and refused clients that
+sent no complete request get ``503 overloaded_error`` with ``retry-after``. Admission runs when the
+loop accepts (the protocol factory), so descriptors are freed before the next accept.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from gateway.connection_events import ConnectionEvents
+from gateway.http_errors import raw_response
+
+if TYPE_CHECKING:
+    from gateway.config import Settings
+    from gateway.http_protocol import GuardedHandler
+
+FD_RESERVE: Final = 64  # descriptors kept for everything that is not a connection (logs, epoll, DNS...)
+MIN_CONNECTIONS: Final = 16
+UNLIMITED_FDS: Final = 1 << 20
+
+
+def open_file_limit() -> int:
+    """The process's soft ``RLIMIT_NOFILE`` (a large number when unlimited)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return UNLIMITED_FDS if soft == resource.RLIM_INFINITY or soft > UNLIMITED_FDS else soft
+
+
+def auto_max_connections(fd_limit: int, upstream_pool_size: int) -> int:
+    """Client connections the descriptors allow: each busy one may hold a pooled upstream connection
+    too (at most the pool size of them), and ``FD_RESERVE`` stay for the rest of the process."""
+    budget = fd_limit - FD_RESERVE
+    return max(MIN_CONNECTIONS, budget - min(upstream_pool_size, budget // 2))
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """The resolved timeouts and caps of one listener (see the module docstring)."""
+
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 20.0
+    body_min_rate: int = 1024
+    keepalive_timeout_s: float = 75.0
+    max_connections: int = 1024
+    max_incomplete: int = 512
+    max_request_line_bytes: int = 8190
+    max_header_bytes: int = 8190
+    max_headers: int = 100
+    fd_limit: int = 0  # the open-file limit the caps were derived from (0: not derived)
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None, fd_limit: int | None = None) -> ConnectionLimits:
+        """The limits of ``settings`` (defaults without), with the ``0`` (automatic) caps resolved."""
+        limit = open_file_limit() if fd_limit is None else fd_limit
+        if settings is None:
+            maximum = auto_max_connections(limit, 512)
+            return cls(max_connections=maximum, max_incomplete=max(8, maximum // 2), fd_limit=limit)
+        maximum = settings.max_connections or auto_max_connections(limit, settings.upstream_pool_size)
+        incomplete = settings.max_incomplete_connections or max(8, maximum // 2)
+        return cls(
+            header_timeout_s=settings.header_timeout_s,
+            body_timeout_s=settings.body_timeout_s,
+            body_min_rate=settings.body_min_rate,
+            keepalive_timeout_s=settings.keepalive_timeout_s,
+            max_connections=maximum,
+            max_incomplete=min(incomplete, maximum),
+            max_request_line_bytes=settings.max_request_line_bytes,
+            max_header_bytes=settings.max_header_bytes,
+            max_headers=settings.max_headers,
+            fd_limit=limit,
+        )
+
+    def handler_args(self) -> dict[str, Any]:
+        """aiohttp ``RequestHandler`` arguments (AppRunner keyword arguments)."""
+        return {
+            "keepalive_timeout": self.keepalive_timeout_s,
+            "max_line_size": self.max_request_line_bytes,
+            "max_field_size": self.max_header_bytes,
+            "max_headers": self.max_headers,
+        }
+
+    def describe(self) -> str:
+        rate = f" then {self.body_min_rate} B/s" if self.body_min_rate else ""
+        source = f" (open-file limit {self.fd_limit})" if self.fd_limit else ""
+        return (
+            f"at most {self.max_connections} connections{source}, {self.max_incomplete} still sending; "
+            f"timeouts: headers {self.header_timeout_s:g}s, body {self.body_timeout_s:g}s{rate}, "
+            f"keep-alive {self.keepalive_timeout_s:g}s"
+        )
+
+
+class ConnectionGuard:
+    """The open connections of one listener, by age: caps, shedding, and the counts for metrics."""
+
+    def __init__(self, limits: ConnectionLimits, events: ConnectionEvents | None = None) -> None:
+        self.limits = limits
+        self.events = events or ConnectionEvents()
+        self._open = 0
+        self._incomplete: OrderedDict[GuardedHandler, None] = OrderedDict()  # oldest first
+        self._idle: OrderedDict[GuardedHandler, None] = OrderedDict()
+        # answers written by the connection layer itself (no request object to answer through)
+        self.header_timeout_response = raw_response(
+            408, "timeout_error", f"request headers not received within {limits.header_timeout_s:g}s"
+        )
+        self.shed_response = raw_response(
+            503,
+            "overloaded_error",
+            "the gateway is shedding connections that have not sent a complete request; retry",
+            {"retry-after": "1", "x-should-retry": "true"},
+        )
+
+    # -- counts (gateway.connection_events.OpenCounts) ------------------------------------------
+    @property
+    def open(self) -> int:
+        return self._open
+
+    @property
+    def incomplete(self) -> int:
+        return len(self._incomplete)
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    @property
+    def max_connections(self) -> int:
+        return self.limits.max_connections
+
+    @property
+    def max_incomplete(self) -> int:
+        return self.limits.max_incomplete
+
+    # -- transitions, called by the handler ----------------------------------------------------
+    def admit(self, conn: GuardedHandler) -> None:
+        """A connection was accepted (it starts incomplete); shed what the caps require."""
+        self.events.accepted += 1
+        self._open += 1
+        incomplete = self._incomplete
+        incomplete[conn] = None
+        while len(incomplete) > self.limits.max_incomplete:
+            self.shed(next(iter(incomplete)), "shed_incomplete")
+        while self._open > self.limits.max_connections:
+            oldest = next(iter(incomplete), None)
+            if oldest is not None and oldest is not conn:
+                self.shed(oldest, "shed_incomplete")
+            elif self._idle:
+                self.shed(next(iter(self._idle)), "shed_idle")
+            else:
+                self.shed(conn, "refused")
+
+    def incomplete_again(self, conn: GuardedHandler) -> None:
+        """A new request started arriving on a kept-alive connection: it is the newest incomplete."""
+        if not conn.counted:
+            return
+        self._idle.pop(conn, None)
+        self._incomplete.pop(conn, None)
+        self._incomplete[conn] = None
+        while len(self._incomplete) > self.limits.max_incomplete:
+            self.shed(next(iter(self._incomplete)), "shed_incomplete")
+
+    def complete(self, conn: GuardedHandler) -> None:
+        self._incomplete.pop(conn, None)
+        self._idle.pop(conn, None)
+
+    def now_idle(self, conn: GuardedHandler) -> None:
+        if conn.counted:
+            self._incomplete.pop(conn, None)
+            self._idle[conn] = None
+
+    def forget(self, conn: GuardedHandler) -> None:
+        """The connection is gone (or shed): it no longer counts."""
+        if conn.counted:
+            conn.counted = False
+            self._open -= 1
+            self._incomplete.pop(conn, None)
+            self._idle.pop(conn, None)
+
+    def shed(self, conn: GuardedHandler, reason: str) -> None:
+        self.forget(conn)
+        self.events.connection_closed(reason)
+        conn.shed(reason)
