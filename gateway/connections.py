@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 FD_RESERVE: Final = 64  # descriptors kept for everything that is not a connection (logs, epoll, DNS...)
 MIN_CONNECTIONS: Final = 16
+# the automatic cap's ceiling where descriptors are plentiful (containers often allow 2^20): memory,
+# not descriptors, bounds a process then; raise GATEWAY_MAX_CONNECTIONS deliberately beyond it
+AUTO_CEILING: Final = 10_000
 UNLIMITED_FDS: Final = 1 << 20
 
 
@@ -47,9 +50,10 @@ def open_file_limit() -> int:
 
 def auto_max_connections(fd_limit: int, upstream_pool_size: int) -> int:
     """Client connections the descriptors allow: each busy one may hold a pooled upstream connection
-    too (at most the pool size of them), and ``FD_RESERVE`` stay for the rest of the process."""
+    too (at most the pool size of them), and ``FD_RESERVE`` stay for the rest of the process; at
+    most ``AUTO_CEILING``."""
     budget = fd_limit - FD_RESERVE
-    return max(MIN_CONNECTIONS, budget - min(upstream_pool_size, budget // 2))
+    return max(MIN_CONNECTIONS, min(AUTO_CEILING, budget - min(upstream_pool_size, budget // 2)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +128,7 @@ class ConnectionGuard:
         self.shed_response = raw_response(
             503,
             "overloaded_error",
-            "the gateway is shedding connections that have not sent a complete request; retry",
+            "the gateway has too many connections open: this one was closed before its request was complete; retry",
             {"retry-after": "1", "x-should-retry": "true"},
         )
 
@@ -197,4 +201,4 @@ class ConnectionGuard:
     def shed(self, conn: GuardedHandler, reason: str) -> None:
         self.forget(conn)
         self.events.connection_closed(reason)
-        conn.shed(reason)
+        conn.shed()

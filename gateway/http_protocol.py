@@ -267,7 +267,7 @@ class GuardedHandler(RequestHandler):
         self._failed = (body, error)
         body.set_exception(error)
 
-    def shed(self, reason: str) -> None:
+    def shed(self) -> None:
         """Close this connection to make room (the guard no longer counts it)."""
         self._cancel_timer()
         quiet = self._request_in_progress or bool(self._messages)  # an answer may be on the wire

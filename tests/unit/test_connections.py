@@ -197,7 +197,8 @@ async def test_a_team_over_its_inflight_cap_gets_429(tmp_path: Path) -> None:
 
 def test_automatic_caps_leave_descriptors_for_the_upstream_pool() -> None:
     assert auto_max_connections(1024, 512) == 480  # (1024 - 64) / 2: each busy client may hold one upstream
-    assert auto_max_connections(65536, 512) == 65536 - 64 - 512
+    assert auto_max_connections(4096, 512) == 4096 - 64 - 512
+    assert auto_max_connections(1 << 20, 512) == 10_000  # memory, not descriptors, bounds it then
     assert auto_max_connections(50, 512) == 16  # never below a usable minimum
     settings = Settings.from_environ({"GATEWAY_ALLOW_UNAUTHENTICATED": "1"})
     limits = ConnectionLimits.from_settings(settings, fd_limit=1024)
