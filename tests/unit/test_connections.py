@@ -22,6 +22,7 @@ from gateway.connection_events import RateLimitedLog
 from gateway.connections import ConnectionLimits, auto_max_connections
 from gateway.server import create_app
 from gateway.service import RunningServer, running
+from tests.support.log_lines import LogLines
 
 CLIENT_KEY = "sk-client-conn"
 PARTIAL = b"POST /v1/messages HTTP/1.1\r\nHost: g\r\nX-Slow: a"
@@ -135,6 +136,36 @@ async def test_over_the_incomplete_cap_the_oldest_incomplete_connection_is_shed(
         assert [await still_open(reader) for reader, _ in [*others, newest]] == [True, True, True]
         assert guard.incomplete == 3 and guard.events.closed["shed_incomplete"] == 1
         for _, writer in [*others, newest]:
+            writer.close()
+
+
+async def test_a_shed_upload_ends_its_request_without_a_traceback(
+    caplog: pytest.LogCaptureFixture, log_lines: LogLines
+) -> None:
+    """The oldest incomplete connection may be mid-body, its handler reading: the handler gets the
+    gateway's 503 (one access-log line), not the ConnectionResetError of the closed socket."""
+    head = (
+        f"POST /v1/messages HTTP/1.1\r\nHost: g\r\nContent-Type: application/json\r\nx-api-key: {CLIENT_KEY}\r\n"
+        "Content-Length: 1000\r\n\r\n{"
+    ).encode()
+    async with (
+        silent_upstream() as upstream,
+        gateway(upstream, GATEWAY_MAX_INCOMPLETE_CONNECTIONS="2") as server,
+    ):
+        guard = server.guard
+        assert guard is not None
+        with caplog.at_level(logging.INFO):
+            upload, upload_writer = await connect(server, head)
+            await until(lambda: guard.incomplete == 1)
+            await asyncio.sleep(0.05)  # the handler is reading the body
+            others = [await connect(server, PARTIAL) for _ in range(2)]
+            assert await closed_with(upload) == b""  # shed mid-body: closed at once
+            await until(lambda: len(log_lines.access()) == 1)
+        (line,) = log_lines.access()
+        assert (line["status"], line["error_type"], line["client_disconnected"]) == (503, "overloaded_error", True)
+        assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+        assert guard.events.closed["shed_incomplete"] == 1
+        for _, writer in [*others, (upload, upload_writer)]:
             writer.close()
 
 
