@@ -59,6 +59,17 @@ log = logging.getLogger("switchyard.relay")
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
 
 
+class _EventStreamResponse(web.StreamResponse):
+    """The client's stream response: its headers leave with the first body bytes (one write).
+
+    The relay prepares the response only when it has bytes to send (``StreamRelay._write``) or is
+    ending it, so holding the headers back never delays them. (aiohttp sends a prepared
+    ``StreamResponse``'s headers at once by default, in a write of their own.)
+    """
+
+    _send_headers_immediately = False
+
+
 @dataclass(slots=True)
 class Outcome:
     """What happened to one request, for metrics and the access log."""
@@ -109,8 +120,10 @@ class StreamRelay:
         self._response: web.StreamResponse | None = None
         self._headers: list[tuple[str, str]] = []
         self._held: HoldBack[bytes] = HoldBack()
+        self._upstream: UpstreamResponse | None = None
 
     async def run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
+        self._upstream = upstream
         self._headers = [*upstream.headers, *extra_headers.items()]
         self._outcome.status = 200
         try:
@@ -152,7 +165,7 @@ class StreamRelay:
                     if data:
                         reader.data_received(now)
                     if held.content_forwarded:  # the usual case: pass the chunk on as it is
-                        await self._write(item)
+                        await self._pass_on(item)
                     elif not await self._forward(item):
                         continue
                     reader.wrote(now)
@@ -178,13 +191,24 @@ class StreamRelay:
         released = self._held.offer(chunk, content=self._observer.content_seen, final=self._observer.finished)
         if not released:
             return False
-        await self._write(released[0] if len(released) == 1 else b"".join(released))
+        await self._pass_on(released[0] if len(released) == 1 else b"".join(released))
         return True
+
+    async def _pass_on(self, data: bytes) -> None:
+        """Write ``data``; when it ends a complete stream, with the end of the response (one write)."""
+        upstream = self._upstream
+        if self._observer.finished and upstream is not None and upstream.ended():
+            response = self._response
+            if response is None:
+                response = await self._prepare()
+            await response.write_eof(data)
+        else:
+            await self._write(data)
 
     # -- writing to the client --------------------------------------------------------------------
     async def _prepare(self) -> web.StreamResponse:
         if self._response is None:
-            response = web.StreamResponse(status=200)
+            response = _EventStreamResponse(status=200)
             for name, value in self._headers:
                 response.headers.add(name, value)
             if self._outcome.nonstreaming_fallback:
