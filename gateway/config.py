@@ -96,7 +96,7 @@ def _http_url(value: str) -> str:
 class Settings(BaseModel):
     """Immutable snapshot of every setting the gateway uses. Field aliases are the env var names."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="ignore")  # docstrings: config_docs
 
     # listener
     host: str = Field("127.0.0.1", alias="GATEWAY_HOST")
