@@ -5,11 +5,12 @@ input validation (errors and the expected schema go back so the model can retry)
 check (a denial is a cancellation result; a callback that raises is a denial), execution under a
 per-tool timeout on the injected clock, and wrapping: exceptions become ``is_error`` results (any
 exception, from the tool or from its ``input_paths``: ``OSError``, ``RecursionError``,
-``UnicodeError``...; the message names the exception without file names or absolute paths, the
-traceback goes to the DEBUG log), results longer than the tool's
-``max_result_size_chars`` are cut with a note (unless ``truncate_results`` is off: the loop turns it
-off when its tool-result budget layer excerpts and stores long results instead). Whatever happens, the caller gets exactly one
-``tool_result`` block with the call's id; only cancellation propagates.
+``UnicodeError``, ``SystemExit``...; the message names the exception without file names or
+absolute paths, the traceback goes to the DEBUG log), results longer than the tool's
+``max_result_size_chars`` are cut with a note (unless ``truncate_results`` is off: the loop turns
+it off when its tool-result budget layer excerpts and stores long results instead). Whatever
+happens, the caller gets exactly one ``tool_result`` block with the call's id; only cancellation
+(and ``KeyboardInterrupt``) propagates.
 """
 
 from __future__ import annotations
