@@ -60,9 +60,10 @@ class WriteStall:
 
 def may_wait(response: web.StreamResponse) -> bool:
     """Whether writing this whole (not yet prepared) answer can wait for the client: only one
-    larger than ``WAIT_FREE_BYTES`` (or of unknown size) can."""
-    size = response.content_length
-    return size is None or size > WAIT_FREE_BYTES
+    larger than ``WAIT_FREE_BYTES`` (or not a plain body) can. (The body, not ``content_length``,
+    which costs a header lookup: this runs for every answer.)"""
+    body = response.body if isinstance(response, web.Response) else None
+    return not isinstance(body, bytes) or len(body) > WAIT_FREE_BYTES
 
 
 async def send_bounded(response: web.StreamResponse, request: web.Request, bound_s: float) -> float | None:
