@@ -15,6 +15,8 @@ Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. 
   not SSE, truncation) is retried once as a non-streaming request and the complete message is
   re-emitted as SSE (unless disabled); after content was forwarded the gateway cannot replay it
   transparently and ends the stream with an SSE ``error`` event so the client's own retry runs;
+* a client that does not take a write within ``write_stall_s`` is disconnected
+  (``gateway.write_stall``), which closes the upstream connection like any client disconnect;
 * a stream still open when the process's drain deadline passes (``gateway.drain``) ends with an SSE
   ``overloaded_error`` event (or a 529 if nothing was sent yet).
 
@@ -53,6 +55,7 @@ from gateway.streaming.replay import message_to_sse
 from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver, Usage, usage_from_message
 from gateway.streaming.watchdog import IdleAction
+from gateway.write_stall import WriteStall, stall_failure
 
 log = logging.getLogger("switchyard.relay")
 
@@ -121,9 +124,20 @@ class StreamRelay:
         self._headers: list[tuple[str, str]] = []
         self._held: HoldBack[bytes] = HoldBack()
         self._upstream: UpstreamResponse | None = None
+        self._stall: WriteStall | None = None
 
     async def run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
         self._upstream = upstream
+        bound = self._settings.write_stall_s
+        if bound is None:
+            return await self._run(upstream, extra_headers)
+        self._stall = stall = WriteStall(bound, self._stalled)
+        try:
+            return await self._run(upstream, extra_headers)
+        finally:
+            stall.cancel()
+
+    async def _run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
         self._headers = [*upstream.headers, *extra_headers.items()]
         self._outcome.status = 200
         try:
@@ -201,6 +215,8 @@ class StreamRelay:
             response = self._response
             if response is None:
                 response = await self._prepare()
+            if self._stall is not None:  # watched like ``_end``'s last write
+                self._stall.since = self._stall.now()
             await response.write_eof(data)
         else:
             await self._write(data)
@@ -221,14 +237,41 @@ class StreamRelay:
         response = self._response
         if response is None:
             response = await self._prepare()
-        await response.write(data)
+        stall = self._stall
+        if stall is None:
+            await response.write(data)
+            return
+        stall.since = stall.now()  # the write-stall bound watches this write (gateway.write_stall)
+        try:
+            await response.write(data)
+        finally:
+            stall.since = None
 
     async def _end(self) -> web.StreamResponse:
         response = await self._prepare()
         if not self._outcome.client_disconnected:
+            if self._stall is not None:  # the last write, flushed; the bound is lifted after it
+                self._stall.since = self._stall.now()
             with contextlib.suppress(*_CLIENT_GONE):
                 await response.write_eof()
         return response
+
+    def _stalled(self, waited_s: float) -> None:
+        """A write waited the bound for a client that stopped reading: disconnect it. The handler
+        then unwinds (cancelled, or its next write fails) and closes the upstream connection."""
+        self._outcome.client_disconnected = True
+        self._outcome.failure = stall_failure(waited_s)
+        log.warning(
+            "client stopped reading: closing its connection after a write waited %.1fs "
+            "(x-client-request-id=%s provider=%s model=%s)",
+            waited_s,
+            self._client.request_id,
+            self._provider,
+            self._client.model,
+        )
+        transport = self._request.transport
+        if transport is not None:
+            transport.abort()
 
     async def _error_event(self, error_type: str, message: str) -> None:
         self._outcome.error_type = error_type

@@ -81,7 +81,9 @@ class RunningServer:
 @contextlib.asynccontextmanager
 async def running(app: web.Application, host: str, port: int) -> AsyncIterator[RunningServer]:
     """Serve ``app`` on ``host:port`` (0 picks a free port) until the block exits."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # handler_cancellation: a client that disconnects cancels its handler at once, so its upstream
+    # request (waiting, streaming or in a retry back-off) is closed too (gateway.accounting)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
     await runner.setup()
     try:  # a failed bind still closes what start-up opened (the provider's sessions)
         site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
