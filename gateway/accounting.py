@@ -8,6 +8,11 @@ one access-log line and the one ``gateway_requests_total`` sample. The scope is 
 the error middleware), so it sees the status actually sent; it sends a plain response itself so the
 duration runs to the last byte and a client that left is noticed.
 
+A client that goes away cancels its handler (``handler_cancellation``, set by ``gateway.service``),
+which closes its upstream request wherever it is (waiting for the answer, streaming, in a retry
+back-off); its line says ``client_disconnected: true`` with the status it never saw
+(:func:`client_left`). A client that stops reading is let go the same way (``gateway.write_stall``).
+
 Which failures are the upstream's (for ``gateway_upstream_errors_total``) is marked by the handler
 (:attr:`RequestScope.upstream_error`): never an error the client's own input caused.
 """
@@ -25,12 +30,14 @@ from aiohttp.typedefs import Handler, Middleware
 from gateway.errors import error_type_of
 from gateway.providers.base import ClientRequest, Operation
 from gateway.relay import Outcome
+from gateway.write_stall import may_wait, send_bounded, stall_failure
 
 API_PATHS: Final[Mapping[str, Operation]] = {
     "/v1/messages": Operation.MESSAGES,
     "/v1/messages/count_tokens": Operation.COUNT_TOKENS,
 }
 _CLIENT_GONE: Final = (ConnectionResetError, aiohttp.ClientConnectionResetError)
+CLIENT_CLOSED_REQUEST: Final = 499  # nginx's "client closed request": it left before any answer
 
 
 @dataclass(slots=True)
@@ -55,12 +62,39 @@ class RequestScope:
 SCOPE_KEY: Final = web.RequestKey("accounting_scope", RequestScope)
 
 
+def client_left(scope: RequestScope) -> None:
+    """Complete the outcome of a request whose client went away (``client_disconnected``).
+
+    The status is the one the client never saw: what was being sent (200 for a stream cut
+    mid-way, the upstream's status for a buffered answer), or ``CLIENT_CLOSED_REQUEST`` when no
+    answer existed yet; ``failure`` says when it left, unless something already said why.
+    """
+    outcome = scope.outcome
+    if outcome.status == 0:
+        outcome.status = CLIENT_CLOSED_REQUEST
+        if scope.client is None:
+            when = "before its request was read"
+        elif outcome.upstream_started_at is None:
+            when = "before its request was sent upstream"
+        else:  # a retry in progress is named by the retry loop (Gateway._attempt)
+            when = outcome.failure or "while waiting for the upstream"
+        outcome.failure = f"client disconnected {when}"
+    elif outcome.failure is None:
+        outcome.failure = "client disconnected"
+
+
 def accounting_middleware(
     close: Callable[[RequestScope], None],
     new_request_id: Callable[[], str],
     clock: Callable[[], float],
+    *,
+    write_stall_s: float | None = None,
 ) -> Middleware:
-    """The middleware that opens a scope for each API request and calls ``close`` once for it."""
+    """The middleware that opens a scope for each API request and calls ``close`` once for it.
+
+    ``write_stall_s``: how long sending a whole answer may wait for the client to take it before
+    its connection is closed (``None``: unbounded; see ``gateway.write_stall.send_bounded``).
+    """
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -80,19 +114,27 @@ def accounting_middleware(
                         body if isinstance(body, bytes) else b"", response.status
                     )
                 try:
-                    await response.prepare(request)
-                    await response.write_eof()
+                    if write_stall_s is None or not may_wait(response):
+                        await response.prepare(request)
+                        await response.write_eof()
+                    elif (stalled := await send_bounded(response, request, write_stall_s)) is not None:
+                        outcome.client_disconnected = True  # it stopped reading: let it go
+                        outcome.failure = stall_failure(stalled)
+                        if request.transport is not None:
+                            request.transport.abort()
                 except _CLIENT_GONE:
                     outcome.client_disconnected = True
             return response
         except BaseException:
             # the error middleware answers every Exception, so this is a cancellation (shutdown,
-            # or the client gone while the handler waited)
+            # or the client gone while the handler waited: aiohttp cancels the handler then)
             transport = request.transport
             if transport is None or transport.is_closing():
                 outcome.client_disconnected = True
             raise
         finally:
+            if outcome.client_disconnected:
+                client_left(scope)
             close(scope)
 
     return middleware

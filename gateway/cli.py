@@ -6,8 +6,9 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -75,17 +76,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(turns=args.turns, provider=args.provider)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose ``epilog`` may be a function, called only when help is printed
+    (the variable reference of ``serve --help`` is long: not built on every start-up)."""
+
+    def __init__(self, *args: Any, lazy_epilog: Callable[[], str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy_epilog = lazy_epilog
+
+    def format_help(self) -> str:
+        if self._lazy_epilog is not None:
+            self.epilog, self._lazy_epilog = self._lazy_epilog(), None
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="switchyard", description="Anthropic Messages API gateway with cache-aware prompting."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     serve = sub.add_parser(
         "serve",
         help="run the gateway (configured by environment variables)",
         description="Run the gateway. Configured by environment variables only (listed below).",
-        epilog=variables_help(Settings),
+        lazy_epilog=lambda: variables_help(Settings),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", default=None, help="overrides GATEWAY_HOST")

@@ -96,7 +96,7 @@ def _http_url(value: str) -> str:
 class Settings(BaseModel):
     """Immutable snapshot of every setting the gateway uses. Field aliases are the env var names."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="ignore")  # docstrings: config_docs
 
     # listener
     host: str = Field("127.0.0.1", alias="GATEWAY_HOST")
@@ -230,6 +230,8 @@ class Settings(BaseModel):
     """Wait for the upstream's response headers, seconds; then `504 timeout_error`."""
     downstream_ping_s: float = Field(15.0, alias="GATEWAY_DOWNSTREAM_PING_S", gt=0)
     """While the upstream is silent, send the client `event: ping` this often, seconds."""
+    write_stall_timeout_s: float = Field(30.0, alias="GATEWAY_WRITE_STALL_TIMEOUT_S", gt=0)
+    """A write the client does not take in this long closes its connection and its upstream request, seconds."""
     credential_failures_not_ready: int = Field(3, alias="GATEWAY_CREDENTIAL_FAILURES_NOT_READY", ge=1)
     """/readyz turns not-ready after this many consecutive failed upstream-credential fetches."""
     credential_recheck_s: float = Field(30.0, alias="GATEWAY_CREDENTIAL_RECHECK_S", gt=0)

@@ -7,9 +7,13 @@ field belongs to the section it is declared in, so nothing here lists fields by 
 
 from __future__ import annotations
 
+import ast
 import enum
+import functools
+import inspect
+import itertools
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Final
 
 from pydantic import BaseModel, SecretStr
@@ -64,6 +68,32 @@ def sections(model: type[BaseModel]) -> Iterator[tuple[str, list[str]]]:
         yield title, names
 
 
+@functools.cache
+def field_docstrings(model: type[BaseModel]) -> Mapping[str, str]:
+    """Each field's docstring (the string literal right under it), read from ``model``'s source.
+
+    Read here, only when the reference is printed, rather than by pydantic at import
+    (``use_attribute_docstrings`` inspects every loaded module to find the source: ~0.1 s of
+    every start-up).
+    """
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for field, after in itertools.pairwise(body):
+            if (
+                isinstance(field, ast.AnnAssign)
+                and isinstance(field.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[field.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
 def variables_help(model: type[BaseModel]) -> str:
     """The text listing every variable: ``NAME=default`` then the description, per section."""
     out = textwrap.wrap(
@@ -71,6 +101,7 @@ def variables_help(model: type[BaseModel]) -> str:
         "problems are reported at once, one line each, exit status 2):",
         WIDTH,
     )
+    docs = field_docstrings(model)
     for title, names in sections(model):
         out.append("")
         out.append(f"{title}:")
@@ -79,6 +110,6 @@ def variables_help(model: type[BaseModel]) -> str:
             default = format_default(field.get_default(call_default_factory=True))
             variable = " | ".join(aliases_of(model, name))
             out.append(f"  {variable}" + (f"={default}" if default else ""))
-            description = (field.description or "").replace("`", "")
+            description = (field.description or docs.get(name, "")).replace("`", "")
             out.extend(textwrap.wrap(description, WIDTH, initial_indent=INDENT, subsequent_indent=INDENT))
     return "\n".join(out)

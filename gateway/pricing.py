@@ -257,7 +257,7 @@ DEFAULT_TABLE: Final = PriceTable(BUILTIN_MODELS, BUILTIN_DEFAULT)
 
 # -- the override file -----------------------------------------------------------------------
 class _RatesIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
@@ -289,14 +289,14 @@ class _ModelIn(_RatesIn):
 
 
 class _ProviderIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
 
     multiplier: float = Field(1.0, gt=0)
     models: dict[str, _ModelIn] = Field(default_factory=dict)
 
 
 class _TableIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
 
     source: str | None = None
     default: _ModelIn | None = None

@@ -15,6 +15,8 @@ Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. 
   not SSE, truncation) is retried once as a non-streaming request and the complete message is
   re-emitted as SSE (unless disabled); after content was forwarded the gateway cannot replay it
   transparently and ends the stream with an SSE ``error`` event so the client's own retry runs;
+* a client that does not take a write within ``write_stall_s`` is disconnected
+  (``gateway.write_stall``), which closes the upstream connection like any client disconnect;
 * a stream still open when the process's drain deadline passes (``gateway.drain``) ends with an SSE
   ``overloaded_error`` event (or a 529 if nothing was sent yet).
 
@@ -53,10 +55,22 @@ from gateway.streaming.replay import message_to_sse
 from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver, Usage, usage_from_message
 from gateway.streaming.watchdog import IdleAction
+from gateway.write_stall import WriteStall, stall_failure
 
 log = logging.getLogger("switchyard.relay")
 
 _CLIENT_GONE = (ConnectionResetError, aiohttp.ClientConnectionResetError)
+
+
+class _EventStreamResponse(web.StreamResponse):
+    """The client's stream response: its headers leave with the first body bytes (one write).
+
+    The relay prepares the response only when it has bytes to send (``StreamRelay._write``) or is
+    ending it, so holding the headers back never delays them. (aiohttp sends a prepared
+    ``StreamResponse``'s headers at once by default, in a write of their own.)
+    """
+
+    _send_headers_immediately = False
 
 
 @dataclass(slots=True)
@@ -109,8 +123,21 @@ class StreamRelay:
         self._response: web.StreamResponse | None = None
         self._headers: list[tuple[str, str]] = []
         self._held: HoldBack[bytes] = HoldBack()
+        self._upstream: UpstreamResponse | None = None
+        self._stall: WriteStall | None = None
 
     async def run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
+        self._upstream = upstream
+        bound = self._settings.write_stall_s
+        if bound is None:
+            return await self._run(upstream, extra_headers)
+        self._stall = stall = WriteStall(bound, self._stalled)
+        try:
+            return await self._run(upstream, extra_headers)
+        finally:
+            stall.cancel()
+
+    async def _run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
         self._headers = [*upstream.headers, *extra_headers.items()]
         self._outcome.status = 200
         try:
@@ -152,7 +179,7 @@ class StreamRelay:
                     if data:
                         reader.data_received(now)
                     if held.content_forwarded:  # the usual case: pass the chunk on as it is
-                        await self._write(item)
+                        await self._pass_on(item)
                     elif not await self._forward(item):
                         continue
                     reader.wrote(now)
@@ -178,13 +205,26 @@ class StreamRelay:
         released = self._held.offer(chunk, content=self._observer.content_seen, final=self._observer.finished)
         if not released:
             return False
-        await self._write(released[0] if len(released) == 1 else b"".join(released))
+        await self._pass_on(released[0] if len(released) == 1 else b"".join(released))
         return True
+
+    async def _pass_on(self, data: bytes) -> None:
+        """Write ``data``; when it ends a complete stream, with the end of the response (one write)."""
+        upstream = self._upstream
+        if self._observer.finished and upstream is not None and upstream.ended():
+            response = self._response
+            if response is None:
+                response = await self._prepare()
+            if self._stall is not None:  # watched like ``_end``'s last write
+                self._stall.since = self._stall.now()
+            await response.write_eof(data)
+        else:
+            await self._write(data)
 
     # -- writing to the client --------------------------------------------------------------------
     async def _prepare(self) -> web.StreamResponse:
         if self._response is None:
-            response = web.StreamResponse(status=200)
+            response = _EventStreamResponse(status=200)
             for name, value in self._headers:
                 response.headers.add(name, value)
             if self._outcome.nonstreaming_fallback:
@@ -197,14 +237,41 @@ class StreamRelay:
         response = self._response
         if response is None:
             response = await self._prepare()
-        await response.write(data)
+        stall = self._stall
+        if stall is None:
+            await response.write(data)
+            return
+        stall.since = stall.now()  # the write-stall bound watches this write (gateway.write_stall)
+        try:
+            await response.write(data)
+        finally:
+            stall.since = None
 
     async def _end(self) -> web.StreamResponse:
         response = await self._prepare()
         if not self._outcome.client_disconnected:
+            if self._stall is not None:  # the last write, flushed; the bound is lifted after it
+                self._stall.since = self._stall.now()
             with contextlib.suppress(*_CLIENT_GONE):
                 await response.write_eof()
         return response
+
+    def _stalled(self, waited_s: float) -> None:
+        """A write waited the bound for a client that stopped reading: disconnect it. The handler
+        then unwinds (cancelled, or its next write fails) and closes the upstream connection."""
+        self._outcome.client_disconnected = True
+        self._outcome.failure = stall_failure(waited_s)
+        log.warning(
+            "client stopped reading: closing its connection after a write waited %.1fs "
+            "(x-client-request-id=%s provider=%s model=%s)",
+            waited_s,
+            self._client.request_id,
+            self._provider,
+            self._client.model,
+        )
+        transport = self._request.transport
+        if transport is not None:
+            transport.abort()
 
     async def _error_event(self, error_type: str, message: str) -> None:
         self._outcome.error_type = error_type

@@ -112,10 +112,11 @@ def policy_for(policy: RetryPolicy, client: ClientRetries) -> RetryPolicy:
     """The policy for one request: its budget, and the overloads its client already met (for the
     model fallback, which would otherwise never see three in a row with a budget of one retry)."""
     overloads = 0 if client.recalled is None else client.recalled.overloads
+    max_retries = gateway_retries(policy, client)
+    if max_retries == policy.max_retries and overloads == 0:
+        return policy  # the usual case: a first attempt with nothing remembered (frozen: shared)
     return dataclasses.replace(
-        policy,
-        max_retries=gateway_retries(policy, client),
-        prior_overloads=policy.prior_overloads + overloads,
+        policy, max_retries=max_retries, prior_overloads=policy.prior_overloads + overloads
     )
 
 

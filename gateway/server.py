@@ -122,6 +122,7 @@ class Gateway:
             idle_timeout_s=settings.stream_idle_timeout_s,
             ping_every_s=settings.downstream_ping_s,
             nonstreaming_fallback=settings.nonstreaming_fallback,
+            write_stall_s=settings.write_stall_timeout_s,
         )
         metrics.prime(provider.name, self.keys)
         store = build_store(settings, on_error=metrics.session_store_errors.inc)
@@ -349,6 +350,8 @@ class Gateway:
             clock=self.clock,
         ):
             if isinstance(event, RetryStatus):
+                # what the access log says if the client leaves meanwhile (the loop then ends here)
+                outcome.retries, outcome.failure = event.attempt - 1, f"while retrying after {event.reason}"
                 self.metrics.retries.labels(provider, event.reason).inc()
                 log.info(
                     "retrying upstream request: attempt=%d reason=%s delay=%.2fs request_id=%s",
@@ -366,7 +369,7 @@ class Gateway:
                     prepared.request_id,
                 )
             else:
-                outcome.retries = event.retries
+                outcome.retries, outcome.failure = event.retries, None
                 outcome.model_fallback = event.model_fallback
                 return event
         raise RuntimeError("with_retry ended without an outcome")  # pragma: no cover
@@ -439,7 +442,9 @@ def create_app(
         clock=clock,
     )
 
-    accounting = accounting_middleware(gateway._close, gateway.new_request_id, gateway.clock)
+    accounting = accounting_middleware(
+        gateway._close, gateway.new_request_id, gateway.clock, write_stall_s=settings.write_stall_timeout_s
+    )
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[accounting, error_middleware])
     app[SETTINGS_KEY] = settings
     app[PROVIDER_KEY] = provider

@@ -109,6 +109,9 @@ class HttpUpstreamResponse(UpstreamResponse):
     def close(self) -> None:
         self._response.release()
 
+    def ended(self) -> bool:
+        return self._response.content.at_eof()
+
 
 async def read_error_body(response: aiohttp.ClientResponse, provider: str, request_id: str) -> bytes:
     """The body of a non-2xx upstream answer, or ``b""`` when the connection drops while reading it.

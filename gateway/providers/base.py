@@ -50,6 +50,14 @@ class UpstreamResponse(ABC):
     def close(self) -> None:
         """Release the connection (back to the pool when the body was fully read)."""
 
+    def ended(self) -> bool:
+        """True once every body byte has been handed out: ``iter_chunks`` yields nothing more.
+
+        Answered without waiting; ``False`` when unknown. The stream relay uses it to send the last
+        chunk together with the end of the response (one write instead of two).
+        """
+        return False
+
 
 @dataclass(slots=True)
 class BufferedResponse(UpstreamResponse):

@@ -49,6 +49,7 @@ class StreamSettings:
     idle_timeout_s: float
     ping_every_s: float
     nonstreaming_fallback: bool
+    write_stall_s: float | None = None  # a write waiting this long for the client ends it (None: never)
 
 
 class StreamFailure(Exception):

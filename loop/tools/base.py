@@ -28,6 +28,9 @@ class ToolContext:
     tool_use_id: str
     turn: int
     clock: Clock
+    timeout_s: float | None = None
+    """The dispatcher's timeout for this call: a tool that can stop early with partial results
+    (a search) plans to finish before it."""
 
 
 InputT = TypeVar("InputT", bound=BaseModel)

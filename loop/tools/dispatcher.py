@@ -2,16 +2,22 @@
 
 Every call goes through, in order: lookup (an unknown name is answered with the available names),
 input validation (errors and the expected schema go back so the model can retry), the permission
-check (a denial is a cancellation result), execution under a per-tool timeout on the injected
-clock, and wrapping: exceptions become ``is_error`` results, results longer than the tool's
-``max_result_size_chars`` are cut with a note (unless ``truncate_results`` is off: the loop turns it
-off when its tool-result budget layer excerpts and stores long results instead). Whatever happens, the caller gets exactly one
-``tool_result`` block with the call's id; only cancellation propagates.
+check (a denial is a cancellation result; a callback that raises is a denial), execution under a
+per-tool timeout on the injected clock, and wrapping: exceptions become ``is_error`` results (any
+exception, from the tool or from its ``input_paths``: ``OSError``, ``RecursionError``,
+``UnicodeError``, ``SystemExit``...; the message names the exception without file names or
+absolute paths, the traceback goes to the DEBUG log), results longer than the tool's
+``max_result_size_chars`` are cut with a note (unless ``truncate_results`` is off: the loop turns
+it off when its tool-result budget layer excerpts and stores long results instead). Whatever
+happens, the caller gets exactly one ``tool_result`` block with the call's id; only cancellation
+(and ``KeyboardInterrupt``) propagates.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +72,14 @@ class ToolDispatcher:
         self._truncate_results = truncate_results
 
     def prepare(self, tool_use: ToolUse) -> PreparedCall | Block:
-        """The validated call, or the error result that answers it."""
+        """The validated call, or the error result that answers it. Never raises."""
+        try:
+            return self._prepare(tool_use)
+        except Exception as exc:
+            _log_failure("input validation", tool_use, exc)
+            return _error(tool_use, f"Invalid input for tool {tool_use.name!r}: {describe_exception(exc)}")
+
+    def _prepare(self, tool_use: ToolUse) -> PreparedCall | Block:
         tool = self._registry.get(tool_use.name)
         if tool is None:
             available = ", ".join(self._registry.names) or "(none)"
@@ -90,17 +103,27 @@ class ToolDispatcher:
     def is_concurrency_safe(self, call: PreparedCall) -> bool:
         try:
             return bool(call.tool.is_concurrency_safe(call.tool_input))
-        except Exception:
-            log.exception("is_concurrency_safe of %s raised; treating the call as unsafe", call.tool.name)
+        except Exception as exc:
+            _log_failure("is_concurrency_safe (the call is treated as unsafe)", call.tool_use, exc)
             return False
 
     async def run(self, call: PreparedCall, turn: int) -> Block:
         """Permission, execution, wrapping. Never raises except ``CancelledError``."""
+        try:
+            return await self._run(call, turn)
+        except Exception as exc:  # a bug outside the tool's call (the permission layer...)
+            _log_failure("dispatch", call.tool_use, exc)
+            return _error(call.tool_use, f"Tool {call.tool.name!r} failed: {describe_exception(exc)}")
+
+    async def _run(self, call: PreparedCall, turn: int) -> Block:
         tool, tool_use = call.tool, call.tool_use
         try:
             paths = tool.input_paths(call.tool_input)
         except ToolError as exc:
             return _error(tool_use, str(exc))
+        except Exception as exc:
+            _log_failure("input_paths", tool_use, exc)
+            return _error(tool_use, f"Tool {tool.name!r} failed: {describe_exception(exc)}")
         request = PermissionRequest(
             tool_name=tool.name,
             tool_input=dict(tool_use.input or {}),
@@ -109,12 +132,17 @@ class ToolDispatcher:
             destructive=tool.destructive,
             paths=paths,
         )
-        verdict = await resolve(self._policy, request, self._can_use_tool)
+        try:
+            verdict = await resolve(self._policy, request, self._can_use_tool)
+        except Exception as exc:
+            _log_failure("the permission check", tool_use, exc)
+            reason = f"the permission check failed: {describe_exception(exc)}"
+            return _error(tool_use, f"Permission denied ({reason}): the {tool.name} call was cancelled.")
         if not verdict.allowed:
             reason = verdict.message or "permission denied"
             return _error(tool_use, f"Permission denied ({reason}): the {tool.name} call was cancelled.")
         timeout_s = tool.timeout_s if tool.timeout_s is not None else self._default_timeout_s
-        context = ToolContext(tool_use_id=tool_use.id, turn=turn, clock=self._clock)
+        context = ToolContext(tool_use_id=tool_use.id, turn=turn, clock=self._clock, timeout_s=timeout_s)
         try:
             async with self._clock.timeout(timeout_s):
                 result = await _capture(tool, call.tool_input, context)
@@ -122,9 +150,9 @@ class ToolDispatcher:
             return _error(tool_use, f"Tool {tool.name!r} timed out after {timeout_s:g}s.")
         if isinstance(result, ToolError):
             return _error(tool_use, truncate(str(result), tool.max_result_size_chars))
-        if isinstance(result, Exception):
-            log.error("tool %s crashed (tool_use_id=%s)", tool.name, tool_use.id, exc_info=result)
-            return _error(tool_use, f"Tool {tool.name!r} failed: {type(result).__name__}: {result}")
+        if not isinstance(result, str):
+            _log_failure("call", tool_use, result)
+            return _error(tool_use, f"Tool {tool.name!r} failed: {describe_exception(result)}")
         if self._truncate_results:
             result = truncate(result, tool.max_result_size_chars)
         return tool_result_block(tool_use.id, result)
@@ -136,12 +164,45 @@ class ToolDispatcher:
         return await self.run(prepared, turn)
 
 
-async def _capture(tool: Tool[Any], tool_input: BaseModel, context: ToolContext) -> str | Exception:
-    """The tool's result text or the exception it raised (cancellation still propagates)."""
+async def _capture(
+    tool: Tool[Any], tool_input: BaseModel, context: ToolContext
+) -> str | Exception | SystemExit:
+    """The tool's result text or the exception it raised (cancellation and ``KeyboardInterrupt``
+    still propagate; ``SystemExit``, from a tool that calls ``sys.exit`` or argparse, does not)."""
     try:
         return str(await tool.call(tool_input, context))
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         return exc
+
+
+MAX_EXCEPTION_CHARS = 500
+_ABSOLUTE_PATH = re.compile(r"(?:(?<=^)|(?<=[\s'\"(=\[]))/[^\s'\"]*")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` for a tool's result: an ``OSError`` with an errno by that errno and its
+    ``strerror`` (never its file names),
+    anything else with absolute paths replaced by ``<path>``, at most ``MAX_EXCEPTION_CHARS``."""
+    name = type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno is not None:  # its filenames stay out
+        code = errno.errorcode.get(exc.errno, str(exc.errno))
+        return f"{name}: [{code}] {exc.strerror or 'operating system error'}"
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not break the answer
+        text = ""
+    text = _ABSOLUTE_PATH.sub("<path>", text)
+    if len(text) > MAX_EXCEPTION_CHARS:
+        text = text[:MAX_EXCEPTION_CHARS] + "..."
+    return f"{name}: {text}" if text else name
+
+
+def _log_failure(stage: str, tool_use: ToolUse, exc: BaseException) -> None:
+    log.error(
+        "tool %s failed in %s (tool_use_id=%s): %s",
+        tool_use.name, stage, tool_use.id, describe_exception(exc),
+    )  # fmt: skip
+    log.debug("tool %s failure traceback (tool_use_id=%s)", tool_use.name, tool_use.id, exc_info=exc)
 
 
 def _error(tool_use: ToolUse, text: str) -> Block:

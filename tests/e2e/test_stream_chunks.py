@@ -10,13 +10,15 @@ runs in a background event loop; a plain aiohttp client reads the raw body.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+from aiohttp.http_writer import StreamWriter
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -35,14 +37,20 @@ UPSTREAM_KEY = "sk-upstream-stream-chunks-9d03"
 class Scripted:
     """The upstream: answers each streaming request with the next scripted list of writes."""
 
-    script: list[list[bytes]] = field(default_factory=list)
+    script: list[list[bytes] | bytes] = field(default_factory=list)
+    writers: set[int] = field(default_factory=set)  # id() of the upstream's own response writers
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         assert body.get("stream") is True, "only streams are scripted"
         response = web.StreamResponse(headers={"content-type": "text/event-stream", "request-id": "req_1"})
         await response.prepare(request)
-        for piece in self.script.pop(0):
+        self.writers.add(id(request._payload_writer))
+        pieces = self.script.pop(0)
+        if isinstance(pieces, bytes):  # the whole body and its end in one write
+            await response.write_eof(pieces)
+            return response
+        for piece in pieces:
             await response.write(piece)
             await asyncio.sleep(0)
         await response.write_eof()
@@ -65,7 +73,7 @@ class Stack:
             if sample.name == "gateway_tokens_total" and sample.labels.get("kind") == "output"
         )
 
-    def relay(self, pieces: list[bytes]) -> bytes:
+    def relay(self, pieces: list[bytes] | bytes) -> bytes:
         self.upstream.script.append(pieces)
 
         async def call() -> bytes:
@@ -124,3 +132,47 @@ def test_a_stream_ending_after_content_gets_an_error_event_after_the_upstream_by
     tail = body[len(start + content) :]
     assert tail.startswith(b"event: error\ndata: ")
     assert orjson.loads(tail[len(b"event: error\ndata: ") :])["error"]["type"] == "api_error"
+
+
+def test_a_stream_that_arrives_whole_leaves_in_one_write(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Headers, the stream and the chunked terminator go to the client in one socket write.
+
+    Each write to a loopback peer costs a system call and a wake-up of the reader: a stream the
+    upstream delivered in one piece (the common case for short answers) is sent in one, not three
+    (headers, body, end).
+    """
+    stream = b"".join(
+        b"event: %s\ndata: %s\n\n" % (name.encode(), orjson.dumps({"type": name, **extra}))
+        for name, extra in [
+            ("message_start", {"message": {"usage": {"input_tokens": 3, "output_tokens": 1}}}),
+            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "hi"}}),
+            ("content_block_stop", {"index": 0}),
+            ("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+            ("message_stop", {}),
+        ]
+    )
+    writes: defaultdict[int, list[bytes]] = defaultdict(list)
+    write, writelines = StreamWriter._write, StreamWriter._writelines
+
+    def record_write(self: StreamWriter, chunk: bytes) -> None:
+        writes[id(self)].append(bytes(chunk))
+        write(self, chunk)
+
+    def record_writelines(self: StreamWriter, chunks: Iterable[bytes]) -> None:
+        chunks = [bytes(c) for c in chunks]
+        writes[id(self)].append(b"".join(chunks))
+        writelines(self, chunks)
+
+    monkeypatch.setattr(StreamWriter, "_write", record_write)
+    monkeypatch.setattr(StreamWriter, "_writelines", record_writelines)
+    assert stack.relay(stream) == stream
+    monkeypatch.undo()
+    sent = [
+        made
+        for writer, made in writes.items()
+        if writer not in stack.upstream.writers and made[0].startswith(b"HTTP/1.1 200")
+    ]
+    assert len(sent) == 1, sent  # the gateway's response to the test client
+    assert len(sent[0]) == 1, f"{len(sent[0])} writes: {sent[0]!r}"
+    assert b"message_stop" in sent[0][0] and sent[0][0].endswith(b"0\r\n\r\n")

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 
 import orjson
+import pytest
 from pydantic import BaseModel, Field
 
+from loop.messages import JSONObject
 from loop.outcome import ToolUse
 from loop.testing import FakeTool, VirtualClock
-from loop.tools import PermissionMode, PermissionPolicy, PermissionRequest, PermissionVerdict, ToolError
+from loop.testing.fake_tools import AnyInput
+from loop.tools import (
+    PermissionMode,
+    PermissionPolicy,
+    PermissionRequest,
+    PermissionVerdict,
+    Tool,
+    ToolContext,
+    ToolError,
+)
 from loop.tools.dispatcher import ToolDispatcher
 from loop.tools.registry import ToolRegistry
 
@@ -136,3 +148,94 @@ async def test_cancellation_propagates() -> None:
     except asyncio.CancelledError:
         return
     raise AssertionError("cancellation was swallowed")
+
+
+class Hostile(Tool[BaseModel]):
+    """A tool whose ``input_paths`` or ``call`` raises what it is given."""
+
+    name = "hostile"
+    description = "raises"
+    input_model = AnyInput
+    read_only = True
+
+    def __init__(
+        self, *, in_paths: BaseException | None = None, in_call: BaseException | None = None
+    ) -> None:
+        self.in_paths = in_paths
+        self.in_call = in_call
+
+    def input_paths(self, tool_input: BaseModel) -> tuple[str, ...]:
+        if self.in_paths is not None:
+            raise self.in_paths
+        return ("a.txt",)
+
+    async def call(self, tool_input: BaseModel, context: ToolContext) -> str:
+        if self.in_call is not None:
+            raise self.in_call
+        return "fine"
+
+
+SECRET_DIR = "/home/someone/.ssh"
+
+
+@pytest.mark.parametrize(
+    ("where", "exc", "expected"),
+    [
+        ("paths", RuntimeError(f"Symlink loop from '{SECRET_DIR}/id_rsa'"), "RuntimeError: Symlink loop from '<path>'"),
+        ("paths", OSError(errno.ELOOP, "Too many levels of symbolic links", f"{SECRET_DIR}/x"),
+         "OSError: [ELOOP] Too many levels of symbolic links"),
+        ("call", OSError(errno.EACCES, "Permission denied", f"{SECRET_DIR}/id_rsa"),
+         "PermissionError: [EACCES] Permission denied"),
+        ("call", RecursionError("maximum recursion depth exceeded"), "RecursionError: maximum recursion depth exceeded"),
+        ("call", UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+         "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+        ("call", SystemExit(2), "SystemExit: 2"),
+        ("call", ValueError(f"bad file {SECRET_DIR}/config and " + "x" * 600), None),
+    ],
+)  # fmt: skip
+async def test_every_tool_exception_is_an_error_result_without_outside_paths(
+    where: str, exc: BaseException, expected: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    tool = Hostile(in_paths=exc) if where == "paths" else Hostile(in_call=exc)
+    result = await dispatcher(tool).dispatch(ToolUse("t", "hostile", {}), turn=1)  # type: ignore[arg-type]
+    assert result["is_error"] is True
+    assert SECRET_DIR not in result["content"]
+    if expected is not None:
+        assert result["content"] == f"Tool 'hostile' failed: {expected}"
+    else:
+        assert result["content"].startswith("Tool 'hostile' failed: ValueError: bad file <path> and xxx")
+        assert len(result["content"]) < 600
+    assert "Traceback" not in caplog.text and SECRET_DIR not in caplog.text
+    assert [r.levelname for r in caplog.records if r.name == "switchyard.loop.tools"][:1] == ["ERROR"]
+
+
+async def test_a_permission_callback_that_raises_is_a_denial() -> None:
+    async def broken(request: PermissionRequest) -> PermissionVerdict:
+        raise KeyError("oops")
+
+    tool = FakeTool("rm", read_only=False, destructive=True)
+    result = await dispatcher(tool, can_use_tool=broken).dispatch(ToolUse("t", "rm", {}), turn=1)
+    assert result["is_error"] is True
+    assert result["content"] == (
+        "Permission denied (the permission check failed: KeyError: 'oops'): the rm call was cancelled."
+    )
+    assert tool.calls == []
+
+
+async def test_a_schema_that_cannot_be_built_is_an_error_result() -> None:
+    class BrokenSchema(FakeTool):
+        def input_schema(self) -> JSONObject:
+            raise RecursionError("maximum recursion depth exceeded")
+
+    result = await dispatcher(BrokenSchema("read", input_model=PathInput)).dispatch(
+        ToolUse("t", "read", {"path": ""}), turn=1
+    )
+    assert result["is_error"] is True
+    assert (
+        result["content"] == "Invalid input for tool 'read': RecursionError: maximum recursion depth exceeded"
+    )
+
+
+async def test_keyboard_interrupt_still_propagates() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        await dispatcher(Hostile(in_call=KeyboardInterrupt())).dispatch(ToolUse("t", "hostile", {}), turn=1)  # type: ignore[arg-type]

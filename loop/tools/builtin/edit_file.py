@@ -1,13 +1,19 @@
-"""``edit_file``: replace one exact, unique occurrence of a string in a workspace file."""
+"""``edit_file``: replace one exact, unique occurrence of a string in a workspace file.
+
+The file is read and rewritten through one descriptor, opened only after the checks of
+``safe_io`` (a regular file with a single link: hard-linked files are never edited).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from pydantic import Field
 
 from loop.tools.base import Tool, ToolContext, ToolError, ToolInput
+from loop.tools.builtin import safe_io
 from loop.tools.builtin.workspace import Workspace
 
 
@@ -40,15 +46,22 @@ class EditFile(Tool[EditFileInput]):
         return await asyncio.to_thread(self._edit, path, tool_input.old_string, tool_input.new_string)
 
     def _edit(self, path: Path, old: str, new: str) -> str:
-        text = self.workspace.read_text(path)
-        count = text.count(old)
         shown = self.workspace.relative(path)
-        if count == 0:
-            raise ToolError(f"old_string not found in {shown}")
-        if count > 1:
-            raise ToolError(
-                f"old_string occurs {count} times in {shown}; include more context to make it unique"
-            )
-        path.write_text(text.replace(old, new, 1), encoding="utf-8")
+        st = safe_io.lstat(str(path), shown)
+        if st is None:
+            raise ToolError(f"file not found: {shown}")
+        safe_io.require_regular(st, shown)
+        safe_io.require_single_link(st, shown)
+        safe_io.require_size(st.st_size, shown)
+        with safe_io.opened(str(path), shown, os.O_RDWR, st) as fd:
+            text = self.workspace.decode(safe_io.read_fd(fd, shown), shown)
+            count = text.count(old)
+            if count == 0:
+                raise ToolError(f"old_string not found in {shown}")
+            if count > 1:
+                raise ToolError(
+                    f"old_string occurs {count} times in {shown}; include more context to make it unique"
+                )
+            safe_io.write_fd(fd, safe_io.encode(text.replace(old, new, 1), "new_string"), shown)
         line = text[: text.index(old)].count("\n") + 1
         return f"Edited {shown}: replaced 1 occurrence at line {line}."

@@ -1,13 +1,19 @@
-"""``write_file``: create or overwrite a workspace file (destructive: it can clobber a file)."""
+"""``write_file``: create or overwrite a workspace file (destructive: it can clobber a file).
+
+Only a regular file with a single link is overwritten (``safe_io``): a directory, a FIFO, a socket,
+a device or a file with other hard links is refused, and a new file is created with ``O_EXCL``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from pydantic import Field
 
-from loop.tools.base import Tool, ToolContext, ToolError, ToolInput
+from loop.tools.base import Tool, ToolContext, ToolInput
+from loop.tools.builtin import safe_io
 from loop.tools.builtin.workspace import Workspace
 
 
@@ -34,10 +40,19 @@ class WriteFile(Tool[WriteFileInput]):
 
     def _write(self, path: Path, content: str) -> str:
         shown = self.workspace.relative(path)
-        if path.is_dir():
-            raise ToolError(f"is a directory: {shown}")
-        existed = path.exists()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        verb = "Overwrote" if existed else "Created"
+        data = safe_io.encode(content, "content")
+        st = safe_io.lstat(str(path), shown)
+        if st is None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise safe_io.os_error(exc, self.workspace.relative(path.parent)) from None
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        else:
+            safe_io.require_regular(st, shown)
+            safe_io.require_single_link(st, shown)
+            flags = os.O_WRONLY
+        with safe_io.opened(str(path), shown, flags, st) as fd:
+            safe_io.write_fd(fd, data, shown)
+        verb = "Created" if st is None else "Overwrote"
         return f"{verb} {shown} ({len(content)} characters)."
