@@ -36,7 +36,8 @@ from pydantic import (
 )
 
 from gateway import config_checks
-from gateway.keys import InboundKey, parse_key_file, parse_key_list
+from gateway.cache.budget import DEFAULT_SESSION_MAX
+from gateway.keys import InboundKey, Role, parse_key_file, parse_key_list
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"", "0", "false", "no", "off"})
@@ -109,6 +110,8 @@ class Settings(BaseModel):
     # inbound authentication
     api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")
     """Comma-separated inbound keys clients must present (team `default`)."""
+    metrics_api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_METRICS_API_KEYS")
+    """Comma-separated metrics keys: they read `/metrics` and nothing else (client keys never do)."""
     api_keys_file: Path | None = Field(None, alias="GATEWAY_API_KEYS_FILE")
     """File of inbound keys, one per line as `key [team] [role=client|metrics]`; `#` comments."""
     allow_unauthenticated: bool = Field(False, alias="GATEWAY_ALLOW_UNAUTHENTICATED")
@@ -262,8 +265,10 @@ class Settings(BaseModel):
     """`memory`, or a `redis://` URL shared by replicas."""
     session_idle_s: float = Field(7200.0, alias="GATEWAY_SESSION_IDLE_S", gt=0)
     """Idle expiry of sessions, seconds."""
-    session_max: int = Field(100_000, alias="GATEWAY_SESSION_MAX", gt=0)
-    """LRU bound on the sessions kept."""
+    session_max: int = Field(DEFAULT_SESSION_MAX, alias="GATEWAY_SESSION_MAX", gt=0)
+    """Bound on the sessions kept in memory (the default fits a 64 MiB budget)."""
+    session_max_per_team: int | None = Field(None, alias="GATEWAY_SESSION_MAX_PER_TEAM", gt=0)
+    """Sessions one team may keep (unset: GATEWAY_SESSION_MAX shared equally by the teams with keys)."""
     session_store_timeout_s: float = Field(0.25, alias="GATEWAY_SESSION_STORE_TIMEOUT_S", gt=0)
     """Redis timeout, seconds; on failure requests continue on the in-memory view."""
     latched_betas: frozenset[str] = Field(frozenset(), alias="GATEWAY_LATCHED_BETAS")
@@ -368,8 +373,8 @@ class Settings(BaseModel):
     @field_validator("session_store")
     @classmethod
     def _check_store(cls, value: str) -> str:
-        if value != "memory" and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"expected 'memory' or a redis:// URL, got {config_checks.redact_url(value)!r}")
+        if value != "memory":
+            config_checks.check_redis_url(value)
         return value
 
     @field_validator("model_map", "beta_policy", mode="before")
@@ -451,7 +456,7 @@ class Settings(BaseModel):
             | {"foundry_resource", "foundry_base_url"}
         )
         checks: list[tuple[frozenset[str], Callable[[], None]]] = [
-            (frozenset({"api_keys", "api_keys_file"}), self._load_keys),
+            (frozenset({"api_keys", "metrics_api_keys", "api_keys_file"}), self._load_keys),
             (frozenset({"client_cert", "client_key"}), self._check_client_pair),
             (provider_fields, self._check_provider_settings),
             (frozenset({"stream_idle_warning_s", "stream_idle_timeout_s"}), self._check_idle_order),
@@ -459,12 +464,23 @@ class Settings(BaseModel):
         ]
         if serving:
             checks.append(
-                (frozenset({"api_keys", "api_keys_file", "allow_unauthenticated"}), self._check_open)
+                (
+                    frozenset({"api_keys", "metrics_api_keys", "api_keys_file", "allow_unauthenticated"}),
+                    self._check_open,
+                )
             )
         return checks
 
+    @property
+    def static_keys(self) -> tuple[InboundKey, ...]:
+        """The keys from the environment (never reloaded): GATEWAY_API_KEYS, GATEWAY_METRICS_API_KEYS."""
+        return (
+            *parse_key_list(self.api_keys.get_secret_value()),
+            *parse_key_list(self.metrics_api_keys.get_secret_value(), Role.METRICS),
+        )
+
     def _load_keys(self) -> None:
-        keys = list(parse_key_list(self.api_keys.get_secret_value()))
+        keys = list(self.static_keys)
         if self.api_keys_file is not None:
             try:
                 keys.extend(parse_key_file(self.api_keys_file))

@@ -74,6 +74,25 @@ def redact_url(value: str) -> str:
     return f"{scheme}{separator}***@{rest[at + 1 :]}"
 
 
+REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
+
+
+def check_redis_url(value: str) -> None:
+    """``value`` is a Redis URL redis-py accepts (scheme, port, query options), checked at start-up
+    so a mistake is one line naming the variable rather than a traceback; never shows userinfo."""
+    shown = redact_url(value)
+    if not value.startswith(REDIS_SCHEMES):
+        raise ValueError(f"expected 'memory' or a redis:// URL, got {shown!r}")
+    try:
+        from redis.connection import parse_url
+    except ImportError:
+        raise ValueError("a Redis session store needs the redis package (pip install 'switchyard[redis]')") from None
+    try:
+        parse_url(value)
+    except ValueError:
+        raise ValueError(f"not a valid Redis URL (port or options): {shown!r}") from None
+
+
 def secret_fragments(values: Iterable[str]) -> set[str]:
     """Substrings that must never be printed: whole secret values and URL userinfo/passwords."""
     fragments: set[str] = set()
