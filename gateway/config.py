@@ -58,6 +58,9 @@ class ConfigError(Exception):
         self.problems: tuple[str, ...] = problems
 
 
+UPSTREAM_URL_FIELDS = frozenset(
+    {"anthropic_base_url", "bedrock_base_url", "bedrock_control_url", "vertex_base_url", "foundry_base_url"}
+)  # credentials (userinfo) in these are dropped: the upstream credential has its own variables
 FAILED_FIELDS = "failed_fields"  # validation context: fields that failed (their checks are skipped)
 SERVING = "serving"  # validation context: also run the checks only ``switchyard serve`` needs
 
@@ -120,6 +123,7 @@ class Settings(BaseModel):
     """Re-read GATEWAY_API_KEYS_FILE when it changes, polling this often, seconds (0: only on SIGHUP)."""
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
     _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)
+    _dropped_url_credentials: frozenset[str] = PrivateAttr(frozenset())  # variables (for the summary)
 
     # first-party upstream
     anthropic_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
@@ -324,7 +328,7 @@ class Settings(BaseModel):
     @field_validator("anthropic_base_url")
     @classmethod
     def _check_base_url(cls, value: str) -> str:
-        return _http_url(value)
+        return config_checks.without_userinfo(_http_url(value))  # never sent upstream (nor logged)
 
     @field_validator(
         "bedrock_base_url", "vertex_base_url", "foundry_base_url", "bedrock_control_url", mode="before"
@@ -333,7 +337,7 @@ class Settings(BaseModel):
     def _check_optional_url(cls, value: object) -> object:
         if value in (None, ""):
             return None
-        return _http_url(str(value))
+        return config_checks.without_userinfo(_http_url(str(value)))
 
     @field_validator(
         "aws_region",
@@ -415,6 +419,21 @@ class Settings(BaseModel):
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator(
+        "api_keys",
+        "metrics_api_keys",
+        "anthropic_api_key",
+        "anthropic_auth_token",
+        "aws_bearer_token_bedrock",
+        "foundry_api_key",
+    )
+    @classmethod
+    def _check_header_safe(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is not None:
+            listed = info.field_name in ("api_keys", "metrics_api_keys")
+            config_checks.check_header_safe(value.get_secret_value(), listed=listed)
+        return value
 
     @field_validator("pricing_file")
     @classmethod
@@ -556,6 +575,9 @@ class Settings(BaseModel):
             from gateway.startup_summary import AWS_CHAIN_VARIABLES
 
             settings._aws_variables = frozenset(AWS_CHAIN_VARIABLES & environ.keys())
+            settings._dropped_url_credentials = config_checks.url_credentials(
+                environ, (alias for alias, name in index.items() if name in UPSTREAM_URL_FIELDS)
+            )
             return settings
         secrets = config_checks.secret_values(cls, environ)
         raise ConfigError(*(config_checks.scrub(line, secrets) for line in [*problems, *unknown])) from None
@@ -606,4 +628,4 @@ class Settings(BaseModel):
         settings; secrets replaced by where they come from (see :mod:`gateway.startup_summary`)."""
         from gateway.startup_summary import summary
 
-        return summary(self, self._aws_variables)
+        return summary(self, self._aws_variables, self._dropped_url_credentials)

@@ -18,6 +18,7 @@ import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final, get_args
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, SecretStr, ValidationError
 
@@ -74,6 +75,32 @@ def redact_url(value: str) -> str:
     return f"{scheme}{separator}***@{rest[at + 1 :]}"
 
 
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (a URL without it is returned as it is)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def url_credentials(environ: Mapping[str, str], variables: Iterable[str]) -> frozenset[str]:
+    """Those of ``variables`` set in ``environ`` to a URL that carries userinfo."""
+    return frozenset(
+        name for name in variables if name in environ and "@" in urlsplit(environ[name].strip()).netloc
+    )
+
+
+def check_header_safe(value: str, *, listed: bool = False) -> None:
+    """A key or token travels in an HTTP header: visible ASCII only (``listed``: a comma-separated
+    list, checked item by item). The message says what is wrong, never shows the value."""
+    for item in (part.strip() for part in value.split(",")) if listed else (value,):
+        if any(not 0x21 <= ord(char) <= 0x7E for char in item):
+            raise ValueError(
+                "holds a character an HTTP header cannot carry (whitespace, a control character or "
+                "non-ASCII); the value is not shown"
+            )
+
+
 REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
 
@@ -86,9 +113,11 @@ def check_redis_url(value: str) -> None:
     try:
         from redis.connection import parse_url
     except ImportError:
-        raise ValueError("a Redis session store needs the redis package (pip install 'switchyard[redis]')") from None
+        raise ValueError(
+            "a Redis session store needs the redis package (pip install 'switchyard[redis]')"
+        ) from None
     try:
-        parse_url(value)
+        parse_url(value)  # type: ignore[no-untyped-call]
     except ValueError:
         raise ValueError(f"not a valid Redis URL (port or options): {shown!r}") from None
 

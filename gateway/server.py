@@ -169,7 +169,7 @@ class Gateway:
         session_id = request.match_info["session_id"]
         view = await self.cache.store.describe(team, session_id)
         if view is None:
-            raise GatewayError(404, f"session: {session_id}", error_type="not_found_error")
+            raise GatewayError(404, "no such session", error_type="not_found_error")  # nor another team's
         previous = view.previous
         return web.json_response(
             {

@@ -102,7 +102,12 @@ def grown_session(messages: int) -> list[Template]:
         session.add_answer(
             [
                 {"type": "text", "text": f"Let me look at step {turn} of the task."},
-                {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": f"ls -la src/{turn}"}},
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": "Bash",
+                    "input": {"command": f"ls -la src/{turn}"},
+                },
             ]
         )
         output = f"turn {turn}: drwxr-xr-x  5 user staff  160 Jan  1 12:00 src/module_{turn}.py\n"
@@ -154,8 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args(argv)
     results = [asyncio.run(measure(args.sessions, int(m))) for m in args.messages.split(",")]
-    print(f"budget {SESSION_MEMORY_BUDGET / 2**20:g} MiB, default GATEWAY_SESSION_MAX {DEFAULT_SESSION_MAX}: "
-          f"{SESSION_BYTES_ALLOWANCE} bytes allowed per session")
+    print(
+        f"budget {SESSION_MEMORY_BUDGET / 2**20:g} MiB, default GATEWAY_SESSION_MAX {DEFAULT_SESSION_MAX}: "
+        f"{SESSION_BYTES_ALLOWANCE} bytes allowed per session"
+    )
     for result in results:
         kind = "captured session" if result.requests_per_session > 1 else "grown session"
         print(

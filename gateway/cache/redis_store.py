@@ -126,7 +126,9 @@ class RedisSessionStore(SessionStore):
     def _available(self) -> bool:
         return time.monotonic() >= self._down_until
 
-    async def begin(self, team: str, session_id: str, observed: Latches) -> tuple[Latches, PreviousRequest | None]:
+    async def begin(
+        self, team: str, session_id: str, observed: Latches
+    ) -> tuple[Latches, PreviousRequest | None]:
         # the local view first: it is the answer whenever Redis cannot give one
         local_latches, local_previous = self._local.merge(team, session_id, observed)
         if not self._available():

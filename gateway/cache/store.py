@@ -71,7 +71,7 @@ class SharedValues:
     def get(self, value: T) -> T:
         found = self._values.get(value)
         if found is not None and type(found) is type(value):
-            return found  # type: ignore[return-value] # equal and of the same type: interchangeable
+            return found  # equal and of the same type: interchangeable
         if len(self._values) >= self._limit:
             self._values.clear()
         self._values[value] = value
@@ -93,7 +93,9 @@ class SharedValues:
 
 class SessionStore(ABC):
     @abstractmethod
-    async def begin(self, team: str, session_id: str, observed: Latches) -> tuple[Latches, PreviousRequest | None]:
+    async def begin(
+        self, team: str, session_id: str, observed: Latches
+    ) -> tuple[Latches, PreviousRequest | None]:
         """Merge ``observed`` into the session's latches; return the merged latches and the
         record of the session's last request."""
 
@@ -211,7 +213,9 @@ class MemorySessionStore(SessionStore):
         if previous is not None:
             view.previous = self.shared.request(previous)
 
-    async def begin(self, team: str, session_id: str, observed: Latches) -> tuple[Latches, PreviousRequest | None]:
+    async def begin(
+        self, team: str, session_id: str, observed: Latches
+    ) -> tuple[Latches, PreviousRequest | None]:
         return self.merge(team, session_id, observed)
 
     def finish(

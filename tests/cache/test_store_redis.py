@@ -75,9 +75,7 @@ async def test_replicas_share_latches_and_the_last_request(redis_server: RedisSe
         await until(lambda: redis.hexists(session_keys(TEAM, "s")[0], "prefix"))
         # b never saw the beta, and its own first request asks for the hour: the session's first
         # decision stands
-        latches, previous = await b.begin(
-            TEAM, "s", Latches(frozenset({"effort-2025-11-24"}), ttl_1h=True)
-        )
+        latches, previous = await b.begin(TEAM, "s", Latches(frozenset({"effort-2025-11-24"}), ttl_1h=True))
         assert latches == Latches(frozenset({LATCHED, "effort-2025-11-24"}), ttl_1h=False, global_scope=False)
         assert previous == PreviousRequest(HASHES, 123.5, 4_000)
         view = await b.describe(TEAM, "s")
@@ -101,7 +99,9 @@ def test_session_keys_name_the_team_and_never_collide() -> None:
     ]
     keys = [key for team, session in pairs for key in session_keys(team, session)]
     assert len(set(keys)) == len(keys) == 2 * len(pairs)
-    assert all(key.startswith("switchyard:sessions:") and not key.startswith("switchyard:session:") for key in keys)
+    assert all(
+        key.startswith("switchyard:sessions:") and not key.startswith("switchyard:session:") for key in keys
+    )
 
 
 async def test_two_teams_with_one_session_id_are_two_sessions_in_redis(redis_server: RedisServer) -> None:
