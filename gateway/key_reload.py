@@ -8,10 +8,9 @@ Two triggers, both ending in ``KeyReloader.reload``:
 * ``SIGHUP`` (``switchyard serve`` installs the handler; ``kill -HUP <pid>``).
 
 The new set (the ``GATEWAY_API_KEYS`` and ``GATEWAY_METRICS_API_KEYS`` lists, which never change,
-plus the file) replaces the old one
-in one assignment, so a request sees either. An unreadable or invalid file, or one that would leave
-no key at all, keeps the keys in force and logs one line (once per file version, not per poll).
-Log lines name the file, counts and teams, never a key.
+plus the file) replaces the old one in one assignment, so a request sees either. An unreadable or
+invalid file, or one that would leave no key at all, keeps the keys in force and logs one line
+(once per file version, not per poll). Log lines name the file, counts and teams, never a key.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ secret matches, and the plaintext keys are not kept in memory after they are par
 
 A key has a role: ``client`` (the default) calls the model endpoints and reads its own team's
 sessions; ``metrics`` may only read ``/metrics`` (a scraper's key, which can never spend money).
-``/metrics`` shows every team's spend, so client keys never read it. ``KeyRing.replace`` swaps the whole
-set at once, so the keys file can be reloaded while the gateway serves (``gateway.key_reload``).
+``/metrics`` shows every team's spend, so client keys never read it. ``KeyRing.replace`` swaps the
+whole set at once, so the keys file can be reloaded while the gateway serves
+(``gateway.key_reload``).
 """
 
 from __future__ import annotations
