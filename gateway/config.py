@@ -87,6 +87,8 @@ def _existing_file(value: object) -> object:
 
 
 def _http_url(value: str) -> str:
+    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in value):
+        raise ValueError("a URL holds no whitespace or control character (the value is not shown)")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {config_checks.redact_url(value)!r}")

@@ -1,6 +1,6 @@
 """Memory per session of the in-memory session store, measured with ``tracemalloc``.
 
-``python -m gateway.bench.session_memory [--sessions 20000] [--messages 0,50,200] [--json OUT]``
+``python -m gateway.bench.session_memory [--sessions 20000] [--messages 0,24,50,200] [--json OUT]``
 
 A session is what the cache step keeps for one Claude Code session, built the way the gateway
 builds it: every request goes through :class:`~gateway.cache.pipeline.CachePipeline` (``before``
@@ -155,7 +155,7 @@ async def measure(sessions: int, messages: int = 0) -> SessionMemory:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.bench.session_memory", description=__doc__)
     parser.add_argument("--sessions", type=int, default=20_000)
-    parser.add_argument("--messages", default="0,50,200", help="comma-separated; 0: the captured session")
+    parser.add_argument("--messages", default="0,24,50,200", help="comma-separated; 0: the captured session")
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args(argv)
     results = [asyncio.run(measure(args.sessions, int(m))) for m in args.messages.split(",")]
