@@ -35,7 +35,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     check_listen(settings.host, settings.port)
     configure_logging(settings.log_level)
-    log.info("configuration %s", orjson.dumps(settings.public_summary()).decode())
+    summary = settings.public_summary()
+    log.info("configuration %s", orjson.dumps(summary).decode())
+    for variable in summary.get("url_credentials_ignored", ()):
+        log.warning(
+            "%s: the credentials in the URL (user:password@) are ignored: never sent upstream nor "
+            "logged (the upstream credential comes from its own variables)",
+            variable,
+        )
     serve(settings)
     return 0
 

@@ -36,7 +36,8 @@ from pydantic import (
 )
 
 from gateway import config_checks
-from gateway.keys import InboundKey, parse_key_file, parse_key_list
+from gateway.cache.budget import DEFAULT_SESSION_MAX
+from gateway.keys import InboundKey, Role, parse_key_file, parse_key_list
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"", "0", "false", "no", "off"})
@@ -57,6 +58,9 @@ class ConfigError(Exception):
         self.problems: tuple[str, ...] = problems
 
 
+UPSTREAM_URL_FIELDS = frozenset(
+    {"anthropic_base_url", "bedrock_base_url", "bedrock_control_url", "vertex_base_url", "foundry_base_url"}
+)  # credentials (userinfo) in these are dropped: the upstream credential has its own variables
 FAILED_FIELDS = "failed_fields"  # validation context: fields that failed (their checks are skipped)
 SERVING = "serving"  # validation context: also run the checks only ``switchyard serve`` needs
 
@@ -83,6 +87,8 @@ def _existing_file(value: object) -> object:
 
 
 def _http_url(value: str) -> str:
+    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in value):
+        raise ValueError("a URL holds no whitespace or control character (the value is not shown)")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {config_checks.redact_url(value)!r}")
@@ -128,6 +134,8 @@ class Settings(BaseModel):
     # inbound authentication
     api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")
     """Comma-separated inbound keys clients must present (team `default`)."""
+    metrics_api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_METRICS_API_KEYS")
+    """Comma-separated metrics keys: they read `/metrics` and nothing else (client keys never do)."""
     api_keys_file: Path | None = Field(None, alias="GATEWAY_API_KEYS_FILE")
     """File of inbound keys, one per line as `key [team] [role=client|metrics]`; `#` comments."""
     allow_unauthenticated: bool = Field(False, alias="GATEWAY_ALLOW_UNAUTHENTICATED")
@@ -136,6 +144,7 @@ class Settings(BaseModel):
     """Re-read GATEWAY_API_KEYS_FILE when it changes, polling this often, seconds (0: only on SIGHUP)."""
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
     _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)
+    _dropped_url_credentials: frozenset[str] = PrivateAttr(frozenset())  # variables (for the summary)
 
     # first-party upstream
     anthropic_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
@@ -285,8 +294,10 @@ class Settings(BaseModel):
     """`memory`, or a `redis://` URL shared by replicas."""
     session_idle_s: float = Field(7200.0, alias="GATEWAY_SESSION_IDLE_S", gt=0)
     """Idle expiry of sessions, seconds."""
-    session_max: int = Field(100_000, alias="GATEWAY_SESSION_MAX", gt=0)
-    """LRU bound on the sessions kept."""
+    session_max: int = Field(DEFAULT_SESSION_MAX, alias="GATEWAY_SESSION_MAX", gt=0)
+    """Bound on the sessions kept in memory (the default fits a 64 MiB budget)."""
+    session_max_per_team: int | None = Field(None, alias="GATEWAY_SESSION_MAX_PER_TEAM", gt=0)
+    """Sessions one team may keep (unset: GATEWAY_SESSION_MAX shared equally by the teams with keys)."""
     session_store_timeout_s: float = Field(0.25, alias="GATEWAY_SESSION_STORE_TIMEOUT_S", gt=0)
     """Redis timeout, seconds; on failure requests continue on the in-memory view."""
     latched_betas: frozenset[str] = Field(frozenset(), alias="GATEWAY_LATCHED_BETAS")
@@ -342,7 +353,7 @@ class Settings(BaseModel):
     @field_validator("anthropic_base_url")
     @classmethod
     def _check_base_url(cls, value: str) -> str:
-        return _http_url(value)
+        return config_checks.without_userinfo(_http_url(value))  # never sent upstream (nor logged)
 
     @field_validator(
         "bedrock_base_url", "vertex_base_url", "foundry_base_url", "bedrock_control_url", mode="before"
@@ -351,7 +362,7 @@ class Settings(BaseModel):
     def _check_optional_url(cls, value: object) -> object:
         if value in (None, ""):
             return None
-        return _http_url(str(value))
+        return config_checks.without_userinfo(_http_url(str(value)))
 
     @field_validator(
         "aws_region",
@@ -391,8 +402,8 @@ class Settings(BaseModel):
     @field_validator("session_store")
     @classmethod
     def _check_store(cls, value: str) -> str:
-        if value != "memory" and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"expected 'memory' or a redis:// URL, got {config_checks.redact_url(value)!r}")
+        if value != "memory":
+            config_checks.check_redis_url(value)
         return value
 
     @field_validator("model_map", "beta_policy", mode="before")
@@ -434,6 +445,21 @@ class Settings(BaseModel):
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
+    @field_validator(
+        "api_keys",
+        "metrics_api_keys",
+        "anthropic_api_key",
+        "anthropic_auth_token",
+        "aws_bearer_token_bedrock",
+        "foundry_api_key",
+    )
+    @classmethod
+    def _check_header_safe(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is not None:
+            listed = info.field_name in ("api_keys", "metrics_api_keys")
+            config_checks.check_header_safe(value.get_secret_value(), listed=listed)
+        return value
+
     @field_validator("pricing_file")
     @classmethod
     def _check_pricing(cls, value: Path | None) -> Path | None:
@@ -474,7 +500,7 @@ class Settings(BaseModel):
             | {"foundry_resource", "foundry_base_url"}
         )
         checks: list[tuple[frozenset[str], Callable[[], None]]] = [
-            (frozenset({"api_keys", "api_keys_file"}), self._load_keys),
+            (frozenset({"api_keys", "metrics_api_keys", "api_keys_file"}), self._load_keys),
             (frozenset({"client_cert", "client_key"}), self._check_client_pair),
             (provider_fields, self._check_provider_settings),
             (frozenset({"stream_idle_warning_s", "stream_idle_timeout_s"}), self._check_idle_order),
@@ -482,12 +508,23 @@ class Settings(BaseModel):
         ]
         if serving:
             checks.append(
-                (frozenset({"api_keys", "api_keys_file", "allow_unauthenticated"}), self._check_open)
+                (
+                    frozenset({"api_keys", "metrics_api_keys", "api_keys_file", "allow_unauthenticated"}),
+                    self._check_open,
+                )
             )
         return checks
 
+    @property
+    def static_keys(self) -> tuple[InboundKey, ...]:
+        """The keys from the environment (never reloaded): GATEWAY_API_KEYS, GATEWAY_METRICS_API_KEYS."""
+        return (
+            *parse_key_list(self.api_keys.get_secret_value()),
+            *parse_key_list(self.metrics_api_keys.get_secret_value(), Role.METRICS),
+        )
+
     def _load_keys(self) -> None:
-        keys = list(parse_key_list(self.api_keys.get_secret_value()))
+        keys = list(self.static_keys)
         if self.api_keys_file is not None:
             try:
                 keys.extend(parse_key_file(self.api_keys_file))
@@ -563,6 +600,9 @@ class Settings(BaseModel):
             from gateway.startup_summary import AWS_CHAIN_VARIABLES
 
             settings._aws_variables = frozenset(AWS_CHAIN_VARIABLES & environ.keys())
+            settings._dropped_url_credentials = config_checks.url_credentials(
+                environ, (alias for alias, name in index.items() if name in UPSTREAM_URL_FIELDS)
+            )
             return settings
         secrets = config_checks.secret_values(cls, environ)
         raise ConfigError(*(config_checks.scrub(line, secrets) for line in [*problems, *unknown])) from None
@@ -613,4 +653,4 @@ class Settings(BaseModel):
         settings; secrets replaced by where they come from (see :mod:`gateway.startup_summary`)."""
         from gateway.startup_summary import summary
 
-        return summary(self, self._aws_variables)
+        return summary(self, self._aws_variables, self._dropped_url_credentials)

@@ -18,6 +18,7 @@ import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final, get_args
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, SecretStr, ValidationError
 
@@ -72,6 +73,53 @@ def redact_url(value: str) -> str:
     if at < 0:
         return value
     return f"{scheme}{separator}***@{rest[at + 1 :]}"
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (a URL without it is returned as it is)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def url_credentials(environ: Mapping[str, str], variables: Iterable[str]) -> frozenset[str]:
+    """Those of ``variables`` set in ``environ`` to a URL that carries userinfo."""
+    return frozenset(
+        name for name in variables if name in environ and "@" in urlsplit(environ[name].strip()).netloc
+    )
+
+
+def check_header_safe(value: str, *, listed: bool = False) -> None:
+    """A key or token travels in an HTTP header: visible ASCII only (``listed``: a comma-separated
+    list, checked item by item). The message says what is wrong, never shows the value."""
+    for item in (part.strip() for part in value.split(",")) if listed else (value,):
+        if any(not 0x21 <= ord(char) <= 0x7E for char in item):
+            raise ValueError(
+                "holds a character an HTTP header cannot carry (whitespace, a control character or "
+                "non-ASCII); the value is not shown"
+            )
+
+
+REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
+
+
+def check_redis_url(value: str) -> None:
+    """``value`` is a Redis URL redis-py accepts (scheme, port, query options), checked at start-up
+    so a mistake is one line naming the variable rather than a traceback; never shows userinfo."""
+    shown = redact_url(value)
+    if not value.startswith(REDIS_SCHEMES):
+        raise ValueError(f"expected 'memory' or a redis:// URL, got {shown!r}")
+    try:
+        from redis.connection import parse_url
+    except ImportError:
+        raise ValueError(
+            "a Redis session store needs the redis package (pip install 'switchyard[redis]')"
+        ) from None
+    try:
+        parse_url(value)  # type: ignore[no-untyped-call]
+    except ValueError:
+        raise ValueError(f"not a valid Redis URL (port or options): {shown!r}") from None
 
 
 def secret_fragments(values: Iterable[str]) -> set[str]:

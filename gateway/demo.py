@@ -215,13 +215,13 @@ async def _drive(
             for line in metrics.exposition().decode().splitlines()
             if line.startswith(("gateway_tokens_total", "gateway_requests_total"))
         ]
-        print("\ngateway metrics (GET /metrics with an inbound key):", file=out)
+        print("\ngateway metrics (GET /metrics with a metrics key):", file=out)
         for line in token_lines:
             print("  " + line, file=out)
         print(
             "\nRun it yourself: `switchyard serve` with GATEWAY_API_KEYS and ANTHROPIC_API_KEY set, then\n"
             "ANTHROPIC_BASE_URL=http://127.0.0.1:8080 ANTHROPIC_API_KEY=<gateway key> <your client>;\n"
-            "metrics at http://127.0.0.1:8080/metrics (send the gateway key).",
+            "metrics at http://127.0.0.1:8080/metrics with a key of GATEWAY_METRICS_API_KEYS.",
             file=out,
         )
     return _verdict(rows, agent, out)

@@ -22,9 +22,11 @@ class Authenticator:
     """Checks the inbound key (``x-api-key`` or ``Authorization: Bearer``) and its role.
 
     ``team_for`` guards the model endpoints: client keys only (a metrics key gets 403
-    ``permission_error``). ``check_metrics`` guards ``/metrics``: metrics keys, and client keys too
-    as long as no metrics key is configured (the behaviour before roles existed). The ring may be
-    replaced at any time (``gateway.key_reload``); every check reads the set in force.
+    ``permission_error``). ``check_metrics`` guards ``/metrics``, which shows every team's spend:
+    metrics keys only (a client key gets 403 ``permission_error``); an open gateway (no key
+    configured, unauthenticated access allowed) serves it to anyone, as it does every endpoint.
+    The ring may be replaced at any time (``gateway.key_reload``); every check reads the set in
+    force.
     """
 
     def __init__(self, keys: KeyRing, allow_unauthenticated: bool) -> None:
@@ -63,12 +65,12 @@ class Authenticator:
         key = self._authenticate(request)
         if key is None or key.role is Role.METRICS:
             return
-        if self._keys.has_metrics_keys:
-            raise GatewayError(
-                403,
-                "/metrics is readable with a metrics key only (role=metrics in GATEWAY_API_KEYS_FILE)",
-                should_retry=False,
-            )
+        raise GatewayError(
+            403,
+            "/metrics is readable with a metrics key only (GATEWAY_METRICS_API_KEYS, or role=metrics "
+            "in GATEWAY_API_KEYS_FILE)",
+            should_retry=False,
+        )
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:

@@ -7,10 +7,10 @@ Two triggers, both ending in ``KeyReloader.reload``:
   Kubernetes Secret volume (a new ``..data`` directory) is seen like an in-place rewrite;
 * ``SIGHUP`` (``switchyard serve`` installs the handler; ``kill -HUP <pid>``).
 
-The new set (the ``GATEWAY_API_KEYS`` list, which never changes, plus the file) replaces the old one
-in one assignment, so a request sees either. An unreadable or invalid file, or one that would leave
-no key at all, keeps the keys in force and logs one line (once per file version, not per poll).
-Log lines name the file, counts and teams, never a key.
+The new set (the ``GATEWAY_API_KEYS`` and ``GATEWAY_METRICS_API_KEYS`` lists, which never change,
+plus the file) replaces the old one in one assignment, so a request sees either. An unreadable or
+invalid file, or one that would leave no key at all, keeps the keys in force and logs one line
+(once per file version, not per poll). Log lines name the file, counts and teams, never a key.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from gateway.config import Settings
-from gateway.keys import InboundKey, KeyRing, Role, parse_key_list, parse_key_text
+from gateway.keys import InboundKey, KeyRing, Role, parse_key_text
 
 log = logging.getLogger("switchyard.keys")
 
@@ -76,7 +76,7 @@ class KeyReloader:
             return None
         reloader = cls(
             ring,
-            parse_key_list(settings.api_keys.get_secret_value()),
+            settings.static_keys,
             settings.api_keys_file,
             interval_s=settings.api_keys_reload_s,
             allow_empty=settings.allow_unauthenticated,

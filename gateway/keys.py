@@ -4,9 +4,11 @@ Keys are held only as SHA-256 digests. A presented key is hashed and looked up b
 digest is compared with ``hmac.compare_digest``: the time taken does not depend on how much of a
 secret matches, and the plaintext keys are not kept in memory after they are parsed.
 
-A key has a role: ``client`` (the default) calls the model endpoints; ``metrics`` may only read
-``/metrics`` (a scraper's key, which can never spend money). ``KeyRing.replace`` swaps the whole
-set at once, so the keys file can be reloaded while the gateway serves (``gateway.key_reload``).
+A key has a role: ``client`` (the default) calls the model endpoints and reads its own team's
+sessions; ``metrics`` may only read ``/metrics`` (a scraper's key, which can never spend money).
+``/metrics`` shows every team's spend, so client keys never read it. ``KeyRing.replace`` swaps the
+whole set at once, so the keys file can be reloaded while the gateway serves
+(``gateway.key_reload``).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_TEAM = "default"
+METRICS_TEAM = "metrics"  # the team of GATEWAY_METRICS_API_KEYS (metrics keys spend nothing)
 ROLE_PREFIX = "role="
 KEY_FILE_SYNTAX = "'key [team]' with an optional role=client|metrics"
 
 
 class Role(enum.StrEnum):
-    CLIENT = "client"  # model endpoints (and /metrics while no metrics key is configured)
+    CLIENT = "client"  # model endpoints and the team's own sessions
     METRICS = "metrics"  # /metrics only
 
 
@@ -42,12 +45,14 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-def parse_key_list(raw: str) -> Iterator[InboundKey]:
-    """``GATEWAY_API_KEYS``: comma-separated client keys, all in the default team."""
+def parse_key_list(raw: str, role: Role = Role.CLIENT) -> Iterator[InboundKey]:
+    """``GATEWAY_API_KEYS``: comma-separated client keys, all in the default team;
+    ``GATEWAY_METRICS_API_KEYS`` (``role=METRICS``): metrics keys, in the team ``metrics``."""
+    team = DEFAULT_TEAM if role is Role.CLIENT else METRICS_TEAM
     for item in raw.split(","):
         key = item.strip()
         if key:
-            yield InboundKey(_digest(key), DEFAULT_TEAM)
+            yield InboundKey(_digest(key), team, role)
 
 
 def parse_key_line(fields: list[str]) -> InboundKey:

@@ -52,6 +52,7 @@ from gateway.streaming.guard import (
 )
 from gateway.streaming.guard import StreamSettings as StreamSettings  # re-exported for the server
 from gateway.streaming.replay import message_to_sse
+from gateway.streaming.scan import MAX_EVENT_BYTES
 from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver, Usage, usage_from_message
 from gateway.streaming.watchdog import IdleAction
@@ -125,6 +126,7 @@ class StreamRelay:
         self._held: HoldBack[bytes] = HoldBack()
         self._upstream: UpstreamResponse | None = None
         self._stall: WriteStall | None = None
+        self._partial = b""  # the start of an event, passed on once the event is complete
 
     async def run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
         self._upstream = upstream
@@ -209,9 +211,22 @@ class StreamRelay:
         return True
 
     async def _pass_on(self, data: bytes) -> None:
-        """Write ``data``; when it ends a complete stream, with the end of the response (one write)."""
+        """Write ``data``; when it ends a complete stream, with the end of the response (one write).
+
+        Only whole events are passed on: the start of an unfinished event waits for the chunk that
+        ends it (a chunk that ends between events, the usual case, is passed on as it is). A stream
+        cut mid-event thus never leaves half an event at the client, in front of the error event
+        that reports the cut. An event larger than ``MAX_EVENT_BYTES`` is passed on as it comes.
+        """
+        if self._partial:
+            data, self._partial = self._partial + data, b""
+        end = _events_end(data)
+        if end < len(data) and len(data) - end <= MAX_EVENT_BYTES:
+            data, self._partial = data[:end], data[end:]
+            if not data:
+                return
         upstream = self._upstream
-        if self._observer.finished and upstream is not None and upstream.ended():
+        if self._observer.finished and not self._partial and upstream is not None and upstream.ended():
             response = self._response
             if response is None:
                 response = await self._prepare()
@@ -252,8 +267,10 @@ class StreamRelay:
         if not self._outcome.client_disconnected:
             if self._stall is not None:  # the last write, flushed; the bound is lifted after it
                 self._stall.since = self._stall.now()
+            # a complete stream's unterminated last bytes still reach the client
+            tail, self._partial = self._partial, b""
             with contextlib.suppress(*_CLIENT_GONE):
-                await response.write_eof()
+                await response.write_eof(tail)
         return response
 
     def _stalled(self, waited_s: float) -> None:
@@ -274,6 +291,7 @@ class StreamRelay:
             transport.abort()
 
     async def _error_event(self, error_type: str, message: str) -> None:
+        self._partial = b""  # a cut event is dropped: the error event follows whole events only
         self._outcome.error_type = error_type
         event = encode_event("error", {"type": "error", "error": {"type": error_type, "message": message}})
         try:
@@ -382,6 +400,18 @@ class StreamRelay:
         outcome.first_content_at = observer.first_content_at
         if outcome.error_type is None:
             outcome.error_type = observer.error_type
+
+
+def _events_end(data: bytes) -> int:
+    """Where the last complete event of ``data`` ends (after its blank line); 0 if none does.
+
+    ``len(data)`` for ``\r`` line endings, which are passed on as they come (Anthropic-compatible
+    servers end lines with ``\n``; a raw ``\r`` in an event is a line ending, JSON escapes it).
+    """
+    if data.endswith(b"\n\n") or b"\r" in data:
+        return len(data)
+    last = data.rfind(b"\n\n")
+    return last + 2 if last >= 0 else 0
 
 
 async def relay_buffered(

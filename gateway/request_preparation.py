@@ -29,12 +29,13 @@ class RequestPreparation:
         self._cache = cache
         self._provider = provider
 
-    async def prepare(self, client: ClientRequest) -> Prepared:
+    async def prepare(self, client: ClientRequest, team: str) -> Prepared:
         """``ClientInputError`` when the request cannot be served (an unknown model: 404). The cache
-        step's context is then dropped: ``after`` records nothing for a request that failed."""
+        step's context is then dropped: ``after`` records nothing for a request that failed.
+        ``team``: the caller's, whose sessions the request may continue."""
         context: CacheContext | None = None
         if client.operation is Operation.MESSAGES:
-            client, context = await self._cache.before(client)
+            client, context = await self._cache.before(client, team)
         else:
             client = self._cache.normalise_only(client)
         return Prepared(self._provider.prepare(client), context)

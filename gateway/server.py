@@ -125,7 +125,9 @@ class Gateway:
             write_stall_s=settings.write_stall_timeout_s,
         )
         metrics.prime(provider.name, self.keys)
-        store = build_store(settings, on_error=metrics.session_store_errors.inc)
+        store = build_store(
+            settings, on_error=metrics.session_store_errors.inc, teams=lambda: len(self.keys.teams)
+        )
         self.cache = CachePipeline(
             settings,
             provider.name,
@@ -165,12 +167,13 @@ class Gateway:
         return await self._forward(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
 
     async def session(self, request: web.Request) -> web.Response:
-        """``GET /v1/sessions/{id}``: a session's latches, last prefix hashes and recent breaks."""
-        self.auth.team_for(request)
+        """``GET /v1/sessions/{id}``: a session's latches, last prefix hashes and recent breaks
+        (the caller's team's session only: another team's is answered as absent)."""
+        team = self.auth.team_for(request)
         session_id = request.match_info["session_id"]
-        view = await self.cache.store.describe(session_id)
+        view = await self.cache.store.describe(team, session_id)
         if view is None:
-            raise GatewayError(404, f"session: {session_id}", error_type="not_found_error")
+            raise GatewayError(404, "no such session", error_type="not_found_error")  # nor another team's
         previous = view.previous
         return web.json_response(
             {
@@ -183,7 +186,7 @@ class Gateway:
                     "cached_tokens": previous.cached,
                     "prefix": previous.hashes.summary(),
                 },
-                "recent_breaks": list(view.recent_breaks),
+                "recent_breaks": [record.as_dict() for record in view.recent_breaks],
             }
         )
 
@@ -236,7 +239,7 @@ class Gateway:
         retry_key = RequestKey(scope.team, client)  # the client's own bytes, before any reshaping
         retrying = ClientRetries.from_headers(client.headers, self.retry_memory.recall(retry_key))
         try:  # once, before the retry loop: cache step, then the provider's preparation
-            prepared = await self.preparation.prepare(client)
+            prepared = await self.preparation.prepare(client, scope.team)
         except ClientInputError as refused:  # e.g. a model the upstream does not serve
             refused.headers.setdefault("x-client-request-id", client.request_id)
             refused.headers.setdefault("x-gateway-retries", "0")

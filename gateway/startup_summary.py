@@ -40,8 +40,13 @@ def strip_userinfo(url: str | None) -> str | None:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-def summary(settings: Settings, aws_variables: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Every setting worth logging at start-up; secrets replaced by where they come from."""
+def summary(
+    settings: Settings,
+    aws_variables: frozenset[str] = frozenset(),
+    dropped_url_credentials: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """Every setting worth logging at start-up; secrets replaced by where they come from
+    (``dropped_url_credentials``: upstream URL variables whose userinfo was dropped, by name)."""
     common: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -57,8 +62,11 @@ def summary(settings: Settings, aws_variables: frozenset[str] = frozenset()) -> 
         "client_cert": str(settings.client_cert) if settings.client_cert else None,
         "max_body_bytes": settings.max_body_bytes,
         "session_store": strip_userinfo(settings.session_store),
+        "session_max": settings.session_max,
+        "session_max_per_team": settings.session_max_per_team or "an equal share per team",
     }
-    return {**common, **upstream(settings, aws_variables), **egress}
+    dropped = {"url_credentials_ignored": sorted(dropped_url_credentials)} if dropped_url_credentials else {}
+    return {**common, **upstream(settings, aws_variables), **egress, **dropped}
 
 
 def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.cache.prefix import PrefixHashes
 from gateway.streaming.usage import Usage
@@ -43,6 +44,26 @@ class PreviousRequest:
     hashes: PrefixHashes
     at: float  # wall-clock seconds
     cached: int | None  # cache reads + writes it reported; None while unknown
+
+
+@dataclass(frozen=True, slots=True)
+class BreakRecord:
+    """One cache break as a session keeps it (``GET /v1/sessions/{id}`` shows the last ones)."""
+
+    at: float  # wall-clock seconds
+    reason: str
+    cache_read_input_tokens: int
+    expected: int | None  # what the session's unchanged prefix should have read
+    upstream_reason: str | None  # the upstream's own cache-miss reason, when it gives one
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "reason": self.reason,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "expected": self.expected,
+            "upstream_reason": self.upstream_reason,
+        }
 
 
 def changed_segment(previous: PrefixHashes, current: PrefixHashes) -> BreakReason | None:

@@ -1,8 +1,8 @@
 """The cache-aware step of the request path: latches and normalisation before the upstream,
 break detection after it.
 
-``before`` runs for every Messages request: it finds the session (no session id means no
-latching), merges the request into the session's latches, applies them (latched betas go back into
+``before`` runs for every Messages request: it finds the session among the caller's team's (no
+session id means no latching), merges the request into the session's latches, applies them (latched betas go back into
 ``anthropic-beta``; the TTL and scope eligibilities shape ``cache_control``), normalises cache
 markers for the upstream and hashes the prefix as sent (with the cache-key betas actually sent).
 Nothing in the body changes unless a rule had to change it, so an unchanged prefix stays
@@ -24,16 +24,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-from gateway.cache.breaks import BreakReason, PreviousRequest, classify
+from gateway.cache.breaks import BreakReason, BreakRecord, PreviousRequest, classify
 from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from gateway.cache.store import MemorySessionStore, RedisSessionStore, SessionStore
+from gateway.cache.store import MemorySessionStore, Quota, SessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import parse_beta_header
@@ -47,6 +46,7 @@ log = logging.getLogger("switchyard.cache")
 class CacheContext:
     """What ``before`` learnt, for ``after``."""
 
+    team: str  # the session's owner: sessions are kept per (team, session id)
     session_id: str | None
     hashes: PrefixHashes | None  # None without a session: nothing to compare them with
     previous: PreviousRequest | None
@@ -55,9 +55,19 @@ class CacheContext:
     at: float  # when ``before`` ran (wall-clock seconds of the pipeline's clock)
 
 
-def build_store(settings: Settings, on_error: Callable[[], None]) -> SessionStore:
-    local = MemorySessionStore(settings.session_max, settings.session_idle_s)
+def build_store(settings: Settings, on_error: Callable[[], None], teams: Callable[[], int]) -> SessionStore:
+    """The configured store; ``teams``: how many teams have keys now (each gets an equal share of
+    ``GATEWAY_SESSION_MAX`` unless ``GATEWAY_SESSION_MAX_PER_TEAM`` sets the quota)."""
+    quota: Quota | int
+    if settings.session_max_per_team is not None:
+        quota = settings.session_max_per_team
+    else:
+        total = settings.session_max
+        quota = lambda: max(1, total // max(1, teams()))  # noqa: E731 - read at each new session
+    local = MemorySessionStore(settings.session_max, settings.session_idle_s, max_per_team=quota)
     if settings.session_store.startswith(("redis://", "rediss://", "unix://")):
+        from gateway.cache.redis_store import RedisSessionStore
+
         return RedisSessionStore(
             settings.session_store,
             local=local,
@@ -92,7 +102,8 @@ class CachePipeline:
     def store(self) -> SessionStore:
         return self._store
 
-    async def before(self, client: ClientRequest) -> tuple[ClientRequest, CacheContext]:
+    async def before(self, client: ClientRequest, team: str) -> tuple[ClientRequest, CacheContext]:
+        """``team``: the caller's (its session is looked up among that team's only)."""
         betas = parse_beta_header(v for k, v in client.headers if k.lower() == "anthropic-beta")
         session_id = session_id_of(client.headers, client.payload)
         now = self.clock()
@@ -100,10 +111,10 @@ class CachePipeline:
         previous: PreviousRequest | None = None
         # one look at the messages: which can hold a marker, and the history the session's last
         # request already sent (this replica's record of it says how long it was)
-        scan = scan_messages(client.payload, self._settled(session_id))
+        scan = scan_messages(client.payload, self._settled(team, session_id))
         if session_id is not None:
             observed = observe(client.payload, betas, self._latchable, messages=scan.marked)
-            latches, previous = await self._store.begin(session_id, observed)
+            latches, previous = await self._store.begin(team, session_id, observed)
         result = normalise(client.payload, self._rules, latches, marked=scan.marked)
         sent_betas = merged_betas(betas, latches.betas)
         updated = client
@@ -121,12 +132,12 @@ class CachePipeline:
                 previous=previous.hashes if previous is not None else None,
                 scan=scan,
             )
-        return updated, CacheContext(session_id, hashes, previous, latches, tuple(result.notes), now)
+        return updated, CacheContext(team, session_id, hashes, previous, latches, tuple(result.notes), now)
 
-    def _settled(self, session_id: str | None) -> int | None:
+    def _settled(self, team: str, session_id: str | None) -> int | None:
         """How many leading messages this request shares with the session's last one if its
         history only grew (what the history check of that request covers: all but its last)."""
-        view = self._store.view(session_id) if session_id is not None else None
+        view = self._store.view(team, session_id) if session_id is not None else None
         if view is None or view.previous is None or not view.previous.hashes.history_check:
             return None
         return len(view.previous.hashes.messages) - 1
@@ -143,26 +154,27 @@ class CachePipeline:
             return None
         now = self.clock()
         reason = classify(context.previous, context.hashes, usage, now)
-        record: dict[str, Any] | None = None
+        record: BreakRecord | None = None
         if reason is not None:
             self._on_break(reason.value)
-            record = {
-                "at": now,
-                "reason": reason.value,
-                "cache_read_input_tokens": usage.cache_read_input_tokens,
-                "expected": context.previous.cached if context.previous else None,
-                "upstream_reason": usage.cache_miss_reason,
-            }
+            record = BreakRecord(
+                now,
+                reason.value,
+                usage.cache_read_input_tokens,
+                context.previous.cached if context.previous else None,
+                usage.cache_miss_reason,
+            )
             if reason is not BreakReason.FIRST_REQUEST:
                 log.info(
                     orjson.dumps(
                         {
                             "event": "cache_break",
+                            "team": context.team,
                             "session_id": context.session_id,
                             "provider": provider,
                             "reason": reason.value,
                             "cache_read_input_tokens": usage.cache_read_input_tokens,
-                            "expected_cache_read": record["expected"],
+                            "expected_cache_read": record.expected,
                             "upstream_cache_miss_reason": usage.cache_miss_reason,
                         }
                     ).decode()
@@ -170,5 +182,5 @@ class CachePipeline:
         cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         request = PreviousRequest(context.hashes, context.at, cached) if context.hashes.ttls else None
         if request is not None or record is not None:
-            self._store.finish(context.session_id, request, record)
+            self._store.finish(context.team, context.session_id, request, record)
         return reason.value if reason is not None else None

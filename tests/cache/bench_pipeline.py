@@ -32,6 +32,7 @@ from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
 
+TEAM = "default"
 USAGE = Usage(input_tokens=5, cache_read_input_tokens=1_000, cache_write_5m_tokens=100)
 
 
@@ -66,7 +67,7 @@ def client_request(session: ClaudeCodeSession, index: int) -> ClientRequest:
 
 async def timed(cache: CachePipeline, client: ClientRequest) -> tuple[float, float]:
     start = time.process_time()
-    _, context = await cache.before(client)
+    _, context = await cache.before(client, TEAM)
     middle = time.process_time()
     cache.after(context, USAGE, 200, "anthropic")
     return middle - start, time.process_time() - middle
@@ -81,7 +82,7 @@ async def small(iterations: int) -> float:
     ]
     start = time.process_time()
     for client in requests:
-        await cache.before(client)
+        await cache.before(client, TEAM)
     return (time.process_time() - start) / iterations
 
 

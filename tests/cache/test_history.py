@@ -58,7 +58,7 @@ async def test_a_claude_code_session_hashes_only_its_new_messages(provider: str)
         client = ClientRequest(
             Operation.MESSAGES, raw, orjson.loads(raw), list(session.headers().items()), "r"
         )
-        sent, context = await pipeline.before(client)
+        sent, context = await pipeline.before(client, "default")
         assert context.hashes is not None
         betas = [b for k, v in sent.headers if k == "anthropic-beta" for b in v.split(",")]
         latched = [b for b in betas if b in DEFAULT_LATCHED_BETAS]
@@ -132,6 +132,6 @@ async def test_a_request_without_a_session_is_forwarded_untouched_and_not_hashed
     pipeline = CachePipeline(settings, "anthropic", MemorySessionStore(10, 60), on_break=lambda reason: None)
     turn = Turn.load("015_cc_tool_bash_turn1").with_session(None)
     client = ClientRequest(Operation.MESSAGES, turn.wire(), turn.body, list(turn.headers), "r")
-    sent, context = await pipeline.before(client)
+    sent, context = await pipeline.before(client, "default")
     assert sent is client and context.session_id is None and context.hashes is None
     assert pipeline.after(context, Usage(), 200, "anthropic") is None

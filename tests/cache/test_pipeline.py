@@ -16,6 +16,7 @@ from tests.cache.conftest import TOOL_BASH, Turn
 
 SESSION = "e7ef4113-2efc-4c9e-9196-6e8446c0db6e"  # the tool-bash capture's session
 LATCHED = "interleaved-thinking-2025-05-14"
+TEAM = "default"
 
 
 class Harness:
@@ -30,7 +31,7 @@ class Harness:
 
     async def turn(self, turn: Turn, read: int, written: int = 100) -> tuple[ClientRequest, str | None]:
         client = request(turn)
-        sent, context = await self.pipeline.before(client)
+        sent, context = await self.pipeline.before(client, TEAM)
         usage = Usage(input_tokens=5, cache_read_input_tokens=read, cache_write_5m_tokens=written)
         return sent, self.pipeline.after(context, usage, 200, "anthropic")
 
@@ -51,7 +52,7 @@ def turns() -> Iterator[list[Turn]]:
 async def test_an_untouched_request_is_the_clients_object(turns: list[Turn]) -> None:
     harness = Harness()
     client = request(turns[0])
-    sent, context = await harness.pipeline.before(client)
+    sent, context = await harness.pipeline.before(client, TEAM)
     assert sent is client  # the client's bytes, not a re-serialisation
     assert context.session_id == SESSION and context.notes == ()
 
@@ -124,9 +125,9 @@ async def test_count_tokens_normalises_without_touching_latches(turns: list[Turn
 async def test_failed_requests_are_not_recorded(turns: list[Turn]) -> None:
     harness = Harness()
     await harness.turn(turns[0], read=0, written=17_450)
-    _, context = await harness.pipeline.before(request(turns[1]))
+    _, context = await harness.pipeline.before(request(turns[1]), TEAM)
     assert harness.pipeline.after(context, Usage(), 529, "anthropic") is None
-    view = harness.store.view(SESSION)
+    view = harness.store.view(TEAM, SESSION)
     assert view is not None and view.previous is not None
     assert len(view.previous.hashes.messages) == 2  # still turn 1
 
@@ -135,7 +136,7 @@ async def test_the_upstreams_own_miss_reason_is_recorded_beside_ours(turns: list
     harness = Harness()
     await harness.turn(turns[0], read=0)
     client = request(turns[1])
-    _, context = await harness.pipeline.before(client)
+    _, context = await harness.pipeline.before(client, TEAM)
     usage = Usage(
         input_tokens=5,
         cache_read_input_tokens=0,
@@ -144,9 +145,9 @@ async def test_the_upstreams_own_miss_reason_is_recorded_beside_ours(turns: list
     )
     reason = harness.pipeline.after(context, usage, 200, "anthropic")
     assert reason == "unknown"  # nothing changed in the prefix: only the upstream knows why
-    view = harness.store.view(SESSION)
+    view = harness.store.view(TEAM, SESSION)
     assert view is not None
-    assert view.recent_breaks[-1]["upstream_reason"] == "previous_message_not_found"
+    assert view.recent_breaks[-1].upstream_reason == "previous_message_not_found"
 
 
 def test_the_observer_reads_diagnostics() -> None:

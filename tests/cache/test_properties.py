@@ -151,7 +151,7 @@ async def test_any_payload_shape_goes_through_the_pipeline(payload: dict[str, An
     headers = [("x-session-id", "s"), ("anthropic-beta", "context-1m-2025-08-07")]
     client = ClientRequest(Operation.MESSAGES, orjson.dumps(payload), payload, headers, "r")
     for _ in range(2):
-        sent, context = await pipeline.before(client)
+        sent, context = await pipeline.before(client, "default")
         pipeline.after(context, Usage(cache_read_input_tokens=1), 200, "bedrock")
         pipeline.normalise_only(client)
     assert sent.payload is not None

@@ -304,7 +304,7 @@ async def test_a_session_through_the_pipeline_is_sent_and_hashed_as_the_referenc
         except orjson.JSONEncodeError:
             reject()  # a parsed request holds nothing orjson cannot encode
         client = ClientRequest(Operation.MESSAGES, raw, orjson.loads(raw), headers, "r")
-        sent, context = await pipeline.before(client)
+        sent, context = await pipeline.before(client, "default")
         expected = reference.normalise(client.payload, rules, context.latches)
         assert sent.payload == expected.payload
         assert sent.body == (raw if sent.payload is client.payload else orjson.dumps(expected.payload))

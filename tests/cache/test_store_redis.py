@@ -15,7 +15,8 @@ import pytest
 from gateway.cache.breaks import PreviousRequest
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import prefix_hashes
-from gateway.cache.store import MemorySessionStore, RedisSessionStore
+from gateway.cache.redis_store import RedisSessionStore, session_keys
+from gateway.cache.store import MemorySessionStore
 from gateway.config import Settings
 from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.metrics import GatewayMetrics
@@ -36,6 +37,7 @@ from tests.conformance.conftest import FIRST_PARTY_KEY, GATEWAY_KEY
 
 LATCHED = "context-1m-2025-08-07"
 HASHES = prefix_hashes({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, [])
+TEAM = "team-a"
 BACKOFF_S = 0.5  # RedisSessionStore's first back-off after a failure
 
 
@@ -65,21 +67,56 @@ async def stores(url: str, count: int, **options: Any) -> AsyncIterator[list[Red
 async def test_replicas_share_latches_and_the_last_request(redis_server: RedisServer) -> None:
     async with stores(redis_server.url, 2) as (a, b):
         latches, previous = await a.begin(
-            "s", Latches(frozenset({LATCHED}), ttl_1h=False, global_scope=False)
+            TEAM, "s", Latches(frozenset({LATCHED}), ttl_1h=False, global_scope=False)
         )
         assert latches == Latches(frozenset({LATCHED}), False, False) and previous is None
-        a.finish("s", PreviousRequest(HASHES, 123.5, 4_000), None)
+        a.finish(TEAM, "s", PreviousRequest(HASHES, 123.5, 4_000), None)
         redis = redis_server.client()
-        await until(lambda: redis.hexists("switchyard:session:s", "prefix"))
+        await until(lambda: redis.hexists(session_keys(TEAM, "s")[0], "prefix"))
         # b never saw the beta, and its own first request asks for the hour: the session's first
         # decision stands
-        latches, previous = await b.begin("s", Latches(frozenset({"effort-2025-11-24"}), ttl_1h=True))
+        latches, previous = await b.begin(TEAM, "s", Latches(frozenset({"effort-2025-11-24"}), ttl_1h=True))
         assert latches == Latches(frozenset({LATCHED, "effort-2025-11-24"}), ttl_1h=False, global_scope=False)
         assert previous == PreviousRequest(HASHES, 123.5, 4_000)
-        view = await b.describe("s")
+        view = await b.describe(TEAM, "s")
         assert view is not None and view.latches == latches
-        assert await redis.smembers("switchyard:session:s:betas") == {LATCHED.encode(), b"effort-2025-11-24"}
-        assert await b.describe("unknown") is None
+        assert await redis.smembers(session_keys(TEAM, "s")[1]) == {LATCHED.encode(), b"effort-2025-11-24"}
+        assert await b.describe(TEAM, "unknown") is None
+        await redis.aclose()
+
+
+def test_session_keys_name_the_team_and_never_collide() -> None:
+    """Team and id are both in the key; no two (team, id) pairs share a key, whatever the id
+    (session ids may hold ``:``), and no key is one of the layout before teams."""
+    assert session_keys("team-a", "e7ef4113") == (
+        "switchyard:sessions:team-a:e7ef4113:record",
+        "switchyard:sessions:team-a:e7ef4113:betas",
+    )
+    pairs = [
+        (team, session)
+        for team in ("a", "a:b", "b", "a%3Ab", "")
+        for session in ("x", "b:x", "x:betas", "x:record", "betas", "a:b:x")
+    ]
+    keys = [key for team, session in pairs for key in session_keys(team, session)]
+    assert len(set(keys)) == len(keys) == 2 * len(pairs)
+    assert all(
+        key.startswith("switchyard:sessions:") and not key.startswith("switchyard:session:") for key in keys
+    )
+
+
+async def test_two_teams_with_one_session_id_are_two_sessions_in_redis(redis_server: RedisServer) -> None:
+    async with stores(redis_server.url, 2) as (a, b):
+        await a.begin("team-a", "same", Latches(frozenset({LATCHED}), ttl_1h=True))
+        a.finish("team-a", "same", PreviousRequest(HASHES, 1.0, 10), None)
+        redis = redis_server.client()
+        await until(lambda: redis.hexists(session_keys("team-a", "same")[0], "prefix"))
+        # another replica, another team, the same id: nothing of team-a's session
+        assert await b.describe("team-b", "same") is None
+        latches, previous = await b.begin("team-b", "same", Latches())
+        assert latches == Latches() and previous is None
+        assert await redis.exists(session_keys("team-b", "same")[1]) == 0
+        view = await b.describe("team-a", "same")
+        assert view is not None and view.latches.betas == {LATCHED} and view.previous is not None
         await redis.aclose()
 
 
@@ -88,20 +125,20 @@ async def test_session_keys_expire_after_the_idle_time(
     redis_server: RedisServer, idle_s: float, expected: int
 ) -> None:
     async with stores(redis_server.url, 1, idle_s=idle_s) as (store,):
-        await store.begin("s", Latches(frozenset({LATCHED}), ttl_1h=True))
+        await store.begin(TEAM, "s", Latches(frozenset({LATCHED}), ttl_1h=True))
         redis = redis_server.client()
-        assert 0 < await redis.ttl("switchyard:session:s") <= expected
-        assert 0 < await redis.ttl("switchyard:session:s:betas") <= expected
+        assert 0 < await redis.ttl(session_keys(TEAM, "s")[0]) <= expected
+        assert 0 < await redis.ttl(session_keys(TEAM, "s")[1]) <= expected
         await redis.aclose()
 
 
 async def test_an_unreadable_record_counts_as_no_previous_request(redis_server: RedisServer) -> None:
     redis = redis_server.client()
     await redis.hset(
-        "switchyard:session:s", mapping={"prefix": b'{"model": "m"}', "at": b"1", "cached": b"5"}
+        session_keys(TEAM, "s")[0], mapping={"prefix": b'{"model": "m"}', "at": b"1", "cached": b"5"}
     )
     async with stores(redis_server.url, 1) as (store,):
-        latches, previous = await store.begin("s", Latches(frozenset({LATCHED})))
+        latches, previous = await store.begin(TEAM, "s", Latches(frozenset({LATCHED})))
         assert previous is None and latches.betas == {LATCHED}
     await redis.aclose()
 
@@ -110,17 +147,17 @@ async def test_the_history_check_is_stored_beside_the_record(redis_server: Redis
     """Another replica reuses the session's history hashes too; the record itself stays what
     earlier versions read, and one they wrote (without the check) is read as before."""
     hashes = prefix_hashes({"model": "m", "messages": [{"role": "user", "content": c} for c in "ab"]}, [])
-    key = "switchyard:session:s"
+    key = session_keys(TEAM, "s")[0]
     redis = redis_server.client()
     async with stores(redis_server.url, 2) as (a, b):
-        await a.begin("s", Latches())
-        a.finish("s", PreviousRequest(hashes, 1.0, 10), None)
+        await a.begin(TEAM, "s", Latches())
+        a.finish(TEAM, "s", PreviousRequest(hashes, 1.0, 10), None)
         await until(lambda: redis.hexists(key, "check"))
         assert "history_check" not in orjson.loads(await redis.hget(key, "prefix"))
-        _, previous = await b.begin("s", Latches())
+        _, previous = await b.begin(TEAM, "s", Latches())
         assert previous is not None and previous.hashes.history_check == hashes.history_check != ""
         await redis.hdel(key, "check")
-        _, previous = await b.begin("s", Latches())
+        _, previous = await b.begin(TEAM, "s", Latches())
         assert previous == PreviousRequest(hashes, 1.0, 10) and previous.hashes.history_check == ""
     await redis.aclose()
 
@@ -129,15 +166,15 @@ async def test_an_unreachable_redis_backs_off_without_escalating_on_concurrent_f
     errors: list[int] = []
     async with stores(f"redis://127.0.0.1:{free_port()}/0", 1, errors=errors) as (store,):
         results = await asyncio.gather(
-            *(store.begin(f"s{i}", Latches(frozenset({LATCHED}))) for i in range(5))
+            *(store.begin(TEAM, f"s{i}", Latches(frozenset({LATCHED}))) for i in range(5))
         )
         assert all(latches.betas == {LATCHED} for latches, _ in results)  # served from memory
         failures = len(errors)
         assert failures >= 1
-        await store.begin("s0", Latches())  # within the back-off: Redis is not asked
+        await store.begin(TEAM, "s0", Latches())  # within the back-off: Redis is not asked
         assert len(errors) == failures
         await asyncio.sleep(BACKOFF_S + 0.1)  # one back-off, however many requests failed at once
-        await store.begin("s0", Latches())
+        await store.begin(TEAM, "s0", Latches())
         assert len(errors) == failures + 1
 
 
@@ -185,7 +222,7 @@ async def test_two_replicas_share_one_redis_and_survive_its_outage(redis_server:
         http = await stack.enter_async_context(aiohttp.ClientSession())
         redis = redis_server.client()
         stack.push_async_callback(redis.aclose)
-        key, betas_key = "switchyard:session:shared", "switchyard:session:shared:betas"
+        key, betas_key = session_keys("default", "shared")
 
         async def send(server: RunningServer, turn: Turn) -> Answer:
             answer = await post(http, server.base_url, turn)

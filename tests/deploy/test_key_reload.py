@@ -210,17 +210,17 @@ def test_a_metrics_key_reads_metrics_and_calls_no_model(gateway_url: str) -> Non
             "type": "permission_error",
             "message": "this API key has the metrics role: it may read /metrics only",
         }
-    # once a metrics key exists, client keys no longer read the team and spend series
+    # client keys never read the team and spend series
     assert _status(gateway_url, OLD_KEY, "/metrics") == 403
     assert _status(gateway_url, OLD_KEY) == 200
     assert _status(gateway_url, "sk-unknown", "/metrics") == 401
 
 
-def test_without_a_metrics_key_client_keys_still_read_metrics(
+def test_client_keys_never_read_metrics_and_a_reloaded_metrics_key_does(
     loop_thread: LoopThread, emulator: RunningEmulator, tmp_path: Path
 ) -> None:
-    """Backward compatibility: a keys file without roles behaves as before roles existed, and
-    adding a metrics key (a reload, no restart) takes /metrics away from client keys."""
+    """/metrics holds every team's spend: no client key reads it, with or without a metrics key;
+    a metrics key added to the file (a reload, no restart) reads it at once."""
     keys = tmp_path / "api-keys"
     keys.write_text(f"{OLD_KEY} team-a\n")
     settings = Settings.from_environ(
@@ -234,7 +234,8 @@ def test_without_a_metrics_key_client_keys_still_read_metrics(
     )
     app = create_app(settings)
     url = loop_thread.enter(running(app, "127.0.0.1", 0)).base_url
-    assert _status(url, OLD_KEY, "/metrics") == _status(url, NEW_KEY, "/metrics") == 200
+    assert _status(url, OLD_KEY, "/metrics") == _status(url, NEW_KEY, "/metrics") == 403
+    assert _status(url, METRICS_KEY, "/metrics") == 401
     _replace(keys, f"{OLD_KEY} team-a\n{METRICS_KEY} role=metrics\n")
     assert loop_thread.run(_check(app[KEY_RELOADER_KEY]))
     assert _status(url, OLD_KEY, "/metrics") == _status(url, NEW_KEY, "/metrics") == 403

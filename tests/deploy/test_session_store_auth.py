@@ -168,8 +168,8 @@ async def test_the_gateway_uses_the_password_from_the_secret_and_never_logs_it(
             await _two_turns(settings, good)
             wrong = _gateway_settings(port, "0badc0de0badc0de", emulator.base_url, keys)
             await _two_turns(wrong, bad)  # a wrong password costs the shared state, not the requests
-        stored = _cli(port, PASSWORD, "--scan", "--pattern", "switchyard:session:*").stdout.split()
-    assert "switchyard:session:session-auth-test" in stored
+        stored = _cli(port, PASSWORD, "--scan", "--pattern", "switchyard:sessions:*").stdout.split()
+    assert "switchyard:sessions:default:session-auth-test:record" in stored
     assert good.registry.get_sample_value("gateway_session_store_errors_total") == 0
     assert (bad.registry.get_sample_value("gateway_session_store_errors_total") or 0) > 0
     assert any("session store unavailable" in r.getMessage() for r in caplog.records)

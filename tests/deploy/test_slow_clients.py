@@ -30,6 +30,7 @@ from tests.support.serve_process import HOST, GatewayProcess, serve_process
 
 UPSTREAM_KEY = "sk-upstream-slow-clients"
 CLIENT_KEY = "sk-client-slow-clients"
+METRICS_KEY = "sk-metrics-slow-clients"
 SLOWLORIS = 1100
 NOFILE = 1024
 LEGIT_BOUND_S = 2.0
@@ -48,6 +49,7 @@ def emulator() -> Iterator[RunningEmulator]:
 def _environ(emulator: RunningEmulator, **extra: str) -> dict[str, str]:
     return {
         "GATEWAY_API_KEYS": CLIENT_KEY,
+        "GATEWAY_METRICS_API_KEYS": METRICS_KEY,
         "ANTHROPIC_API_KEY": UPSTREAM_KEY,
         "ANTHROPIC_BASE_URL": emulator.base_url,
         **extra,
@@ -68,7 +70,7 @@ def _ask(gateway: GatewayProcess) -> float:
 
 
 def _metric(gateway: GatewayProcess, name: str, labels: str = "") -> float:
-    status, body = gateway.get("/metrics", {"x-api-key": CLIENT_KEY})
+    status, body = gateway.get("/metrics", {"x-api-key": METRICS_KEY})
     assert status == 200
     pattern = re.compile(rf"^{re.escape(name)}{re.escape(labels)} ([0-9.e+]+)$", re.M)
     found = pattern.search(body.decode())

@@ -17,6 +17,7 @@ from tests.support.threaded import LoopThread
 
 GATEWAY_KEY = "sk-gw-client-key"
 TEAM_KEY = "sk-gw-team-key"
+METRICS_KEY = "sk-gw-metrics-key"  # role=metrics: reads /metrics, calls no model
 UPSTREAM_KEY = "sk-upstream-secret"
 
 
@@ -52,7 +53,7 @@ def make_stack(loop_thread: LoopThread, tmp_path_factory: pytest.TempPathFactory
             run_emulator(emulator_config or EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY})), port=0)
         )
         keys = tmp_path_factory.mktemp("keys") / "keys"
-        keys.write_text(f"{TEAM_KEY} platform-team\n")
+        keys.write_text(f"{TEAM_KEY} platform-team\n{METRICS_KEY} monitoring role=metrics\n")
         environ = {
             "GATEWAY_API_KEYS": GATEWAY_KEY,
             "GATEWAY_API_KEYS_FILE": str(keys),

@@ -7,7 +7,7 @@ import orjson
 import pytest
 import requests
 
-from tests.e2e.conftest import GATEWAY_KEY, TEAM_KEY, UPSTREAM_KEY, Stack, StackFactory
+from tests.e2e.conftest import GATEWAY_KEY, METRICS_KEY, TEAM_KEY, UPSTREAM_KEY, Stack, StackFactory
 
 MODEL = "claude-sonnet-4-6"
 USER = [{"role": "user", "content": "Hello there"}]
@@ -306,7 +306,14 @@ def test_health_readiness_and_metrics(stack: Stack) -> None:
     stack.client().messages.create(model=MODEL, max_tokens=16, messages=USER)
     with stack.client().messages.stream(model=MODEL, max_tokens=16, messages=USER) as stream:
         stream.get_final_message()
-    metrics = requests.get(stack.gateway_url + "/metrics", headers={"x-api-key": GATEWAY_KEY}, timeout=30)
+    for client_key in (GATEWAY_KEY, TEAM_KEY):  # every team's spend: not for a team's key
+        assert (
+            requests.get(
+                stack.gateway_url + "/metrics", headers={"x-api-key": client_key}, timeout=30
+            ).status_code
+            == 403
+        )
+    metrics = requests.get(stack.gateway_url + "/metrics", headers={"x-api-key": METRICS_KEY}, timeout=30)
     assert metrics.status_code == 200
     text = metrics.text
     assert (

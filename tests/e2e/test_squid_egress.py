@@ -29,6 +29,7 @@ from tests.support.squid import USER, Squid, free_port, run_squid
 from tests.support.tls import LocalPKI, make_pki
 from tests.support.tls_upstreams import (
     GATEWAY_KEY,
+    METRICS_KEY,
     PROVIDERS,
     UPSTREAM_KEY,
     TlsUpstream,
@@ -60,7 +61,7 @@ class Seen:
 async def _metrics(url: str) -> str:
     async with (
         aiohttp.ClientSession() as http,
-        http.get(f"{url}/metrics", headers={"x-api-key": GATEWAY_KEY}) as response,
+        http.get(f"{url}/metrics", headers={"x-api-key": METRICS_KEY}) as response,
     ):
         assert response.status == 200
         return await response.text()

@@ -134,6 +134,25 @@ def test_a_stream_ending_after_content_gets_an_error_event_after_the_upstream_by
     assert orjson.loads(tail[len(b"event: error\ndata: ") :])["error"]["type"] == "api_error"
 
 
+def test_a_stream_cut_mid_event_ends_with_whole_events_and_a_parsable_error_event(stack: Stack) -> None:
+    """Half an event never reaches the client: the cut event is dropped, the error event is whole.
+
+    (Before, the error event was appended to the half event: one broken event whose data was not
+    JSON, so the client's SDK failed on a parse error instead of reporting the upstream's cut.)
+    """
+    start = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"output_tokens":1}}}\n\n'
+    )
+    content = b'event: content_block_start\ndata: {"type":"content_block_start","index":0}\n\n'
+    delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{}}\n\n'
+    body = stack.relay([start, content + delta[:30], delta[30:45]])  # then the upstream ends
+    assert body.startswith(start + content)
+    tail = body[len(start + content) :]
+    assert tail.startswith(b"event: error\ndata: ") and tail.endswith(b"\n\n"), tail
+    error = orjson.loads(tail[len(b"event: error\ndata: ") :])
+    assert error["type"] == "error" and error["error"]["type"] == "api_error"
+
+
 def test_a_stream_that_arrives_whole_leaves_in_one_write(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """Headers, the stream and the chunked terminator go to the client in one socket write.
 

@@ -26,6 +26,7 @@ from tests.support.serve_process import HOST, GatewayProcess, serve_process
 
 UPSTREAM_KEY = "sk-upstream-raw-http"
 CLIENT_KEY = "sk-client-raw-http"
+METRICS_KEY = "sk-metrics-raw-http"
 CANARY = "sk-ant-api03-CANARY7f3a"
 TIMEOUT_S = "1"  # header, body and keep-alive bounds of the gateway under test
 READ_BOUND_S = 6.0
@@ -252,6 +253,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     with emulator_in_thread(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY}))) as emulator:
         env = {
             "GATEWAY_API_KEYS": CLIENT_KEY,
+            "GATEWAY_METRICS_API_KEYS": METRICS_KEY,
             "ANTHROPIC_API_KEY": UPSTREAM_KEY,
             "ANTHROPIC_BASE_URL": emulator.base_url,
             "GATEWAY_HEADER_TIMEOUT_S": TIMEOUT_S,
@@ -295,7 +297,7 @@ async def test_gateway_after_the_corpus(gateway: GatewayProcess) -> None:
     """The corpus left the process serving, with warnings only: counted, rate-limited, no input."""
     await _run(gateway, CORPUS)
     _healthy_and_quiet(gateway)
-    status, metrics = gateway.get("/metrics", {"x-api-key": CLIENT_KEY})
+    status, metrics = gateway.get("/metrics", {"x-api-key": METRICS_KEY})
     assert status == 200
     for kind in ("header", "header_too_large", "too_many_headers", "request_line_too_long", "chunked", "framing"):
         line = next(line for line in metrics.decode().splitlines() if f'kind="{kind}"' in line)

@@ -33,6 +33,7 @@ from tests.providers.vertex_harness import write_service_account as write_vertex
 from tests.support.tls import LocalPKI
 
 GATEWAY_KEY = "sk-gw-egress-tests"
+METRICS_KEY = "sk-gw-egress-scraper"  # reads /metrics (client keys do not)
 UPSTREAM_KEY = "sk-upstream-egress"
 PROVIDERS = ("anthropic", "bedrock", "vertex", "foundry")
 
@@ -58,7 +59,13 @@ class TlsUpstream:
 
 def gateway_settings(env: Mapping[str, str], **extra: str) -> Settings:
     return Settings.from_environ(
-        {"GATEWAY_API_KEYS": GATEWAY_KEY, "GATEWAY_MAX_RETRIES": "0", **env, **extra}
+        {
+            "GATEWAY_API_KEYS": GATEWAY_KEY,
+            "GATEWAY_METRICS_API_KEYS": METRICS_KEY,
+            "GATEWAY_MAX_RETRIES": "0",
+            **env,
+            **extra,
+        }
     )
 
 

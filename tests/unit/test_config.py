@@ -431,3 +431,96 @@ async def test_provider_ready_line_has_no_url_userinfo(caplog: pytest.LogCapture
             pass
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("provider ready")]
     assert '"base_url":"http://127.0.0.1:9"' in line and "base-pass-1" not in line
+
+
+# --- secret hygiene of the credential variables ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("GATEWAY_API_KEYS", "sk-good, sk-bad key-9f3a"),
+        ("GATEWAY_METRICS_API_KEYS", "sk-scrape\u00e9-9f3a"),
+        ("ANTHROPIC_API_KEY", "sk-upstream-9f3a\n"),
+        ("ANTHROPIC_AUTH_TOKEN", "Bearer tok-9f3a"),
+        ("AWS_BEARER_TOKEN_BEDROCK", "abs-9f3a\r"),
+        ("ANTHROPIC_FOUNDRY_API_KEY", "fk-9f3a\x7f"),
+    ],
+)
+def test_a_key_an_http_header_cannot_carry_is_refused_without_showing_it(variable: str, value: str) -> None:
+    problems = _problems({variable: value})
+    assert len(problems) == 1 and problems[0].startswith(f"{variable}: holds a character")
+    assert "9f3a" not in problems[0]
+
+
+def test_keys_are_trimmed_between_commas_but_not_inside() -> None:
+    settings = Settings.from_environ(
+        {"GATEWAY_API_KEYS": " sk-a , sk-b ", "GATEWAY_METRICS_API_KEYS": "sk-m"}
+    )
+    ring = KeyRing(settings.inbound_keys)
+    assert len(ring) == 3
+    assert [(k.team, k.role.value) for k in settings.static_keys] == [
+        ("default", "client"),
+        ("default", "client"),
+        ("metrics", "metrics"),
+    ]
+    assert ring.teams == {"default"}  # metrics keys are nobody's team for quotas and spend
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_BEDROCK_BASE_URL",
+        "GATEWAY_BEDROCK_CONTROL_URL",
+        "ANTHROPIC_VERTEX_BASE_URL",
+        "ANTHROPIC_FOUNDRY_BASE_URL",
+    ],
+)
+def test_credentials_in_an_upstream_url_are_dropped_and_named(variable: str) -> None:
+    settings = Settings.from_environ({variable: "https://user:url-pass-9f3a@upstream.example:8443/v1"})
+    values = [getattr(settings, name) for name in Settings.model_fields]
+    assert "https://upstream.example:8443/v1" in values
+    assert not any("url-pass-9f3a" in str(value) for value in values)
+    assert settings.public_summary().get("url_credentials_ignored", [variable]) == [variable]
+    assert "url-pass-9f3a" not in repr(settings) + str(settings.public_summary())
+
+
+def test_proxy_and_redis_urls_keep_their_credentials_out_of_sight() -> None:
+    settings = Settings.from_environ(
+        {
+            "HTTPS_PROXY": "http://u:proxy-pass-9f3a@proxy:3128",
+            "GATEWAY_SESSION_STORE": "redis://:r-9f3a@r:6379/0",
+        }
+    )
+    assert settings.https_proxy == "http://u:proxy-pass-9f3a@proxy:3128"  # how the proxy authenticates
+    assert "url_credentials_ignored" not in settings.public_summary()
+    assert "9f3a" not in repr(settings) + str(settings.public_summary())
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:r-pass-9f3a@cache:63x79/0",
+        "rediss://user:r-pass-9f3a@cache:6379/0?socket_timeout=soon",
+        "memcache://:r-pass-9f3a@cache:11211",
+    ],
+)
+def test_a_redis_url_redis_py_would_refuse_is_a_start_up_error(url: str) -> None:
+    problems = _problems({"GATEWAY_SESSION_STORE": url})
+    assert len(problems) == 1 and problems[0].startswith("GATEWAY_SESSION_STORE: ")
+    assert "r-pass-9f3a" not in problems[0] and "***@cache" in problems[0]
+
+
+def test_no_problem_line_carries_pydantic_input_values() -> None:
+    """Every variable set to a value no setting accepts at once: pydantic's ``input_value=...``
+    (which would show a secret) is never part of a line."""
+    from gateway.config_checks import alias_index
+
+    environ = dict.fromkeys(alias_index(Settings), "not-valid\x01-9f3a")
+    with pytest.raises(ConfigError) as info:
+        Settings.from_environ(environ, serving=True)
+    text = "\n".join(info.value.problems)
+    assert "input_value" not in text and "input_type" not in text
+    for secret in ("GATEWAY_API_KEYS", "ANTHROPIC_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "HTTPS_PROXY"):
+        assert any(line.startswith(f"{secret}: ") for line in info.value.problems), secret

@@ -1,0 +1,404 @@
+"""The world of ``test_secret_hygiene``: a fresh random secret for every credential variable the
+gateway reads, the upstreams that accept them (the four emulators, recording every request), squid
+with proxy authentication, a password-protected redis-server, and the gateway configurations that
+use them: good ones (one per provider and credential kind) and their malformed variants."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.emulator.bedrock_config import BedrockOptions
+from tests.providers.bedrock_harness import serve_bedrock_emulator
+from tests.support.squid import USER as PROXY_USER
+from tests.support.squid import Squid, run_squid
+from tests.support.threaded import LoopThread
+from tests.support.tls import make_pki
+
+MODEL = "claude-sonnet-4-6"
+VERTEX_PROJECT = "hygiene-project"
+VERTEX_REGION = "us-east5"
+VERTEX_ACCOUNT = f"gateway@{VERTEX_PROJECT}.iam.gserviceaccount.com"
+ACCESS_KEY_ID = "AKIAHYGIENETEST00001"
+SESSION = "hygiene-session"
+START_TIMEOUT_S = 120.0
+
+
+def _secret(name: str) -> str:
+    return f"{name.lower().replace('_', '')[:10]}{secrets.token_hex(12)}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pem_lines(pem: str) -> set[str]:
+    """The lines of a PEM block's body that are long enough to identify it."""
+    return {line.strip() for line in pem.splitlines() if len(line.strip()) >= 20 and "-----" not in line}
+
+
+def _basic(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+# -- the world: emulators, squid, redis -------------------------------------------------------------
+
+
+@dataclass
+class World:
+    directory: Path
+    secrets: dict[str, str]
+    forms: dict[str, set[str]]  # variable -> every form of its secret that must not leak
+    anthropic: RunningEmulator
+    bedrock: RunningEmulator
+    vertex: RunningEmulator
+    foundry: RunningEmulator
+    squid: Squid
+    redis_port: int
+    key_file: Path
+    client_cert: Path
+    client_key: Path
+    vertex_key_file: Path
+
+    @property
+    def emulators(self) -> list[RunningEmulator]:
+        return [self.anthropic, self.bedrock, self.vertex, self.foundry]
+
+
+VARIABLES = (
+    "GATEWAY_API_KEYS",
+    "GATEWAY_METRICS_API_KEYS",
+    "GATEWAY_API_KEYS_FILE",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "GATEWAY_SESSION_STORE",
+    "GATEWAY_CLIENT_KEY",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "GATEWAY_BEDROCK_CONTROL_URL",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_FOUNDRY_API_KEY",
+    "ANTHROPIC_FOUNDRY_BASE_URL",
+)
+URL_VARIABLES = {
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "GATEWAY_BEDROCK_CONTROL_URL",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_FOUNDRY_BASE_URL",
+}
+# the upstream request headers a secret is meant for (anywhere else upstream it is a leak)
+SENT_AS = {
+    "ANTHROPIC_API_KEY": {"x-api-key"},
+    "ANTHROPIC_AUTH_TOKEN": {"authorization"},
+    "AWS_BEARER_TOKEN_BEDROCK": {"authorization"},
+    "AWS_SESSION_TOKEN": {"x-amz-security-token"},
+    "ANTHROPIC_FOUNDRY_API_KEY": {"x-api-key", "api-key"},
+}
+
+
+def _redis(directory: Path, password: str) -> tuple[subprocess.Popen[bytes], int]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            password,
+            "--dir",
+            str(directory),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2) as sock:
+                sock.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+                replies = b""
+                while b"+PONG" not in replies and (chunk := sock.recv(64)):
+                    replies += chunk
+                if b"+PONG" in replies:
+                    return process, port
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError("redis-server did not start")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def built_world(directory: Path) -> Iterator[World]:
+    """Every secret, upstream and file of the world, in ``directory``; all stopped afterwards."""
+    values = {name: _secret(name) for name in VARIABLES}
+    forms = {name: {value} for name, value in values.items()}
+    for name in URL_VARIABLES:
+        forms[name].add(_basic("user", values[name]))
+    key_file = directory / "api-keys"
+    key_file.write_text(f"# team keys\n{values['GATEWAY_API_KEYS_FILE']} filed-team\n")
+    (directory / "pki").mkdir()
+    pki = make_pki(directory / "pki")
+    forms["GATEWAY_CLIENT_KEY"] = _pem_lines(pki.client_key.read_text())
+    account_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private_pem = account_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    forms["GOOGLE_APPLICATION_CREDENTIALS"] = _pem_lines(private_pem)
+    public_pem = (
+        account_key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    redis_process, redis_port = _redis(directory, values["GATEWAY_SESSION_STORE"])
+    loop = LoopThread()
+    try:
+        anthropic = loop.enter(
+            run_emulator(
+                EmulatorConfig(
+                    api_keys=frozenset({values["ANTHROPIC_API_KEY"], values["ANTHROPIC_AUTH_TOKEN"]})
+                )
+            )
+        )
+        bedrock = loop.enter(
+            serve_bedrock_emulator(
+                options=BedrockOptions(
+                    credentials={ACCESS_KEY_ID: values["AWS_SECRET_ACCESS_KEY"]},
+                    api_keys=frozenset({values["AWS_BEARER_TOKEN_BEDROCK"]}),
+                )
+            )
+        )
+        vertex = loop.enter(
+            run_emulator(
+                EmulatorConfig(
+                    vertex_projects=frozenset({VERTEX_PROJECT}),
+                    vertex_locations=frozenset({VERTEX_REGION}),
+                    vertex_tokens=frozenset(),
+                    vertex_service_accounts={VERTEX_ACCOUNT: public_pem},
+                ),
+                provider="vertex",
+            )
+        )
+        foundry = loop.enter(
+            run_emulator(
+                EmulatorConfig(foundry_api_keys=frozenset({values["ANTHROPIC_FOUNDRY_API_KEY"]})),
+                provider="foundry",
+            )
+        )
+        squid = loop.enter(run_squid(allowed_ports=[anthropic.port]))
+        values["HTTPS_PROXY"] = values["HTTP_PROXY"] = squid.password  # one squid, one password
+        forms["HTTPS_PROXY"] = forms["HTTP_PROXY"] = {squid.password, _basic(PROXY_USER, squid.password)}
+        vertex_key_file = directory / "service-account.json"
+        vertex_key_file.write_text(
+            json.dumps(
+                {
+                    "type": "service_account",
+                    "project_id": VERTEX_PROJECT,
+                    "private_key_id": "0000000000000000",
+                    "private_key": private_pem,
+                    "client_email": VERTEX_ACCOUNT,
+                    "client_id": "100000000000000000001",
+                    "token_uri": vertex.base_url + "/token",
+                }
+            )
+        )
+        yield World(
+            directory,
+            values,
+            forms,
+            anthropic,
+            bedrock,
+            vertex,
+            foundry,
+            squid,
+            redis_port,
+            key_file,
+            pki.client_cert,
+            pki.client_key,
+            vertex_key_file,
+        )
+    finally:
+        loop.close()
+        redis_process.terminate()
+        redis_process.wait(10)
+
+
+# -- configurations ---------------------------------------------------------------------------------
+
+
+def _userinfo(url: str, password: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://user:{password}@{rest}"
+
+
+def _common(w: World) -> dict[str, str]:
+    s = w.secrets
+    return {
+        "GATEWAY_API_KEYS": s["GATEWAY_API_KEYS"],
+        "GATEWAY_METRICS_API_KEYS": s["GATEWAY_METRICS_API_KEYS"],
+        "GATEWAY_API_KEYS_FILE": str(w.key_file),
+        "GATEWAY_MAX_RETRIES": "0",
+        "GATEWAY_DRAIN_TIMEOUT_S": "2",
+    }
+
+
+def _aws_files(w: World) -> dict[str, str]:
+    for name in ("aws-config", "aws-credentials"):
+        (w.directory / name).touch()
+    return {
+        "AWS_CONFIG_FILE": str(w.directory / "aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(w.directory / "aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_REGION": "us-east-1",
+        "GATEWAY_PROVIDER": "bedrock",
+    }
+
+
+def anthropic_key(w: World) -> dict[str, str]:
+    s = w.secrets
+    return {
+        **_common(w),
+        "ANTHROPIC_API_KEY": s["ANTHROPIC_API_KEY"],
+        "ANTHROPIC_BASE_URL": _userinfo(w.anthropic.base_url, s["ANTHROPIC_BASE_URL"]),
+        "HTTP_PROXY": w.squid.url(),
+        "HTTPS_PROXY": w.squid.url(),
+        "GATEWAY_SESSION_STORE": f"redis://:{s['GATEWAY_SESSION_STORE']}@127.0.0.1:{w.redis_port}/0",
+        "GATEWAY_CLIENT_CERT": str(w.client_cert),
+        "GATEWAY_CLIENT_KEY": str(w.client_key),
+    }
+
+
+def anthropic_token(w: World) -> dict[str, str]:
+    s = w.secrets
+    return {
+        **_common(w),
+        "ANTHROPIC_AUTH_TOKEN": s["ANTHROPIC_AUTH_TOKEN"],
+        "ANTHROPIC_BASE_URL": _userinfo(w.anthropic.base_url, s["ANTHROPIC_BASE_URL"]),
+    }
+
+
+def bedrock_bearer(w: World) -> dict[str, str]:
+    s = w.secrets
+    return {
+        **_common(w),
+        **_aws_files(w),
+        "AWS_BEARER_TOKEN_BEDROCK": s["AWS_BEARER_TOKEN_BEDROCK"],
+        "ANTHROPIC_BEDROCK_BASE_URL": _userinfo(w.bedrock.base_url, s["ANTHROPIC_BEDROCK_BASE_URL"]),
+    }
+
+
+def bedrock_sigv4(w: World) -> dict[str, str]:
+    s = w.secrets
+    return {
+        **_common(w),
+        **_aws_files(w),
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": s["AWS_SECRET_ACCESS_KEY"],
+        "AWS_SESSION_TOKEN": s["AWS_SESSION_TOKEN"],
+        "ANTHROPIC_BEDROCK_BASE_URL": _userinfo(w.bedrock.base_url, s["ANTHROPIC_BEDROCK_BASE_URL"]),
+        "GATEWAY_BEDROCK_CONTROL_URL": _userinfo(w.bedrock.base_url, s["GATEWAY_BEDROCK_CONTROL_URL"]),
+        "GATEWAY_MODEL_DISCOVERY": "1",
+        "GATEWAY_MODEL_DISCOVERY_INTERVAL_S": "0",
+    }
+
+
+def vertex(w: World) -> dict[str, str]:
+    s = w.secrets
+    return {
+        **_common(w),
+        "GATEWAY_PROVIDER": "vertex",
+        "CLOUD_ML_REGION": VERTEX_REGION,
+        "ANTHROPIC_VERTEX_PROJECT_ID": VERTEX_PROJECT,
+        "ANTHROPIC_VERTEX_BASE_URL": _userinfo(w.vertex.base_url + "/v1", s["ANTHROPIC_VERTEX_BASE_URL"]),
+        "GOOGLE_APPLICATION_CREDENTIALS": str(w.vertex_key_file),
+    }
+
+
+def foundry(w: World) -> dict[str, str]:
+    s = w.secrets
+    return {
+        **_common(w),
+        "GATEWAY_PROVIDER": "foundry",
+        "ANTHROPIC_FOUNDRY_API_KEY": s["ANTHROPIC_FOUNDRY_API_KEY"],
+        "ANTHROPIC_FOUNDRY_BASE_URL": _userinfo(
+            w.foundry.base_url + "/anthropic", s["ANTHROPIC_FOUNDRY_BASE_URL"]
+        ),
+    }
+
+
+GOOD: dict[str, Callable[[World], dict[str, str]]] = {
+    "anthropic-key": anthropic_key,
+    "anthropic-token": anthropic_token,
+    "bedrock-bearer": bedrock_bearer,
+    "bedrock-sigv4": bedrock_sigv4,
+    "vertex": vertex,
+    "foundry": foundry,
+}
+
+
+def _not_a_key(w: World, name: str, secret: str) -> Path:
+    path = w.directory / name
+    path.write_text(f"-----BEGIN PRIVATE KEY-----\n{secret}\n-----END PRIVATE KEY-----\n")
+    return path
+
+
+def malformed(w: World, env: dict[str, str]) -> tuple[dict[str, str], set[str]]:
+    """``env`` with each of its credential variables malformed around its secret; the variables
+    expected in the error lines."""
+    s = w.secrets
+    bad_keys = w.directory / "bad-api-keys"
+    bad_keys.write_text(f"{s['GATEWAY_API_KEYS_FILE']} filed-team role=admin\n")
+    broken = {
+        "GATEWAY_API_KEYS": f"{s['GATEWAY_API_KEYS']}\tx",
+        "GATEWAY_METRICS_API_KEYS": f"{s['GATEWAY_METRICS_API_KEYS']}\u00e9",
+        "GATEWAY_API_KEYS_FILE": str(bad_keys),
+        "ANTHROPIC_API_KEY": f"{s['ANTHROPIC_API_KEY']}\n",
+        "ANTHROPIC_AUTH_TOKEN": f"Bearer {s['ANTHROPIC_AUTH_TOKEN']}",
+        "ANTHROPIC_BASE_URL": f"https://user:{s['ANTHROPIC_BASE_URL']}@api.example:99999",
+        "HTTPS_PROXY": f"socks5://{PROXY_USER}:{s['HTTPS_PROXY']}@proxy.example:1080",
+        "HTTP_PROXY": f"http://{PROXY_USER}:{s['HTTP_PROXY']}@proxy.example:31280x",
+        "GATEWAY_SESSION_STORE": f"redis://:{s['GATEWAY_SESSION_STORE']}@127.0.0.1:63x79/0",
+        "GATEWAY_CLIENT_KEY": str(_not_a_key(w, "not-a-key.pem", s["GATEWAY_CLIENT_KEY"])),
+        "AWS_BEARER_TOKEN_BEDROCK": f"{s['AWS_BEARER_TOKEN_BEDROCK']}\r",
+        "ANTHROPIC_BEDROCK_BASE_URL": f"ftp://user:{s['ANTHROPIC_BEDROCK_BASE_URL']}@bedrock.example",
+        "GATEWAY_BEDROCK_CONTROL_URL": f"https://user:{s['GATEWAY_BEDROCK_CONTROL_URL']}@[::1",
+        "ANTHROPIC_VERTEX_BASE_URL": f"https://user:{s['ANTHROPIC_VERTEX_BASE_URL']}@vertex.example:0x1/v1",
+        "ANTHROPIC_FOUNDRY_API_KEY": f"{s['ANTHROPIC_FOUNDRY_API_KEY']}\x7f",
+        "ANTHROPIC_FOUNDRY_BASE_URL": f"https://user:{s['ANTHROPIC_FOUNDRY_BASE_URL']}@f.example:99999/x",
+    }
+    changed = {name: value for name, value in broken.items() if name in env}
+    # the keys file is read only once the key variables are good: it has a configuration of its own
+    return {**env, **changed}, set(changed) - {"GATEWAY_API_KEYS_FILE"}
