@@ -68,12 +68,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except GatewayError as exc:
         return web.Response(status=exc.status, body=exc.body(), headers=exc.response_headers())
     except web.HTTPNotFound:
-        return _json_error(404, "not_found_error", f"no such endpoint: {request.method} {request.path}")
+        # the client's path and method are not echoed (a key pasted into a URL stays out of answers)
+        return _json_error(404, "not_found_error", "no such endpoint")
     except web.HTTPMethodNotAllowed as exc:
         return _json_error(
             405,
             "invalid_request_error",
-            f"method {request.method} not allowed on {request.path}",
+            "method not allowed on this endpoint",
             allow=", ".join(sorted(exc.allowed_methods)),
         )
     except web.HTTPRequestEntityTooLarge:
