@@ -13,7 +13,9 @@ every stream.
 2. Phase 1 (:mod:`.soak_streams`): ``--streams`` concurrent streams through the gateway plus
    ``--control-streams`` straight to the emulator, each ``--hold-s`` long.
 3. Phase 2 (:mod:`.soak_mixed`): ``--mixed-minutes`` of mixed traffic at ``--rate`` requests/s,
-   the gateway's RSS sampled every ``--sample-s``.
+   the gateway's RSS sampled every ``--sample-s``. It runs on a fresh gateway process (warmed up
+   and read idle again; ``--same-gateway``: on phase 1's): the streams' process keeps the memory
+   they freed and reuses it, which would hide growth up to that size from its RSS.
 
 Every figure is printed (and written with ``--json``) whatever happens; the exit status is 1 when a
 target is missed (:func:`.soak_report.checks`), 2 when the soak could not run.

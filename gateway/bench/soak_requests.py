@@ -73,10 +73,13 @@ class Exchange:
     def deltas(self) -> int:
         return len(self.delta_at)
 
+    def timed_gaps(self, start: float = -math.inf, end: float = math.inf) -> list[tuple[float, float]]:
+        """``(arrival, gap)`` of every gap between consecutive content deltas whose second delta
+        arrived within [start, end]."""
+        return [(b, b - a) for a, b in itertools.pairwise(self.delta_at) if start <= b <= end]
+
     def gaps(self, start: float = -math.inf, end: float = math.inf) -> list[float]:
-        """Gaps between consecutive content deltas whose second delta arrived within [start, end]."""
-        at = self.delta_at
-        return [b - a for a, b in itertools.pairwise(at) if start <= b <= end]
+        return [gap for _, gap in self.timed_gaps(start, end)]
 
     @property
     def latency(self) -> float:

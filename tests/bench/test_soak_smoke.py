@@ -56,14 +56,11 @@ def test_soak_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert hold["rss_idle_mb"] > 0 and hold["rss_open_mb"] > 0
     expected_kb = (hold["rss_open_mb"] - hold["rss_idle_mb"]) * 1024 / STREAMS
     assert math.isclose(hold["kb_per_open_stream"], expected_kb)
-    gateway, direct = hold["gateway"], hold["direct"]
-    assert math.isclose(
-        hold["p99_added_inter_event_delay_ms"],
-        gateway["all_open"]["excess_p99_ms"] - direct["all_open"]["excess_p99_ms"],
-    )
-    assert math.isclose(
-        hold["p99_added_inter_event_delay_whole_ms"], gateway["excess_p99_ms"] - direct["excess_p99_ms"]
-    )
+    gateway, direct, added = hold["gateway"], hold["direct"], hold["added_delay_all_open"]
+    assert added["gaps"] + added["unpaired"] == gateway["all_open"]["gaps"] and added["gaps"] > 0
+    assert added["p50_ms"] <= added["p99_ms"] == hold["p99_added_inter_event_delay_ms"] <= added["max_ms"]
+    assert hold["added_delay_whole"]["gaps"] + hold["added_delay_whole"]["unpaired"] == gateway["gaps"]
+    assert math.isclose(hold["p99_difference_whole_ms"], gateway["excess_p99_ms"] - direct["excess_p99_ms"])
 
     assert set(hold["cpu_pct"]) == {"gateway", "emulator", "client", "machine"}
 
@@ -81,7 +78,7 @@ def test_soak_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         "Phase 1:",
         "Phase 2:",
         "memory per open stream",
-        "p99 added inter-event delay",
+        "added inter-event delay",
         "RSS slope",
     ):
         assert label in printed
@@ -140,6 +137,28 @@ def test_gaps_are_chosen_by_the_arrival_of_their_second_delta() -> None:
     assert figures["gaps"] == 3 and math.isclose(figures["excess_max_ms"], 250.0)
     ex.error = "stream without message_stop"  # failed streams' gaps are not counted
     assert soak_report.gap_figures([ex], interval_s=0.5)["gaps"] == 0
+
+
+def test_added_delay_pairs_gateway_gaps_with_the_direct_gaps_of_the_same_second() -> None:
+    # ten direct streams, 0.5 s gaps but one of 0.9 s (the 11th delta, in second 5: an emulator
+    # stall both groups see); the gateway stream has that stall and one of its own (17th delta)
+    def stream(kind: str, stalls: dict[int, float]) -> Exchange:
+        at, t = [], 0.0
+        for k in range(24):
+            t += 0.5 + stalls.get(k, 0.0)
+            at.append(t)
+        return Exchange(kind, 0.0, delta_at=at)
+
+    direct = [stream("direct", {10: 0.4}) for _ in range(10)]
+    gateway = [stream("gateway", {10: 0.4, 16: 0.3})]
+    added = soak_report.added_delay(gateway, direct, interval_s=0.5)
+    assert math.isclose(added["max_ms"], 300.0)  # the shared stall cancels, the gateway's own does not
+    assert added["p50_ms"] == 0.0
+    # seconds where the control group had too few gaps are left out, not compared with nothing
+    assert soak_report.added_delay(gateway, direct[:1], interval_s=0.5)["unpaired"] == 23
+    # without a control group: the gap minus the pacing
+    alone = soak_report.added_delay(gateway, [], interval_s=0.5)
+    assert math.isclose(alone["max_ms"], 400.0) and alone["unpaired"] == 0
 
 
 def test_control_streams_are_spread_among_the_gateway_streams() -> None:
