@@ -66,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--streams", type=int, default=1000, help="phase 1: concurrent streams through the gateway (0: skip)"
     )
     p.add_argument(
-        "--control-streams", type=int, default=50, help="phase 1: streams straight to the emulator alongside"
+        "--control-streams",
+        type=int,
+        default=50,
+        help="phase 1: streams straight to the emulator alongside (at most --streams)",
     )
     p.add_argument("--hold-s", type=float, default=60.0, help="phase 1: how long each stream lasts, seconds")
     p.add_argument(
@@ -124,8 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
-    if a.streams < 0 or a.control_streams < 0 or a.control_streams > max(a.streams, 0):
-        p.error("--streams >= 0 and 0 <= --control-streams <= --streams")
+    if a.streams < 0 or a.control_streams < 0:
+        p.error("--streams and --control-streams must be >= 0")
+    a.control_streams = min(a.control_streams, a.streams)  # at most one per gateway stream
     if a.hold_s <= 0 or a.event_interval <= 0 or a.rate <= 0 or a.sample_s <= 0:
         p.error("--hold-s, --event-interval, --rate and --sample-s must be > 0")
     if a.mixed_minutes < 0 or a.long_deltas < 1 or a.sessions < 1:
@@ -198,8 +202,12 @@ async def _run(soak: Soak) -> None:
     a, out = soak.a, soak.out
     hold_deltas = max(1, round(a.hold_s / a.event_interval))
     progress("soak: sizing the scripted answers, warming up")
+    hold_tokens = 0
     async with aiohttp.ClientSession() as session:
-        hold_tokens, hold_deltas = await max_tokens_for(session, soak.emulator.url, UPSTREAM_KEY, hold_deltas)
+        if a.streams:
+            hold_tokens, hold_deltas = await max_tokens_for(
+                session, soak.emulator.url, UPSTREAM_KEY, hold_deltas
+            )
         long_tokens, long_deltas = await max_tokens_for(
             session, soak.emulator.url, UPSTREAM_KEY, a.long_deltas
         )
