@@ -7,12 +7,9 @@ import asyncio
 import contextlib
 import copy
 import json
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,9 @@ from gateway.metrics import GatewayMetrics
 from gateway.server import Gateway, create_app
 from gateway.service import RunningServer, running
 from tests.conformance.conftest import FIRST_PARTY_KEY, GATEWAY_KEY
+from tests.support.redis_server import RedisServer, free_port, running_redis
+
+__all__ = ["RedisServer", "free_port"]  # re-exported for the store tests
 from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
 from tests.providers.foundry_harness import foundry_upstream
 from tests.providers.vertex_harness import vertex_upstream
@@ -296,85 +296,10 @@ async def cache_stack(
 # -- redis-server ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class RedisServer:
-    """A redis-server on a loopback port, without persistence; ``stop``/``start`` keep the port."""
-
-    binary: str
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        assert self.process is None
-        self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--bind",
-                "127.0.0.1",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.2) as sock,
-            ):
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        """Terminate the server (SIGTERM) and wait for it to exit."""
-        if self.process is None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-        self.process = None
-
-    def client(self) -> Any:
-        import redis.asyncio
-
-        return redis.asyncio.Redis.from_url(self.url)
-
-
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip(
-            "redis-server is not installed (apt-get install redis-server; CI installs it via .ci/run)"
-        )
-    server = RedisServer(binary)
-    server.start()
-    try:
+    with running_redis() as server:
         yield server
-    finally:
-        server.stop()
 
 
 async def until(predicate: Any, timeout_s: float = 5.0) -> None:

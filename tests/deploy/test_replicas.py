@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from gateway.emulator import EmulatorConfig, RunningEmulator, emulator_in_thread
+from tests.support.redis_server import running_redis
 
 UPSTREAM_KEY = "sk-up-replicas"
 CLIENT_KEY = "sk-client-replicas"
@@ -133,26 +134,11 @@ def _turns(urls: list[str], session: str, emulator: RunningEmulator) -> list[tup
     shutil.which("redis-server") is None, reason="redis-server not installed (apt: redis-server)"
 )
 def test_two_replicas_behave_like_one(tmp_path: Path) -> None:
-    redis_port = _free_port()
     with (
-        _process(
-            [
-                "redis-server",
-                "--port",
-                str(redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(tmp_path),
-            ]
-        ),
+        running_redis(tmp_path) as redis,
         emulator_in_thread(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY}))) as emulator,
     ):
-        redis_url = f"redis://127.0.0.1:{redis_port}/0"
+        redis_url = redis.url
         with _gateway(emulator, redis_url) as a, _gateway(emulator, redis_url) as b:
             replicated = _turns([a, b], "session-two-replicas", emulator)
             emulator.cache.clear()  # the single-process run starts from a cold upstream cache too

@@ -9,21 +9,17 @@ import base64
 import contextlib
 import json
 import secrets
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.emulator.bedrock_config import BedrockOptions
 from tests.providers.bedrock_harness import serve_bedrock_emulator
+from tests.support.redis_server import RedisServer, redis_binary
 from tests.support.squid import USER as PROXY_USER
 from tests.support.squid import Squid, run_squid
 from tests.support.threaded import LoopThread
@@ -40,12 +36,6 @@ START_TIMEOUT_S = 120.0
 
 def _secret(name: str) -> str:
     return f"{name.lower().replace('_', '')[:10]}{secrets.token_hex(12)}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _pem_lines(pem: str) -> set[str]:
@@ -119,48 +109,6 @@ SENT_AS = {
 }
 
 
-def _redis(directory: Path, password: str) -> tuple[subprocess.Popen[bytes], int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--requirepass",
-            password,
-            "--dir",
-            str(directory),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), 0.2) as sock:
-                sock.sendall(f"AUTH {password}\r\nPING\r\n".encode())
-                replies = b""
-                while b"+PONG" not in replies and (chunk := sock.recv(64)):
-                    replies += chunk
-                if b"+PONG" in replies:
-                    return process, port
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("redis-server did not start")
-        time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def built_world(directory: Path) -> Iterator[World]:
     """Every secret, upstream and file of the world, in ``directory``; all stopped afterwards."""
@@ -183,7 +131,9 @@ def built_world(directory: Path) -> Iterator[World]:
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         .decode()
     )
-    redis_process, redis_port = _redis(directory, values["GATEWAY_SESSION_STORE"])
+    redis = RedisServer(redis_binary(), password=values["GATEWAY_SESSION_STORE"], directory=directory)
+    redis.start()
+    redis_port = redis.port
     loop = LoopThread()
     try:
         anthropic = loop.enter(
@@ -252,8 +202,7 @@ def built_world(directory: Path) -> Iterator[World]:
         )
     finally:
         loop.close()
-        redis_process.terminate()
-        redis_process.wait(10)
+        redis.stop()
 
 
 # -- configurations ---------------------------------------------------------------------------------

@@ -49,10 +49,10 @@ from tests.e2e.secret_world import (
     anthropic_key,
     bedrock_sigv4,
     built_world,
-    free_port,
     malformed,
     vertex,
 )
+from tests.support.redis_server import free_port
 
 
 @pytest.fixture(scope="module")
