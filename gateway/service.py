@@ -78,7 +78,9 @@ class RunningServer:
 @contextlib.asynccontextmanager
 async def running(app: web.Application, host: str, port: int) -> AsyncIterator[RunningServer]:
     """Serve ``app`` on ``host:port`` (0 picks a free port) until the block exits."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # request bodies reach the handlers as sent: a Content-Encoding is decoded there, within the
+    # gateway's limits, or refused with 415 (gateway.content_coding), not by aiohttp's parser
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
     await runner.setup()
     try:  # a failed bind still closes what start-up opened (the provider's sessions)
         site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
