@@ -23,6 +23,7 @@ class RawResponse:
     status: int
     headers: list[tuple[str, str]]  # names lower-cased, values latin-1 decoded
     body: bytes
+    version: str = "HTTP/1.1"
 
     def header(self, name: str) -> str | None:
         for key, value in self.headers:
@@ -35,7 +36,9 @@ class RawResponse:
 
     @property
     def closes(self) -> bool:
-        return (self.header("connection") or "").lower() == "close"
+        """The server closes the connection after this answer."""
+        connection = (self.header("connection") or "").lower()
+        return connection == "close" or (self.version == "HTTP/1.0" and connection != "keep-alive")
 
 
 def request_bytes(
@@ -97,11 +100,19 @@ class RawConnection:
 
 
 def read_response(stream: Any, *, head: bool = False) -> RawResponse:
+    """One final response (interim ``1xx`` answers, such as ``100 Continue``, are skipped)."""
+    while True:
+        response = _read_one(stream, head=head)
+        if not 100 <= response.status < 200:
+            return response
+
+
+def _read_one(stream: Any, *, head: bool) -> RawResponse:
     status_line = stream.readline()
     if not status_line:
         raise ConnectionError("the server closed the connection without answering")
     parts = status_line.split(b" ", 2)
-    status = int(parts[1])
+    version, status = parts[0].decode("latin-1"), int(parts[1])
     headers: list[tuple[str, str]] = []
     while True:
         line = stream.readline()
@@ -118,7 +129,7 @@ def read_response(stream: Any, *, head: bool = False) -> RawResponse:
         body = stream.read(int(found["content-length"]))
     else:
         body = stream.read()
-    return RawResponse(status, headers, body)
+    return RawResponse(status, headers, body, version)
 
 
 def _read_chunked(stream: Any) -> bytes:
