@@ -24,7 +24,7 @@ from gateway.config import Settings
 from gateway.content_coding import BodyDecoder, check_inflated, content_coding, too_large
 from gateway.errors import GatewayError
 from gateway.headers import forwardable_request_headers
-from gateway.json_limits import MAX_SUPPORTED_DEPTH, is_depth_error, nests_deeper_than
+from gateway.json_limits import is_depth_error, nests_deeper_than
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.providers.base import ClientRequest, Operation
 
@@ -122,7 +122,7 @@ async def read_body(request: web.Request, max_bytes: int, max_ratio: int) -> byt
         raise GatewayError(400, "the request body could not be read") from None
 
 
-def parse_json_object(body: bytes, max_depth: int = MAX_SUPPORTED_DEPTH) -> dict[str, Any]:
+def parse_json_object(body: bytes, max_depth: int) -> dict[str, Any]:
     """The body as a JSON object nesting at most ``max_depth`` levels (``gateway.json_limits``)."""
     if not body:
         raise GatewayError(400, "request body is empty; expected a JSON object")

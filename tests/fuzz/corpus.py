@@ -16,7 +16,10 @@ The classes, each a function below so a new class is one more function in ``CLAS
 * ``odd_bodies``: empty, whitespace, BOM, not an object, huge numbers, lone surrogates, duplicate
   keys, invalid UTF-8, over the size limit, announced over the size limit;
 * ``methods_and_paths``: every method on every route, unknown routes;
-* ``continue_and_chunked``: ``Expect: 100-continue``, chunked bodies.
+* ``continue_and_chunked``: ``Expect: 100-continue``, chunked bodies;
+* ``real_clients``: the captured Claude Code and SDK requests (``tests/fixtures/real-clients``),
+  with their own headers, as captured and then coded, re-spaced, nested past the limit, with a
+  header value that is not UTF-8, with a coding the gateway does not decode.
 
 Malformed HTTP itself (request lines, header syntax the parser refuses, conflicting framing) is for
 the connection-level suite: such a request never reaches a handler.
@@ -25,9 +28,14 @@ the connection-level suite: such a request never reaches a handler.
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
 
 from tests.support.gateway_stack import CLIENT_KEY
 from tests.support.raw_http import request_bytes
@@ -283,6 +291,44 @@ def continue_and_chunked() -> Iterator[Case]:
             yield Case(f"chunked by {size} on {path}", request, 200, api=True, upstream=1)
 
 
+# -- real clients' requests, as captured and varied -------------------------------------------------
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-clients"
+# not replayed as captured: credentials, and what the HTTP client computes
+_DROPPED = frozenset(
+    {"x-api-key", "authorization", "connection", "content-length", "accept-encoding", "host"}
+)
+
+
+def _replay(capture: dict[str, Any], name: str) -> Iterator[Case]:
+    target: str = capture["raw_path"]
+    headers: list[tuple[str, str | bytes]] = [
+        (k, v) for k, v in capture["headers"] if k.lower() not in _DROPPED
+    ]
+    headers.append(("x-api-key", CLIENT_KEY))
+    body = orjson.dumps(capture["body"])
+    stream = capture["body"].get("stream") is True
+    over = body[:-1] + b',"metadata":' + b"[" * LIMIT + b"]" * LIMIT + b"}"  # LIMIT + 1 deep
+    variants: list[tuple[str, bytes, list[tuple[str, str | bytes]], int | None, int]] = [
+        ("as captured", body, [], 200, 1),
+        ("gzip", gzip.compress(body), [("content-encoding", "gzip")], 200, 1),
+        ("deflate", zlib.compress(body), [("content-encoding", "deflate")], 200, 1),
+        ("re-spaced", json.dumps(capture["body"], indent=1).encode(), [], 200, 1),
+        ("nested past the limit", over, [], 400, 0),
+        ("a header not UTF-8", body, [("x-app", b"cli\xff")], 400, 0),
+        ("br", body, [("content-encoding", "br")], 415, 0),
+    ]
+    for variant, data, extra, status, upstream in variants:
+        request = request_bytes("POST", target, [*headers, *extra], data)
+        yield Case(f"{name} {variant}", request, status, api=True, stream=stream, upstream=upstream)
+
+
+def real_clients() -> Iterator[Case]:
+    for path in sorted(FIXTURES.glob("*.json")):
+        capture = orjson.loads(path.read_bytes())
+        if capture["raw_path"].startswith(API):  # the clouds' captures have their own wire format
+            yield from _replay(capture, path.stem)
+
+
 CLASSES: list[Callable[[], Iterator[Case]]] = [
     deep_json,
     keys_not_utf8,
@@ -291,6 +337,7 @@ CLASSES: list[Callable[[], Iterator[Case]]] = [
     odd_bodies,
     methods_and_paths,
     continue_and_chunked,
+    real_clients,
 ]
 
 

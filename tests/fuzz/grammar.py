@@ -186,7 +186,7 @@ class Grammar:
             {
                 "type": st.just("tool_result"),
                 "tool_use_id": ids,
-                "content": text_ | st.lists(result_parts, max_size=3),
+                "content": text_ | st.lists(result_parts, max_size=2),
             },
             {**marker, "is_error": st.booleans()},
         )
@@ -209,10 +209,10 @@ class Grammar:
             message = self.obj(
                 {"role": roles, "content": text_ | st.lists(block, max_size=3)}, {"output_config": junk}
             )
-            messages = st.lists(message, max_size=4) | junk
+            messages = st.lists(message, max_size=3) | junk
         else:  # user first, then alternating: what the API accepts
-            messages = st.lists(message, min_size=1, max_size=4).map(_alternating)
-        system_blocks = st.lists(self.obj({"type": st.just("text"), "text": text_}, marker), max_size=3)
+            messages = st.lists(message, min_size=1, max_size=3).map(_alternating)
+        system_blocks = st.lists(self.obj({"type": st.just("text"), "text": text_}, marker), max_size=2)
         system = (
             text_ | system_blocks | system_blocks.map(lambda rest: [{"type": "text", "text": BILLING}, *rest])
         )
@@ -234,7 +234,7 @@ class Grammar:
         optional = {
             "stream": st.booleans(),
             "system": system,
-            "tools": st.lists(tool, max_size=3),
+            "tools": st.lists(tool, max_size=2),
             "tool_choice": tool_choice,
             "metadata": metadata,
             "temperature": st.sampled_from([0.0, 0.5, 1.0]),
@@ -253,7 +253,7 @@ class Grammar:
         )
         self.count_tokens_body = self.obj(
             {"model": models, "messages": messages},
-            {"system": system, "tools": st.lists(tool, max_size=3), "tool_choice": tool_choice},
+            {"system": system, "tools": st.lists(tool, max_size=2), "tool_choice": tool_choice},
         )
 
     def field(self, strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

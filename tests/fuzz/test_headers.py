@@ -5,14 +5,16 @@ obs-text bytes): malformed HTTP itself is the connection-level corpus's business
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.harness import TEAM_KEY, Checker, budget
+from tests.fuzz.harness import BATCH, TEAM_KEY, Checker, budget
 from tests.support.gateway_stack import CLIENT_KEY
 from tests.support.raw_http import request_bytes
 
-HEADER_CASES = 1200
+HEADER_EXAMPLES = 400
 Header = tuple[bytes, bytes]
 
 BODIES = [
@@ -137,21 +139,38 @@ extra: st.SearchStrategy[Header] = st.one_of(
 )
 
 
+@dataclass(frozen=True)
+class HeaderCase:
+    raw: bytes
+    api: bool
+    stream: bool
+    secrets: list[bytes]
+
+
+def header_case(
+    endpoint: tuple[str, str], body: bytes, keys: list[Header], extras: list[Header]
+) -> HeaderCase:
+    method, path = endpoint
+    raw = request_bytes(method, path, [*keys, *extras], body if method == "POST" else None)
+    secrets = [value.removeprefix(b"Bearer ").strip() for _, value in keys]
+    return HeaderCase(raw, path.startswith("/v1/messages"), b'"stream":true' in body, secrets)
+
+
+header_cases = st.builds(
+    header_case,
+    endpoint=st.sampled_from(ENDPOINTS),
+    body=st.sampled_from(BODIES),
+    keys=auth,
+    extras=st.lists(extra, max_size=4, unique_by=lambda header: header[0]),  # no doubled singletons
+)
+
+
 def test_header_variants(checker: Checker) -> None:
-    @budget(HEADER_CASES)
-    @given(
-        endpoint=st.sampled_from(ENDPOINTS),
-        body=st.sampled_from(BODIES),
-        keys=auth,
-        extras=st.lists(extra, max_size=4, unique_by=lambda header: header[0]),  # no doubled singletons
-    )
-    def run(endpoint: tuple[str, str], body: bytes, keys: list[Header], extras: list[Header]) -> None:
-        method, path = endpoint
-        headers = [*keys, *extras]
-        raw = request_bytes(method, path, headers, body if method == "POST" else None)
-        secrets = [value.removeprefix(b"Bearer ").strip() for name, value in keys]
-        stream = b'"stream":true' in body
-        checker.send(raw, api=path.startswith("/v1/messages"), stream=stream, secrets=secrets)
+    @budget(HEADER_EXAMPLES)
+    @given(cases=st.lists(header_cases, min_size=BATCH, max_size=BATCH))
+    def run(cases: list[HeaderCase]) -> None:
+        for case in cases:
+            checker.send(case.raw, api=case.api, stream=case.stream, secrets=case.secrets)
 
     run()
-    checker.finish(minimum_cases=HEADER_CASES)
+    checker.finish(minimum_cases=HEADER_EXAMPLES * BATCH)

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.grammar import DEPTHS, JUNK, TEXTS, plain_json
-from tests.fuzz.harness import Checker, budget
+from tests.fuzz.harness import BATCH, Checker, budget
 from tests.support.gateway_stack import CLIENT_KEY
 
-DOCUMENT_CASES = 500
+DOCUMENT_EXAMPLES = 170
 NAMES = [
     "model",
     "messages",
@@ -43,33 +43,41 @@ def chain(depth: int, kind: str) -> Any:
     return value
 
 
+def document_case(document: Any, deep: tuple[int, str] | None, top: str) -> tuple[bytes, bool]:
+    """The request body (and whether it asks for a stream) for a drawn document."""
+    body: Any = document
+    if top == "object" and not isinstance(body, dict):
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": body}
+    if deep is not None and isinstance(body, dict):
+        depth, kind = deep
+        body = {**body, "metadata": chain(min(depth, 250), kind)}  # orjson writes 254 levels
+    raw = plain_json(body)
+    if deep is not None and deep[0] > 250 and raw.startswith(b"{"):  # deeper still, as bytes
+        raw = b'{"deep":' + b"[" * deep[0] + b"]" * deep[0] + b"," + raw[1:]
+    return raw, isinstance(body, dict) and body.get("stream") is True
+
+
+document_cases = st.builds(
+    document_case,
+    document=documents,
+    deep=st.none() | st.tuples(st.sampled_from(DEPTHS), st.sampled_from(["list", "object"])),
+    top=st.sampled_from(["object", "object", "object", "as is"]),
+)
+
+
 def test_json_documents(checker: Checker) -> None:
-    @budget(DOCUMENT_CASES)
+    @budget(DOCUMENT_EXAMPLES)
     @given(
-        document=documents,
-        deep=st.none() | st.tuples(st.sampled_from(DEPTHS), st.sampled_from(["list", "object"])),
-        top=st.sampled_from(["object", "object", "object", "as is"]),
+        cases=st.lists(document_cases, min_size=BATCH, max_size=BATCH),
         path=st.sampled_from(["/v1/messages", "/v1/messages/count_tokens"]),
         session=st.booleans(),
     )
-    def run(document: Any, deep: tuple[int, str] | None, top: str, path: str, session: bool) -> None:
-        body: Any = document
-        if top == "object" and not isinstance(body, dict):
-            body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": body}
-        if deep is not None and isinstance(body, dict):
-            depth, kind = deep
-            body = {**body, "metadata": chain(min(depth, 250), kind)}  # orjson writes 254 levels
-        raw = plain_json(body)
-        if deep is not None and deep[0] > 250:  # deeper still, spliced in as bytes
-            raw = (
-                b'{"deep":' + b"[" * deep[0] + b"]" * deep[0] + b"," + raw[1:]
-                if raw.startswith(b"{")
-                else raw
-            )
+    def run(cases: list[tuple[bytes, bool]], path: str, session: bool) -> None:
         headers = [("x-api-key", CLIENT_KEY), ("content-type", "application/json")]
         if session:
             headers.append(("x-claude-code-session-id", "fuzz-documents"))
-        checker.post(path, raw, headers, stream=isinstance(body, dict) and body.get("stream") is True)
+        for raw, stream in cases:
+            checker.post(path, raw, headers, stream=stream)
 
     run()
-    checker.finish(minimum_cases=DOCUMENT_CASES)
+    checker.finish(minimum_cases=DOCUMENT_EXAMPLES * BATCH)

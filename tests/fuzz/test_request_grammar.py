@@ -8,12 +8,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.grammar import count_tokens_body, encoded, is_stream, messages_body, session_ids
-from tests.fuzz.harness import Checker, budget
+from tests.fuzz.grammar import count_tokens_body, encoded, is_stream, messages_body, plain_json, session_ids
+from tests.fuzz.harness import BATCH, Checker, budget
 from tests.support.gateway_stack import CLIENT_KEY
 
-MESSAGES_CASES = 1600
-COUNT_TOKENS_CASES = 500
+TURNS = BATCH  # requests per example: a session's consecutive turns
+MESSAGES_EXAMPLES = 500
+COUNT_TOKENS_EXAMPLES = 170
 
 
 def headers(session: str | None) -> list[tuple[str, str]]:
@@ -27,23 +28,41 @@ def headers(session: str | None) -> list[tuple[str, str]]:
     return found
 
 
+def growing(value: Any) -> list[bytes]:
+    """A session's history as it grows: the body with its first 1, 2, ... messages (the cache
+    step reuses the hashes of the history a session already sent)."""
+    messages = value.get("messages") if isinstance(value, dict) else None
+    if not isinstance(messages, list) or len(messages) < 2:
+        return []
+    return [plain_json({**value, "messages": messages[:count]}) for count in range(1, len(messages))]
+
+
 def test_messages_bodies(checker: Checker) -> None:
-    @budget(MESSAGES_CASES)
-    @given(case=encoded(messages_body), session=st.none() | session_ids)
-    def run(case: tuple[bytes, Any], session: str | None) -> None:
-        raw, value = case
-        checker.post("/v1/messages", raw, headers(session), stream=is_stream(value))
+    @budget(MESSAGES_EXAMPLES)
+    @given(
+        turns=st.lists(encoded(messages_body), min_size=TURNS, max_size=TURNS),
+        session=st.none() | session_ids,
+    )
+    def run(turns: list[tuple[bytes, Any]], session: str | None) -> None:
+        first = turns[0][1]
+        for raw in growing(first):
+            checker.post("/v1/messages", raw, headers(session), stream=is_stream(first))
+        for raw, value in turns:
+            checker.post("/v1/messages", raw, headers(session), stream=is_stream(value))
 
     run()
-    checker.finish(minimum_cases=MESSAGES_CASES)
+    checker.finish(minimum_cases=MESSAGES_EXAMPLES * TURNS)
 
 
 def test_count_tokens_bodies(checker: Checker) -> None:
-    @budget(COUNT_TOKENS_CASES)
-    @given(case=encoded(count_tokens_body), session=st.none() | session_ids)
-    def run(case: tuple[bytes, Any], session: str | None) -> None:
-        raw, _ = case
-        checker.post("/v1/messages/count_tokens", raw, headers(session))
+    @budget(COUNT_TOKENS_EXAMPLES)
+    @given(
+        turns=st.lists(encoded(count_tokens_body), min_size=TURNS, max_size=TURNS),
+        session=st.none() | session_ids,
+    )
+    def run(turns: list[tuple[bytes, Any]], session: str | None) -> None:
+        for raw, _ in turns:
+            checker.post("/v1/messages/count_tokens", raw, headers(session))
 
     run()
-    checker.finish(minimum_cases=COUNT_TOKENS_CASES)
+    checker.finish(minimum_cases=COUNT_TOKENS_EXAMPLES * TURNS)
