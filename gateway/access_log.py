@@ -14,9 +14,10 @@ still follows the ``switchyard.access`` logger's level (``GATEWAY_LOG_LEVEL`` ab
 access log).
 
 Never a credential: no header is logged. No prompt or completion content either, unless
-``GATEWAY_LOG_BODIES=1``, which adds the request body (``request_body``, cut at
-``LOG_BODY_LIMIT`` bytes). Completions are relayed as they stream and are not kept, so they are
-never logged.
+``GATEWAY_LOG_BODIES=1``, which adds the request body (``request_body``: the client's bytes cut at
+``LOG_BODY_LIMIT`` bytes, never re-encoded; a body refused before it was parsed is not logged).
+Completions are relayed as they stream and are not kept, so they are never logged. Every request
+gets its line: a body that cannot be written is replaced by ``request_body_error``.
 """
 
 from __future__ import annotations
@@ -85,13 +86,27 @@ def log_request(
         "cache_break_reason": outcome.cache_break_reason,
     }
     if log_bodies:
-        body = orjson.dumps(client.payload)
-        if len(body) > LOG_BODY_LIMIT:
-            record["request_body"] = body[:LOG_BODY_LIMIT].decode(errors="ignore")
-            record["request_body_truncated"] = True
-        else:
-            record["request_body"] = client.payload
-    log_writer().write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        _add_body(record, client)
+    try:
+        line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:  # never without its line (audit): the body is what can fail
+        record["request_body"] = None
+        record["request_body_error"] = "not serialisable"
+        line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    log_writer().write(line)
+
+
+def _add_body(record: dict[str, object], client: ClientRequest) -> None:
+    """The client's body as it arrived (decoded): the parsed value when it is short, else its first
+    ``LOG_BODY_LIMIT`` bytes as text. Nothing for a request whose body was never parsed."""
+    body = client.body
+    if not body:
+        return
+    if len(body) > LOG_BODY_LIMIT:
+        record["request_body"] = body[:LOG_BODY_LIMIT].decode(errors="ignore")
+        record["request_body_truncated"] = True
+    else:
+        record["request_body"] = client.payload
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -130,6 +130,12 @@ class Settings(BaseModel):
     """Longest header field (name and value); longer gets `431`."""
     max_headers: int = Field(100, alias="GATEWAY_MAX_HEADERS", ge=16)
     """Most header fields in a request; more gets `431`."""
+    # hostile-input limits on request bodies (gateway.inbound): the depth bound keeps every
+    # recursive step on client data (orjson writes at most 254 levels, Python recursion) in range
+    max_json_depth: int = Field(128, alias="GATEWAY_MAX_JSON_DEPTH", ge=16, le=200)
+    """Request bodies nesting JSON deeper than this get `400 invalid_request_error` (16-200)."""
+    max_decompression_ratio: int = Field(100, alias="GATEWAY_MAX_DECOMPRESSION_RATIO", ge=2)
+    """A gzip/deflate request body decompressing to more than this many times its size gets `413`."""
 
     # inbound authentication
     api_keys: SecretStr = Field(SecretStr(""), alias="GATEWAY_API_KEYS")

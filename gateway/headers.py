@@ -31,8 +31,11 @@ HOP_BY_HOP: Final = frozenset(
 # Inbound credentials: never forwarded; the provider applies its own.
 CLIENT_CREDENTIALS: Final = frozenset({"x-api-key", "authorization", "api-key", "cookie"})
 
-# Computed by the gateway or the HTTP client for the outbound request.
-RECOMPUTED: Final = frozenset({"host", "content-length", "accept-encoding", "x-client-request-id", "expect"})
+# Computed by the gateway or the HTTP client for the outbound request. The body always goes upstream
+# plain (a coded one is decoded on arrival: gateway.content_coding), so no content-encoding either.
+RECOMPUTED: Final = frozenset(
+    {"host", "content-length", "content-encoding", "accept-encoding", "x-client-request-id", "expect"}
+)
 
 _DROP_REQUEST: Final = HOP_BY_HOP | CLIENT_CREDENTIALS | RECOMPUTED
 

@@ -1,19 +1,30 @@
 """Turning an HTTP request into a ``ClientRequest``: authentication, size limits, JSON parsing.
 
 All failures are ``GatewayError``s with the Anthropic error shape and status: 401 (with
-``x-should-retry: false`` so clients prompt at once instead of retrying), 413, 400.
+``x-should-retry: false`` so clients prompt at once instead of retrying), 413, 415, 400.
+
+Hostile input is refused before anything works on it: keys are compared as the bytes the client
+sent (``gateway.keys``), a ``Content-Encoding`` is decoded within limits
+(``gateway.content_coding``), the JSON is parsed and its nesting bounded
+(``GATEWAY_MAX_JSON_DEPTH``, ``gateway.json_limits``) before any recursive step sees it, and a
+header value the HTTP client could not send upstream (not UTF-8) is a 400, not a failure later.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
+from urllib.parse import quote
 
 import orjson
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
+from gateway.config import Settings
+from gateway.content_coding import BodyDecoder, check_inflated, content_coding, too_large
 from gateway.errors import GatewayError
 from gateway.headers import forwardable_request_headers
+from gateway.json_limits import is_depth_error, nests_deeper_than
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.providers.base import ClientRequest, Operation
 
@@ -85,49 +96,90 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-async def read_body(request: web.Request, max_bytes: int) -> bytes:
+async def read_body(request: web.Request, max_bytes: int, max_ratio: int) -> bytes:
+    """The request body, decoded when it has a ``Content-Encoding`` (``gateway.content_coding``).
+
+    413 over ``max_bytes``; 400 when the body cannot be read (a broken chunked framing, corrupt
+    compressed data); 415 for a coding the gateway does not decode.
+    """
+    coding = content_coding(request.headers)
     length = request.content_length
     if length is not None and length > max_bytes:
-        raise _too_large(max_bytes)
+        raise too_large(max_bytes)
+    # set when aiohttp's parser inflated the body (a server not run by gateway.service.running)
+    inflated_from: int | None = getattr(request.content, "total_compressed_bytes", None)
     try:
-        return await request.read()
+        if coding is None or inflated_from is not None:
+            body = await request.read()
+            if coding is not None:
+                check_inflated(len(body), request.content.total_compressed_bytes or 0, max_bytes, max_ratio)
+            return body
+        decoder = BodyDecoder(coding, max_bytes, max_ratio)
+        async for chunk in request.content.iter_any():
+            decoder.feed(chunk)
+        return decoder.finish()
     except web.HTTPRequestEntityTooLarge:
-        raise _too_large(max_bytes) from None
+        raise too_large(max_bytes) from None
     except ConnectionResetError:  # the client hung up mid-body: the answer is only for the access log
         raise GatewayError(400, "the connection closed before the request body was complete") from None
-    except web.RequestPayloadError:  # aiohttp could not decode the body's transfer or content encoding
-        raise GatewayError(400, "malformed request body") from None
+    except RequestPayloadError:  # the body's framing or coding, as aiohttp's parser found it
+        raise GatewayError(400, "the request body could not be read") from None
 
 
-def _too_large(max_bytes: int) -> GatewayError:
-    return GatewayError(
-        413,
-        f"Request exceeds the maximum allowed number of bytes ({max_bytes}).",
-        error_type="request_too_large",
-    )
-
-
-def parse_json_object(body: bytes) -> dict[str, Any]:
+def parse_json_object(body: bytes, max_depth: int) -> dict[str, Any]:
+    """The body as a JSON object nesting at most ``max_depth`` levels (``gateway.json_limits``)."""
     if not body:
         raise GatewayError(400, "request body is empty; expected a JSON object")
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if is_depth_error(exc):
+            raise _too_deep(max_depth) from None
         raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise GatewayError(400, "request body must be a JSON object")
+    if nests_deeper_than(payload, max_depth):
+        raise _too_deep(max_depth)
     return payload
 
 
+def _too_deep(max_depth: int) -> GatewayError:
+    return GatewayError(400, f"request body nests JSON more than {max_depth} levels deep")
+
+
+def forwardable_headers(request: web.Request) -> list[tuple[str, str]]:
+    """The client's headers that go upstream; 400 for a value that is not UTF-8 (the HTTP client
+    could not send it: aiohttp hands such bytes over as lone surrogates)."""
+    headers = forwardable_request_headers(request.headers.items())
+    for _, value in headers:
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:  # named, not shown: never echo what the client sent
+                raise GatewayError(400, "a request header value is not valid UTF-8") from None
+    return headers
+
+
+# what may stand in a query as it is (RFC 3986 query: pchar / "/" / "?", and "%" of the escapes)
+_QUERY_SAFE: Final = "!$&'()*+,;=:@/?%"
+
+
+def raw_query(request: web.Request) -> str:
+    """The query string as the client sent it, escapes kept (``%2523`` stays ``%2523``, ``+`` stays
+    ``+``); only a byte no URL may hold (a space, a control, a non-ASCII byte) is percent-encoded."""
+    query = request.raw_path.partition("?")[2]
+    return quote(query.encode("utf-8", "surrogateescape"), safe=_QUERY_SAFE)
+
+
 async def client_request(
-    request: web.Request, operation: Operation, max_bytes: int, request_id: str
+    request: web.Request, operation: Operation, settings: Settings, request_id: str
 ) -> ClientRequest:
-    body = await read_body(request, max_bytes)
-    payload = parse_json_object(body)
+    body = await read_body(request, settings.max_body_bytes, settings.max_decompression_ratio)
+    payload = parse_json_object(body, settings.max_json_depth)
     return ClientRequest(
         operation=operation,
         body=body,
         payload=payload,
-        headers=forwardable_request_headers(request.headers.items()),
+        headers=forwardable_headers(request),
         request_id=request_id,
     )

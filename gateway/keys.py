@@ -1,7 +1,7 @@
 """Inbound API keys: parsing, roles, and a constant-time lookup that yields the key's team and role.
 
-Keys are held only as SHA-256 digests. A presented key is hashed and looked up by digest, then the
-digest is compared with ``hmac.compare_digest``: the time taken does not depend on how much of a
+Keys are held only as SHA-256 digests. A presented key is hashed (over its bytes, whatever they
+are) and looked up by digest, then the digest is compared with ``hmac.compare_digest``: the time taken does not depend on how much of a
 secret matches, and the plaintext keys are not kept in memory after they are parsed.
 
 A key has a role: ``client`` (the default) calls the model endpoints and reads its own team's
@@ -42,7 +42,15 @@ class InboundKey:
 
 
 def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).digest()
+    """The digest of the key's bytes as sent or configured. aiohttp (like ``os.environ``) hands
+    bytes that are not UTF-8 over as lone surrogates: ``surrogateescape`` gives them back, so any
+    presented value, valid UTF-8 or not, is hashed and compared as bytes (never an encode error;
+    other lone surrogates, which no header or configuration source yields, are kept as such)."""
+    try:
+        raw = key.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = key.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(raw).digest()
 
 
 def parse_key_list(raw: str, role: Role = Role.CLIENT) -> Iterator[InboundKey]:

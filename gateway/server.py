@@ -24,8 +24,8 @@ from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
 from gateway.errors import ClientInputError, GatewayError, error_body
-from gateway.headers import forwardable_request_headers, header_value
-from gateway.inbound import Authenticator, client_request
+from gateway.headers import header_value
+from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
 from gateway.key_reload import KeyReloader
 from gateway.keys import KeyRing
 from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics, overhead_seconds
@@ -193,8 +193,8 @@ class Gateway:
 
     async def models(self, request: web.Request) -> web.StreamResponse:
         self.auth.team_for(request)
-        headers = forwardable_request_headers(request.headers.items())
-        upstream = await self.provider.list_models(headers, request.query_string)
+        headers = forwardable_headers(request)
+        upstream = await self.provider.list_models(headers, raw_query(request))
         try:
             return await relay_buffered(upstream, {}, Outcome(), observe_usage=False)
         finally:
@@ -210,9 +210,7 @@ class Gateway:
         outcome = scope.outcome
         try:
             scope.team = self.auth.team_for(request)
-            scope.client = await client_request(
-                request, operation, self.settings.max_body_bytes, scope.request_id
-            )
+            scope.client = await client_request(request, operation, self.settings, scope.request_id)
             self.team_slots.acquire(scope.team, len(self.keys.teams))
             try:
                 return await self._exchange(request, scope, send)

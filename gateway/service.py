@@ -99,8 +99,12 @@ async def running(app: web.Application, host: str, port: int) -> AsyncIterator[R
     unregister = register(metrics.registry if metrics else None, ConnectionCollector(guard.events, guard))
     restore = watch_accept_errors(asyncio.get_running_loop(), guard.events)
     # handler_cancellation: a client that disconnects cancels its handler at once, so its upstream
-    # request (waiting, streaming or in a retry back-off) is closed too (gateway.accounting)
-    runner = GuardedRunner(app, guard, access_log=None, handle_signals=False, handler_cancellation=True)
+    # request (waiting, streaming or in a retry back-off) is closed too (gateway.accounting);
+    # auto_decompress off: request bodies reach the handlers as sent, a Content-Encoding is decoded
+    # there within the gateway's limits or refused with 415 (gateway.content_coding)
+    runner = GuardedRunner(
+        app, guard, access_log=None, handle_signals=False, handler_cancellation=True, auto_decompress=False
+    )
     try:
         await runner.setup()
         try:  # a failed bind still closes what start-up opened (the provider's sessions)

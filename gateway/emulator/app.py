@@ -20,11 +20,12 @@ from dataclasses import dataclass
 import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from aiohttp.web_protocol import RequestPayloadError
 
 from .cache_model import PromptCache
 from .config import EmulatorConfig
 from .conversation import prompt_text
-from .errors import ApiError
+from .errors import ApiError, invalid_request
 from .events import PING_FRAME, Turn, new_message_id, render_message, render_stream, sse_frame
 from .faults import apply_faults, plan_of
 from .json_types import JSONObject
@@ -100,14 +101,20 @@ def request_id_of(request: web.Request) -> str:
     return request[_REQUEST_ID]
 
 
-async def record_request(request: web.Request, state: EmulatorState, timestamp: float) -> bool:
-    """Append ``request`` (raw path, headers as received, body) to the log; ``True`` when the body
-    was over the size limit (recorded empty)."""
-    too_large = False
+async def record_request(request: web.Request, state: EmulatorState, timestamp: float) -> ApiError | None:
+    """Append ``request`` (raw path, headers as received, body) to the log; the error to answer
+    when its body could not be read (recorded empty): over the size limit, or unreadable."""
+    refused: ApiError | None = None
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        body, too_large = b"", True
+        body, refused = b"", ApiError(413)
+    except RequestPayloadError:
+        # a body aiohttp's parser could not decode (corrupt gzip/deflate under its
+        # Content-Encoding, a broken chunked framing): a malformed request is a 400 (RFC 9110
+        # section 15.5.1), an invalid_request_error like any body the API cannot read, never a
+        # 5xx a client would retry
+        body, refused = b"", invalid_request("There was an issue with the format or content of your request.")
     state.log.append(
         RecordedRequest(
             method=request.method,
@@ -120,7 +127,7 @@ async def record_request(request: web.Request, state: EmulatorState, timestamp: 
             timestamp=timestamp,
         )
     )
-    return too_large
+    return refused
 
 
 @web.middleware
@@ -132,10 +139,10 @@ async def record_and_render_errors(request: web.Request, handler: Handler) -> we
     """
     state = get_state(request.app)
     request[_REQUEST_ID] = new_request_id()
-    too_large = await record_request(request, state, state.config.clock.time())
+    refused = await record_request(request, state, state.config.clock.time())
     try:
-        if too_large:
-            raise ApiError(413)
+        if refused is not None:
+            raise refused
         return await handler(request)
     except ApiError as error:
         return _error_response(state, request, error)

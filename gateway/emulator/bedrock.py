@@ -96,10 +96,12 @@ async def _record_and_render_errors(request: web.Request, handler: Handler) -> w
     state = get_state(request.app)
     request[_REQUEST_ID] = str(uuid.uuid4())
     request[_STARTED] = state.config.clock.time()
-    too_large = await record_request(request, state, request[_STARTED])
+    refused = await record_request(request, state, request[_STARTED])
     try:
-        if too_large:
+        if refused is not None and refused.status == 413:
             raise validation("Input is too long.")
+        if refused is not None:
+            raise validation("Malformed input request, please reformat your input and try again.")
         return await handler(request)
     except BedrockError as error:
         return _error_response(request, error)

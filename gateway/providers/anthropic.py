@@ -74,8 +74,10 @@ class AnthropicProvider(Provider):
         return await self._post(request)
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
-        path = "/v1/models" + (f"?{query}" if query else "")
-        response = await self._connection().request("GET", path, headers=self._with_auth(list(headers)))
+        path = "/v1/models" + (f"?{query}" if query else "")  # the client's raw query, escapes kept
+        response = await self._connection().request(
+            "GET", path, headers=self._with_auth(list(headers)), encoded_path=True
+        )
         return HttpUpstreamResponse(response)
 
     async def _post(self, request: PreparedRequest) -> UpstreamResponse:

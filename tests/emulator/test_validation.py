@@ -283,3 +283,17 @@ async def test_unknown_route_and_method(http: aiohttp.ClientSession, emu: Runnin
     async with http.get(emu.base_url + "/v1/messages", headers=HEADERS) as response:
         assert response.status == 405
         assert error_of(await response.json())[0] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_an_undecodable_body_is_a_400_not_a_5xx(
+    http: aiohttp.ClientSession, emu: RunningEmulator, coding: str
+) -> None:
+    """A body that does not decode under its Content-Encoding is a malformed request (a 5xx would
+    be retried by clients and gateways: issue 13 saw one request become 11)."""
+    status, payload, _ = await post(
+        http, emu, raw=b"plain, not compressed", headers={**HEADERS, "content-encoding": coding}
+    )
+    assert status == 400
+    assert error_of(payload)[0] == "invalid_request_error"
+    assert emu.requests[-1].body == b""  # recorded, without the body it could not read

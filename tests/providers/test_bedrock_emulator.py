@@ -343,3 +343,15 @@ async def test_registered_as_the_bedrock_emulator() -> None:
         client = bearer_client(running)
         message = await client.messages.create(model=MODEL, max_tokens=8, messages=user("registry"))
         assert block(message, 0).text == "Echo: registry"
+
+
+async def test_an_undecodable_body_is_a_validation_error_not_a_5xx(emu: RunningEmulator) -> None:
+    """A body that does not decode under its Content-Encoding: Bedrock's 400 ValidationException
+    (a 5xx would be retried)."""
+    url, headers = _signed(emu, f"/model/{MODEL}/invoke", b"plain, not gzip")
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, data=b"plain, not gzip", headers={**headers, "Content-Encoding": "gzip"}) as response,
+    ):
+        assert response.status == 400
+        assert response.headers["x-amzn-errortype"].startswith("ValidationException:")

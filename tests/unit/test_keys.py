@@ -50,6 +50,18 @@ def test_invalid_lines_are_named_without_the_key(line: str, message: str) -> Non
     assert "sk-secret-1" not in str(raised.value)
 
 
+def test_presented_keys_are_compared_as_the_bytes_sent() -> None:
+    """aiohttp (and ``os.environ``) hand bytes that are not UTF-8 over as lone surrogates
+    (``surrogateescape``): hashing them never fails, and only the same bytes match."""
+    from_environ = b"sk-\xff\xfe".decode("utf-8", "surrogateescape")  # a key set from raw bytes
+    ring = KeyRing([*parse_key_list(f"sk-plain,{from_environ}"), *parse_key_text("sk-clé team-x", "keys")])
+    for presented in (b"\xff\xfe", b"caf\xe9", b"\xc3\x28", b"sk-plain\x80", b"\xed\xa0\x80"):
+        assert ring.lookup(presented.decode("utf-8", "surrogateescape")) is None
+    assert ring.lookup(b"sk-\xff\xfe".decode("utf-8", "surrogateescape")) is not None
+    assert ring.team_for("sk-clé".encode().decode("utf-8", "surrogateescape")) == "team-x"
+    assert ring.lookup("sk-\ud800") is None  # a lone surrogate no header yields: still no error
+
+
 def test_repr_shows_no_key_material() -> None:
     (key,) = parse_key_text("sk-secret-2 ops role=metrics", "keys")
     assert repr(key) == "InboundKey(team='ops', role='metrics')"

@@ -1,0 +1,138 @@
+"""Compressed request bodies (``Content-Encoding``): decoded as they arrive, within limits.
+
+``gzip`` (``x-gzip``) and ``deflate`` (zlib-wrapped, or raw as some clients send it) are decoded;
+``identity`` is no coding; anything else, or more than one coding, is ``415`` with
+``Accept-Encoding: gzip, deflate`` (RFC 9110 section 15.5.16). The decoded body is what the gateway
+parses and forwards: the header is never forwarded (``gateway.headers``), the upstream gets the
+plain bytes with their own length.
+
+Decompression is streamed: each compressed chunk is inflated at most ``OUTPUT_STEP`` bytes at a
+time and the limits are checked after every step, so a zip bomb is refused after a bounded amount
+of work and memory, never inflated whole. The limits: the decoded body at most ``max_bytes``
+(``GATEWAY_MAX_BODY_BYTES``, ``413``) and at most ``max_ratio`` times the compressed bytes read so
+far (``GATEWAY_MAX_DECOMPRESSION_RATIO``, ``413``; bodies up to ``RATIO_FLOOR`` are exempt: a small
+repetitive JSON may compress better than that). Corrupt or truncated data is ``400``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Final
+
+from multidict import MultiMapping
+
+from gateway.errors import GatewayError
+
+OUTPUT_STEP: Final = 256 * 1024
+RATIO_FLOOR: Final = 64 * 1024
+_GZIP: Final = "gzip"
+_DEFLATE: Final = "deflate"
+_CODINGS: Final = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": _DEFLATE}
+ACCEPTED: Final = "gzip, deflate"
+
+
+def content_coding(headers: MultiMapping[str]) -> str | None:
+    """The body's one content coding (``gzip`` or ``deflate``), ``None`` for an uncoded body."""
+    values = headers.getall("content-encoding", ())
+    codings = [token.strip().lower() for value in values for token in value.split(",") if token.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return None
+    if len(codings) > 1:
+        raise _unsupported("more than one Content-Encoding is not supported")
+    coding = _CODINGS.get(codings[0])
+    if coding is None:
+        raise _unsupported("unsupported Content-Encoding")
+    return coding
+
+
+def _unsupported(what: str) -> GatewayError:
+    return GatewayError(
+        415,
+        f"{what}: send the request body uncompressed, or compressed with gzip or deflate",
+        headers={"accept-encoding": ACCEPTED},
+    )
+
+
+def too_large(max_bytes: int) -> GatewayError:
+    return GatewayError(
+        413,
+        f"Request exceeds the maximum allowed number of bytes ({max_bytes}).",
+        error_type="request_too_large",
+    )
+
+
+class BodyDecoder:
+    """Inflates one coded body fed chunk by chunk (``feed``), then returns it (``finish``)."""
+
+    def __init__(self, coding: str, max_bytes: int, max_ratio: int) -> None:
+        self._coding = coding
+        self._max_bytes = max_bytes
+        self._max_ratio = max_ratio
+        self._inflater: zlib._Decompress | None = None
+        self._parts: list[bytes] = []
+        self.compressed = 0  # coded bytes received
+        self.decoded = 0  # bytes inflated so far
+
+    def _new_inflater(self, first: bytes) -> zlib._Decompress:
+        if self._coding == _GZIP:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        # RFC 9110 "deflate" is the zlib format (RFC 1950: compression method 8 in the low nibble
+        # of the first byte); some clients send a raw deflate stream instead, accepted too
+        raw = bool(first) and first[0] & 0x0F != 8
+        return zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+
+    def feed(self, chunk: bytes) -> None:
+        self.compressed += len(chunk)
+        if self.compressed > self._max_bytes:
+            raise too_large(self._max_bytes)
+        data = chunk
+        while data:
+            inflater = self._inflater
+            if inflater is None or inflater.eof:
+                if inflater is not None and self._coding != _GZIP:  # gzip may hold several members
+                    raise _corrupt("data after the end of the compressed stream")
+                inflater = self._inflater = self._new_inflater(data)
+            out = self._inflate(inflater, data)
+            # inflate what the output bound held back (input, or output zlib still holds)
+            while not inflater.eof and (inflater.unconsumed_tail or len(out) == OUTPUT_STEP):
+                out = self._inflate(inflater, inflater.unconsumed_tail)
+            data = inflater.unused_data
+
+    def _inflate(self, inflater: zlib._Decompress, data: bytes) -> bytes:
+        try:
+            out = inflater.decompress(data, OUTPUT_STEP)
+        except zlib.error:
+            raise _corrupt("the compressed data is invalid") from None
+        self._take(out)
+        return out
+
+    def _take(self, out: bytes) -> None:
+        if out:
+            self.decoded += len(out)
+            check_inflated(self.decoded, self.compressed, self._max_bytes, self._max_ratio)
+            self._parts.append(out)
+
+    def finish(self) -> bytes:
+        inflater = self._inflater
+        if inflater is None:
+            raise _corrupt("the compressed body is empty")
+        if not inflater.eof:
+            raise _corrupt("the compressed data is truncated")
+        return b"".join(self._parts)
+
+
+def check_inflated(decoded: int, compressed: int, max_bytes: int, max_ratio: int) -> None:
+    """413 when ``decoded`` bytes inflated from ``compressed`` ones break a limit."""
+    if decoded > max_bytes:
+        raise too_large(max_bytes)
+    if decoded > RATIO_FLOOR and decoded > max_ratio * compressed:
+        raise GatewayError(
+            413,
+            f"the compressed request body inflates more than {max_ratio} times its size",
+            error_type="request_too_large",
+        )
+
+
+def _corrupt(what: str) -> GatewayError:
+    return GatewayError(400, f"request body could not be decompressed: {what}")

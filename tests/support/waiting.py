@@ -1,0 +1,22 @@
+"""Waiting for something another thread does (the server's loop thread writes the access line just
+after the client has the last byte of the answer)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(probe: Callable[[], T], *, timeout_s: float = 10.0) -> T:
+    """``probe()``'s first truthy value, polled every 5 ms; fails the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s (last value {value!r})")
+        time.sleep(0.005)
