@@ -100,7 +100,8 @@ async def read_body(request: web.Request, max_bytes: int, max_ratio: int) -> byt
     """The request body, decoded when it has a ``Content-Encoding`` (``gateway.content_coding``).
 
     413 over ``max_bytes``; 400 when the body cannot be read (a broken chunked framing, corrupt
-    compressed data); 415 for a coding the gateway does not decode.
+    compressed data, the connection closed before the body was whole: the access log then says
+    ``client_disconnected``); 415 for a coding the gateway does not decode.
     """
     coding = content_coding(request.headers)
     length = request.content_length
@@ -124,6 +125,8 @@ async def read_body(request: web.Request, max_bytes: int, max_ratio: int) -> byt
         raise GatewayError(400, "the connection closed before the request body was complete") from None
     except RequestPayloadError:  # the body's framing or coding, as aiohttp's parser found it
         raise GatewayError(400, "the request body could not be read") from None
+    except ConnectionResetError:  # the client went away mid-body: nobody will see this answer
+        raise GatewayError(400, "the connection closed before the whole request body arrived") from None
 
 
 def parse_json_object(body: bytes, max_depth: int) -> dict[str, Any]:

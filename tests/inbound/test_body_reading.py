@@ -1,0 +1,50 @@
+"""A client that goes away before its whole body arrived: one access line, no traceback.
+
+Observed: ``ConnectionResetError`` from reading the body reached the error middleware's last
+resort (an ERROR line with a traceback, a 500 in the access log).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+
+from tests.inbound.conftest import StackFactory
+from tests.support.gateway_stack import CLIENT_KEY
+from tests.support.log_lines import LogLines
+from tests.support.raw_http import request_bytes
+from tests.support.waiting import wait_until
+
+HEAD = [("x-api-key", CLIENT_KEY), ("content-type", "application/json")]
+
+
+@pytest.mark.parametrize(
+    "request_start",
+    [
+        request_bytes("POST", "/v1/messages", [*HEAD, ("content-length", "500")]) + b'{"model":"claude',
+        request_bytes("POST", "/v1/messages", [*HEAD, ("transfer-encoding", "chunked")]) + b'40\r\n{"model"',
+        request_bytes(
+            "POST", "/v1/messages", [*HEAD, ("content-length", "500"), ("content-encoding", "gzip")]
+        )
+        + b"\x1f\x8b\x08\x00",
+    ],
+    ids=["content-length", "chunked", "gzip"],
+)
+def test_a_body_cut_short_by_the_client(
+    make_stack: StackFactory, log_lines: LogLines, caplog: pytest.LogCaptureFixture, request_start: bytes
+) -> None:
+    stack = make_stack()
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=5) as client:
+        client.sendall(request_start)
+        wait_until(lambda: stack.gateway.open_connections == 1)
+    (line,) = wait_until(lambda: log_lines.access())
+    assert (line["status"], line["error_type"], line["client_disconnected"]) == (
+        400,
+        "invalid_request_error",
+        True,
+    )
+    assert stack.upstream_count == 0
+    assert "Traceback" not in log_lines.text() + caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
