@@ -121,8 +121,6 @@ async def read_body(request: web.Request, max_bytes: int, max_ratio: int) -> byt
         return decoder.finish()
     except web.HTTPRequestEntityTooLarge:
         raise too_large(max_bytes) from None
-    except ConnectionResetError:  # the client hung up mid-body: the answer is only for the access log
-        raise GatewayError(400, "the connection closed before the request body was complete") from None
     except RequestPayloadError:  # the body's framing or coding, as aiohttp's parser found it
         raise GatewayError(400, "the request body could not be read") from None
     except ConnectionResetError:  # the client went away mid-body: nobody will see this answer

@@ -32,9 +32,8 @@ TIMEOUT_S = "1"  # header, body and keep-alive bounds of the gateway under test
 READ_BOUND_S = 6.0
 MUTATIONS = 600
 SEED = 1313
-# bytes a mutation inserts, all ASCII: a non-UTF-8 key is the hostile-input slice's case (keys compared
-# as bytes), outside this connection-level corpus
-NASTY = b"\x00\x01\x1b\x7f \t:\r\n;,\"/%"
+# bytes a mutation inserts, \xff included (keys are compared as bytes: a non-UTF-8 key is a 401)
+NASTY = b"\x00\x01\x1b\x7f\xff \t:\r\n;,\"/%"
 
 C = CANARY.encode()
 K = CLIENT_KEY.encode()
