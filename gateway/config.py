@@ -15,12 +15,11 @@ Each field's docstring is its one-line description: ``switchyard serve --help`` 
 from __future__ import annotations
 
 import enum
+import functools
 import json
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -35,12 +34,10 @@ from pydantic import (
     model_validator,
 )
 
-from gateway import config_checks
+from gateway import config_checks, config_rules
 from gateway.cache.budget import DEFAULT_SESSION_MAX
+from gateway.config_values import FALSY, TRUTHY, existing_file, flag, http_url
 from gateway.keys import InboundKey, Role, parse_key_file, parse_key_list
-
-TRUTHY = frozenset({"1", "true", "yes", "on"})
-FALSY = frozenset({"", "0", "false", "no", "off"})
 
 
 class ProviderName(enum.StrEnum):
@@ -63,40 +60,6 @@ UPSTREAM_URL_FIELDS = frozenset(
 )  # credentials (userinfo) in these are dropped: the upstream credential has its own variables
 FAILED_FIELDS = "failed_fields"  # validation context: fields that failed (their checks are skipped)
 SERVING = "serving"  # validation context: also run the checks only ``switchyard serve`` needs
-
-
-def _flag(value: object) -> object:
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in TRUTHY:
-            return True
-        if lowered in FALSY:
-            return False
-    return value
-
-
-def _existing_file(value: object) -> object:
-    if value in (None, ""):
-        return None
-    path = Path(str(value)).expanduser()
-    if not path.is_file():
-        raise ValueError(f"file not found: {path}")
-    if not os.access(path, os.R_OK):
-        raise ValueError(f"file not readable: {path}")
-    return path
-
-
-def _http_url(value: str) -> str:
-    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in value):
-        raise ValueError("a URL holds no whitespace or control character (the value is not shown)")
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {config_checks.redact_url(value)!r}")
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
-    except ValueError:
-        raise ValueError(f"invalid port in URL {config_checks.redact_url(value)!r}") from None
-    return value.rstrip("/")
 
 
 class Settings(BaseModel):
@@ -327,7 +290,7 @@ class Settings(BaseModel):
     )
     @classmethod
     def _parse_flag(cls, value: object) -> object:
-        return _flag(value)
+        return flag(value)
 
     @field_validator(
         "api_keys_file",
@@ -340,7 +303,7 @@ class Settings(BaseModel):
     )
     @classmethod
     def _check_file(cls, value: object) -> object:
-        return _existing_file(value)
+        return existing_file(value)
 
     @field_validator("ca_bundle")
     @classmethod
@@ -359,7 +322,7 @@ class Settings(BaseModel):
     @field_validator("anthropic_base_url")
     @classmethod
     def _check_base_url(cls, value: str) -> str:
-        return config_checks.without_userinfo(_http_url(value))  # never sent upstream (nor logged)
+        return config_checks.without_userinfo(http_url(value))  # never sent upstream (nor logged)
 
     @field_validator(
         "bedrock_base_url", "vertex_base_url", "foundry_base_url", "bedrock_control_url", mode="before"
@@ -368,7 +331,7 @@ class Settings(BaseModel):
     def _check_optional_url(cls, value: object) -> object:
         if value in (None, ""):
             return None
-        return config_checks.without_userinfo(_http_url(str(value)))
+        return config_checks.without_userinfo(http_url(str(value)))
 
     @field_validator(
         "aws_region",
@@ -438,7 +401,7 @@ class Settings(BaseModel):
         text = str(value)
         if "://" not in text:  # curl convention: a bare host:port means http://
             text = "http://" + text
-        return _http_url(text)
+        return http_url(text)
 
     @field_validator(
         "anthropic_api_key",
@@ -507,10 +470,10 @@ class Settings(BaseModel):
         )
         checks: list[tuple[frozenset[str], Callable[[], None]]] = [
             (frozenset({"api_keys", "metrics_api_keys", "api_keys_file"}), self._load_keys),
-            (frozenset({"client_cert", "client_key"}), self._check_client_pair),
-            (provider_fields, self._check_provider_settings),
-            (frozenset({"stream_idle_warning_s", "stream_idle_timeout_s"}), self._check_idle_order),
-            (frozenset({"drain_delay_s", "drain_timeout_s"}), self._check_drain_order),
+            (frozenset({"client_cert", "client_key"}), functools.partial(config_rules.client_pair, self)),
+            (provider_fields, functools.partial(config_rules.provider_settings, self)),
+            (frozenset({"stream_idle_warning_s", "stream_idle_timeout_s"}), functools.partial(config_rules.idle_order, self)),
+            (frozenset({"drain_delay_s", "drain_timeout_s"}), functools.partial(config_rules.drain_order, self)),
         ]
         if serving:
             checks.append(
@@ -538,20 +501,6 @@ class Settings(BaseModel):
                 raise ValueError(f"GATEWAY_API_KEYS_FILE: {exc}") from None
         self._inbound_keys = tuple(keys)
 
-    def _check_client_pair(self) -> None:
-        if self.client_key is not None and self.client_cert is None:
-            raise ValueError("GATEWAY_CLIENT_KEY: set, but GATEWAY_CLIENT_CERT is not")
-        if self.client_cert is not None:
-            config_checks.check_client_pair(self.client_cert, self.client_key)
-
-    def _check_idle_order(self) -> None:
-        if self.stream_idle_warning_s > self.stream_idle_timeout_s:
-            raise ValueError("GATEWAY_STREAM_IDLE_WARNING_S: must not exceed GATEWAY_STREAM_IDLE_TIMEOUT_S")
-
-    def _check_drain_order(self) -> None:
-        if self.drain_delay_s > self.drain_timeout_s:
-            raise ValueError("GATEWAY_DRAIN_DELAY_S: must not exceed GATEWAY_DRAIN_TIMEOUT_S")
-
     @property
     def provider(self) -> ProviderName:
         """The upstream this deployment targets, chosen once from the snapshot."""
@@ -564,23 +513,6 @@ class Settings(BaseModel):
         if self.use_foundry:
             return ProviderName.FOUNDRY
         return ProviderName.ANTHROPIC
-
-    def _check_provider_settings(self) -> None:
-        provider = self.provider
-        if provider is ProviderName.BEDROCK and self.aws_region is None:
-            raise ValueError("AWS_REGION: required when the provider is bedrock (or set AWS_DEFAULT_REGION)")
-        if provider is ProviderName.VERTEX and self.vertex_region is None:
-            raise ValueError("CLOUD_ML_REGION: required when the provider is vertex")
-        if provider is ProviderName.FOUNDRY:
-            if self.foundry_resource is None and self.foundry_base_url is None:
-                raise ValueError(
-                    "ANTHROPIC_FOUNDRY_RESOURCE: required when the provider is foundry "
-                    "(or set ANTHROPIC_FOUNDRY_BASE_URL)"
-                )
-            if self.foundry_resource is not None and self.foundry_base_url is not None:
-                raise ValueError(
-                    "ANTHROPIC_FOUNDRY_RESOURCE: set either it or ANTHROPIC_FOUNDRY_BASE_URL, not both"
-                )
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], *, serving: bool = False) -> Settings:
