@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
+# The demo and the benches are repository tools (bench/, emulators/): run from this directory.
 demo: $(STAMP)
-	$(BIN)/switchyard demo
+	$(BIN)/python -m bench.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -25,11 +26,11 @@ test: $(STAMP)
 # 60 s, then 30 minutes of mixed traffic; README "Soak"): every figure in soak-results.json.
 soak: $(STAMP)
 	SWITCHYARD_SLOW_TESTS=1 $(BIN)/python -m pytest tests/e2e/test_retry_budget_claude_code.py
-	$(BIN)/python -m gateway.bench.soak --json soak-results.json
+	$(BIN)/python -m bench.soak --json soak-results.json
 
 lint: $(STAMP)
-	$(BIN)/ruff check gateway loop tests k8s
-	$(BIN)/mypy --strict gateway loop k8s/generate.py
+	$(BIN)/ruff check gateway loop emulators bench tests k8s
+	$(BIN)/mypy --strict gateway loop emulators bench k8s/generate.py
 	$(BIN)/hadolint Dockerfile
 
 # Regenerate k8s/base/generated/ (PrometheusRule, Grafana dashboards ConfigMap) from dashboards/.
@@ -42,16 +43,16 @@ dashboards: $(STAMP)
 
 # Direct, bare aiohttp pass-through (the floor) and gateway side by side, then the other benches.
 bench: $(STAMP)
-	$(BIN)/python -m gateway.bench --json bench-results.json
-	$(BIN)/python -m gateway.bench.eventstream_bench
-	$(BIN)/python -m gateway.bench.provider_latency
-	$(BIN)/python -m gateway.bench.cache_efficiency
-	$(BIN)/python -m gateway.bench.context_session --json bench-context.json
+	$(BIN)/python -m bench --json bench-results.json
+	$(BIN)/python -m bench.eventstream_bench
+	$(BIN)/python -m bench.provider_latency
+	$(BIN)/python -m bench.cache_efficiency
+	$(BIN)/python -m bench.context_session --json bench-context.json
 
 # py-spy profile of the gateway under load (py-spy is installed on demand into ~/.cache/switchyard).
 profile: $(STAMP)
-	$(BIN)/python -m gateway.bench profile --mode nonstream
-	$(BIN)/python -m gateway.bench profile --mode stream
+	$(BIN)/python -m bench profile --mode nonstream
+	$(BIN)/python -m bench profile --mode stream
 
 # Re-pin after changing dependencies: installs the newest allowed versions into a scratch venv.
 constraints:

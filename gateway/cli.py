@@ -1,4 +1,5 @@
-"""Command line: ``switchyard serve | emulate | demo``."""
+"""Command line: ``switchyard serve | agent`` (the emulators and the demo are repository tools:
+``python -m emulators``, ``python -m bench.demo``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -47,42 +47,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_emulate(args: argparse.Namespace) -> int:
-    from gateway.emulator.standalone import EmulateError, EmulateOptions, run
-
-    configure_logging("INFO")
-    options = EmulateOptions(
-        provider=args.provider,
-        host=args.host,
-        port=args.port,
-        api_keys=tuple(args.api_key or ()),
-        chunk_delay_s=args.chunk_delay,
-        tls_dir=args.tls,
-        aws_access_key_id=args.aws_access_key_id,
-        aws_secret_access_key=args.aws_secret_access_key,
-        aws_region=args.aws_region,
-        vertex_service_account=args.vertex_service_account,
-    )
-    try:
-        run(options)
-    except EmulateError as exc:
-        print(f"switchyard emulate: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # the listener could not bind
-        print(
-            f"switchyard emulate: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
-        return 2
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from gateway.demo import run_demo
-
-    return run_demo(turns=args.turns, provider=args.provider)
-
-
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose ``epilog`` may be a function, called only when help is printed
     (the variable reference of ``serve --help`` is long: not built on every start-up)."""
@@ -114,49 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="overrides GATEWAY_PORT")
     serve.set_defaults(func=cmd_serve)
 
-    emulate = sub.add_parser(
-        "emulate",
-        help="run an upstream emulator (for tests and demos)",
-        description=(
-            "Run one provider's emulator. Once listening it prints the credentials it accepts and "
-            "an `export ...` line: the environment of a gateway using it as its upstream."
-        ),
-    )
-    emulate.add_argument(
-        "--provider", default="anthropic", choices=["anthropic", "bedrock", "vertex", "foundry"]
-    )
-    emulate.add_argument("--host", default="127.0.0.1")
-    emulate.add_argument("--port", type=int, default=8090, help="0 picks a free port (printed)")
-    emulate.add_argument(
-        "--api-key",
-        action="append",
-        help="replaces the accepted keys (repeatable): first-party keys, Foundry keys, Bedrock API "
-        "keys (Bearer), Vertex static access tokens",
-    )
-    emulate.add_argument(
-        "--chunk-delay",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="delay before each streamed content delta",
-    )
-    emulate.add_argument(
-        "--tls",
-        type=Path,
-        metavar="DIR",
-        help="serve HTTPS; DIR gets ca.pem (trust this), cert.pem, key.pem (reused while valid)",
-    )
-    emulate.add_argument("--aws-access-key-id", help="Bedrock: the SigV4 access key id accepted")
-    emulate.add_argument("--aws-secret-access-key", help="Bedrock: its secret access key")
-    emulate.add_argument("--aws-region", default="us-east-1", help="Bedrock: the SigV4 signing region")
-    emulate.add_argument(
-        "--vertex-service-account",
-        type=Path,
-        metavar="FILE",
-        help="Vertex: register FILE's service account (generated into FILE if it does not exist)",
-    )
-    emulate.set_defaults(func=cmd_emulate)
-
     agent = sub.add_parser(
         "agent",
         add_help=False,
@@ -164,15 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("argv", nargs=argparse.REMAINDER)  # handled in main() by loop.cli
 
-    demo = sub.add_parser("demo", help="run the gateway against the emulator and drive a conversation")
-    demo.add_argument("--turns", type=int, default=4, help="conversation turns to drive")
-    demo.add_argument(
-        "--provider",
-        default="anthropic",
-        choices=["anthropic", "bedrock", "vertex", "foundry"],
-        help="which upstream the gateway is configured for (each against its emulator)",
-    )
-    demo.set_defaults(func=cmd_demo)
     return parser
 
 

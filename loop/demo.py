@@ -1,4 +1,4 @@
-"""The agent-loop part of ``switchyard demo``: an agent that reads a file, edits it and finishes.
+"""The agent-loop part of ``python -m bench.demo``: an agent that reads a file, edits it and finishes.
 
 ``run_agent_demo(base_url, api_key)`` runs the loop with the built-in ``read_file`` and
 ``edit_file`` tools over a scratch workspace, through the official SDK against ``base_url`` (the

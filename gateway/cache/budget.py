@@ -3,7 +3,7 @@
 What a session keeps grows with its history (one cumulative hash per message of its last request,
 about 77 bytes each), so the budget is stated for a session length: ``GATEWAY_SESSION_MAX``
 defaults to the number of sessions of ``BUDGETED_MESSAGES`` messages that fit in
-``SESSION_MEMORY_BUDGET``. Measured with ``python -m gateway.bench.session_memory`` (tracemalloc
+``SESSION_MEMORY_BUDGET``. Measured with ``python -m bench.session_memory`` (tracemalloc
 over 20,000 sessions built by the cache pipeline from the captured Claude Code requests; figures in
 the README, "Session memory"): the captured three-turn session (six messages) takes about half the
 allowance, a 24-message one about 85% of it. ``tests/cache/test_session_memory.py`` measures both

@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.bench import procinfo
-from gateway.bench.loadgen import LoadSamples
-from gateway.bench.report import (
+from bench import procinfo
+from bench.loadgen import LoadSamples
+from bench.report import (
     DIRECT,
     FLOOR,
     Cell,
@@ -24,8 +24,8 @@ from gateway.bench.report import (
     completions_in_window,
     cpu_ms_per_request,
 )
-from gateway.bench.runner import Target, round_cpu, round_order
-from gateway.bench.tables import format_results, format_targets
+from bench.runner import Target, round_cpu, round_order
+from bench.tables import format_results, format_targets
 
 TICK = 1.0 / procinfo.CLK_TCK
 

@@ -11,9 +11,9 @@ import math
 import orjson
 import pytest
 
-from gateway.bench import fake_upstream, payloads
-from gateway.bench.loadgen import LoadConfig, LoadSamples, run_load
-from gateway.bench.report import percentile, summarize
+from bench import fake_upstream, payloads
+from bench.loadgen import LoadConfig, LoadSamples, run_load
+from bench.report import percentile, summarize
 
 
 async def test_paced_stream_reports_time_to_first_delta() -> None:

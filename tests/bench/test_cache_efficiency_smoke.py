@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m gateway.bench.cache_efficiency``: 6 turns on the first-party and
+"""Smoke test of ``python -m bench.cache_efficiency``: 6 turns on the first-party and
 Bedrock emulators through in-process gateways, plus the pieces it is built from.
 
 This checks that the benchmark works (the report has every provider, turn and figure; the toggled
@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.bench import cache_efficiency as ce
-from gateway.bench import cache_report as report
-from gateway.bench.cc_session import ClaudeCodeSession, with_cch
-from gateway.emulator.recorder import RecordedRequest
+from bench import cache_efficiency as ce
+from bench import cache_report as report
+from bench.cc_session import ClaudeCodeSession, with_cch
+from emulators.recorder import RecordedRequest
 
 TURNS = 6
 PROVIDERS = ("anthropic", "bedrock")

@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m gateway.bench.context_session``: a short session per configuration,
+"""Smoke test of ``python -m bench.context_session``: a short session per configuration,
 and the figures recomputed here from the per-call usage the report keeps. No time and no target is
 asserted (CPU figures are only checked to exist)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.bench import context_report as report
-from gateway.bench import context_session as bench
+from bench import context_report as report
+from bench import context_session as bench
 from loop.usage import TokenUsage
 
 CALLS = 24

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import pytest
 from aiohttp import web
 
-from gateway.bench import payloads, processes
-from gateway.bench.loadgen import LoadConfig
-from gateway.bench.passthrough import end_to_end
-from gateway.bench.report import FLOOR
-from gateway.bench.runner import measure_load
-from gateway.bench.servers import Server, spawn_passthrough
+from bench import payloads, processes
+from bench.loadgen import LoadConfig
+from bench.passthrough import end_to_end
+from bench.report import FLOOR
+from bench.runner import measure_load
+from bench.servers import Server, spawn_passthrough
 
 DELTAS = 7
 

@@ -1,4 +1,4 @@
-"""``python -m gateway.bench profile``: the top-frames summary of py-spy's raw output, and one
+"""``python -m bench profile``: the top-frames summary of py-spy's raw output, and one
 real profile of the gateway under load (py-spy installed on demand; skipped when it cannot be)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.bench import frames, profiling, pyspy
+from bench import frames, profiling, pyspy
 
 RAW = """\
 main (app.py:10);loop (app.py:20);handle (h.py:5);parse (p.py:1) 6

@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m gateway.bench.provider_latency``: both providers' emulators and
+"""Smoke test of ``python -m bench.provider_latency``: both providers' emulators and
 gateways for real, 10 requests per path.
 
 This checks that the benchmark works (every row present, every request answered with the same
@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.bench import latency_paths as paths
-from gateway.bench import latency_report as report
-from gateway.bench import provider_latency as pl
-from gateway.bench.eventstream_bench import stream_events
-from gateway.emulator.bedrock_frames import chunk_frame
+from bench import latency_paths as paths
+from bench import latency_report as report
+from bench import provider_latency as pl
+from bench.eventstream_bench import stream_events
+from emulators.bedrock_frames import chunk_frame
 from gateway.streaming.sse import encode_event
 
 REQUESTS = 10

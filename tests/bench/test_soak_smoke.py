@@ -1,4 +1,4 @@
-"""Smoke test of the soak harness (``python -m gateway.bench.soak``) at a tiny scale: the real
+"""Smoke test of the soak harness (``python -m bench.soak``) at a tiny scale: the real
 emulator and gateway processes, 20 streams held about 3 s, then 6 s of mixed traffic.
 
 This checks that the harness works end to end (every stream and request answered as expected,
@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.bench import soak, soak_report
-from gateway.bench.soak_mixed import MixedConfig, kinds
-from gateway.bench.soak_requests import Exchange
-from gateway.bench.soak_streams import schedule
+from bench import soak, soak_report
+from bench.soak_mixed import MixedConfig, kinds
+from bench.soak_requests import Exchange
+from bench.soak_streams import schedule
 
 STREAMS = 20
 CONTROL = 4

@@ -2,9 +2,9 @@
 
 ``PYTHONPATH=$PWD python -m tests.cache.bench_pipeline [--turns 20] [--sizes 50,200,800]``
 
-* **small**: the load benchmark's request (:func:`gateway.bench.payloads.request_body`: ~2 KB system
+* **small**: the load benchmark's request (:func:`bench.payloads.request_body`: ~2 KB system
   prompt, one user turn, no session), many iterations;
-* **session N**: a Claude Code session (:mod:`gateway.bench.cc_session`: fixture 015's headers,
+* **session N**: a Claude Code session (:mod:`bench.cc_session`: fixture 015's headers,
   billing block with a fresh ``cch=`` per request, 24 tools, the message breakpoint on the newest
   block) grown to N messages, then ``--turns`` more turns of two messages each (an assistant
   ``tool_use`` answer and a ``tool_result`` of 0.3-3 KB). Every request is parsed from its bytes, as
@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from gateway.bench.cc_session import ClaudeCodeSession
-from gateway.bench.payloads import request_body
+from bench.cc_session import ClaudeCodeSession
+from bench.payloads import request_body
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.store import MemorySessionStore
 from gateway.config import Settings

@@ -18,11 +18,11 @@ import orjson
 import pytest
 from aiohttp import web
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from emulators.clock import ManualClock
+from emulators.recorder import RecordedRequest
 from gateway.cache.pipeline import CachePipeline
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
-from gateway.emulator.clock import ManualClock
-from gateway.emulator.recorder import RecordedRequest
 from gateway.metrics import GatewayMetrics
 from gateway.server import Gateway, create_app
 from gateway.service import RunningServer, running

@@ -10,14 +10,14 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.bench.cc_session import ClaudeCodeSession
+from bench.cc_session import ClaudeCodeSession
+from emulators.clock import ManualClock
 from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
 from gateway.cache.store import MemorySessionStore
 from gateway.config import Settings
-from gateway.emulator.clock import ManualClock
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
 from tests.cache import reference

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from emulators.clock import ManualClock
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.store import MemorySessionStore
 from gateway.config import Settings
-from gateway.emulator.clock import ManualClock
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
 from tests.cache.conftest import TOOL_BASH, Turn

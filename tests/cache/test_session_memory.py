@@ -1,10 +1,10 @@
 """The default session bound keeps the in-memory store within its stated memory budget: a session
 costs what the budget allows per session (``gateway.cache.budget``), measured here with
-``tracemalloc`` the way ``python -m gateway.bench.session_memory`` measures it for the README."""
+``tracemalloc`` the way ``python -m bench.session_memory`` measures it for the README."""
 
 from __future__ import annotations
 
-from gateway.bench.session_memory import measure
+from bench.session_memory import measure
 from gateway.cache.budget import (
     BUDGETED_MESSAGES,
     DEFAULT_SESSION_MAX,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from emulators.clock import ManualClock
 from gateway.cache.breaks import BreakRecord, PreviousRequest
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import prefix_hashes
 from gateway.cache.store import RECENT_BREAKS, MemorySessionStore, SharedValues
-from gateway.emulator.clock import ManualClock
 
 HASHES = prefix_hashes({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, [])
 TEAM = "default"

@@ -12,13 +12,13 @@ import aiohttp
 import orjson
 import pytest
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.cache.breaks import PreviousRequest
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import prefix_hashes
 from gateway.cache.redis_store import RedisSessionStore, session_keys
 from gateway.cache.store import MemorySessionStore
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import RunningServer, running

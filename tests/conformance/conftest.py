@@ -17,8 +17,8 @@ from pathlib import Path
 import anthropic
 import pytest
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import RunningServer, running

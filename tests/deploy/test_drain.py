@@ -43,9 +43,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+def _process(
+    args: list[str], env: dict[str, str], module: str = "gateway"
+) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", *args],
+        [sys.executable, "-m", module, *args],
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -178,7 +180,7 @@ class Exchange:
 def _stack(**gateway_env: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     emu_port, gw_port = _free_port(), _free_port()
     with (
-        _process(["emulate", "--port", str(emu_port), "--api-key", UPSTREAM_KEY], {}),
+        _process(["--port", str(emu_port), "--api-key", UPSTREAM_KEY], {}, module="emulators"),
         _process(
             ["serve"],
             {

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import requests
 
+from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, emulator_in_thread
 from gateway.key_reload import KeyReloader
 from gateway.server import KEY_RELOADER_KEY, create_app
 from gateway.service import running

@@ -29,7 +29,7 @@ import aiohttp
 import anthropic
 import pytest
 
-from gateway.emulator import EmulatorConfig, run_emulator
+from emulators import EmulatorConfig, run_emulator
 from tests.deploy.images import absent_modules, as_if_installed, distribution_modules, distributions
 from tests.deploy.manifests import ROOT
 from tests.deploy.test_image import _instructions, _stages

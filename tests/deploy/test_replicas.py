@@ -19,7 +19,7 @@ import anthropic
 import pytest
 import requests
 
-from gateway.emulator import EmulatorConfig, RunningEmulator, emulator_in_thread
+from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from tests.support.redis_server import running_redis
 
 UPSTREAM_KEY = "sk-up-replicas"

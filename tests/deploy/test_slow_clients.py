@@ -24,8 +24,8 @@ import anthropic
 import orjson
 import pytest
 
-from gateway.emulator import EmulatorConfig, RunningEmulator
-from gateway.emulator.runner import emulator_in_thread
+from emulators import EmulatorConfig, RunningEmulator
+from emulators.runner import emulator_in_thread
 from tests.support.serve_process import HOST, GatewayProcess, serve_process
 
 UPSTREAM_KEY = "sk-upstream-slow-clients"

@@ -28,8 +28,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import running

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
-from gateway.emulator.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from emulators.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import running

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import anthropic
 import pytest
 
+from emulators import EmulatorConfig, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import running

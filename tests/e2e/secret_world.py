@@ -16,8 +16,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
-from gateway.emulator.bedrock_config import BedrockOptions
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from emulators.bedrock_config import BedrockOptions
 from tests.providers.bedrock_harness import serve_bedrock_emulator
 from tests.support.redis_server import RedisServer, redis_binary
 from tests.support.squid import USER as PROXY_USER

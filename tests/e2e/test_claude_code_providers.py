@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gateway.emulator.recorder import RecordedRequest
+from emulators.recorder import RecordedRequest
 from tests.e2e.claude_code_stack import provider_stack
 from tests.support.claude_code import cli, run_claude, versions_under_test
 from tests.support.claude_code_betas import (
@@ -55,7 +55,7 @@ PROVIDER_MODE_EVIDENCE: dict[str, dict[str, set[str]]] = {
         "roles": {"user", "assistant", "system"},
     },
 }
-# The emulator's scripted model: call Bash once, then summarise its result (gateway/emulator/README.md)
+# The emulator's scripted model: call Bash once, then summarise its result (emulators/README.md)
 PROMPT = "[[scenario:tool_use]] [[tool:Bash]] run the command"
 ARGS = ("-p", PROMPT, "--model", "opus", "--allowedTools", "Bash", "--max-turns", "4")
 

@@ -1,4 +1,4 @@
-"""The console entry points as real processes: `switchyard emulate` and `switchyard serve`."""
+"""The entry points as real processes: the emulator (`python -m emulators`) and `switchyard serve`."""
 
 from __future__ import annotations
 
@@ -34,9 +34,11 @@ def _wait_for(url: str, deadline_s: float = 20) -> None:
 
 
 @contextmanager
-def _process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+def _process(
+    args: list[str], env: dict[str, str], module: str = "gateway"
+) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", *args],
+        [sys.executable, "-m", module, *args],
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -56,7 +58,7 @@ def _process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[
 def test_emulate_and_serve_processes() -> None:
     emu_port, gw_port = _free_port(), _free_port()
     with (
-        _process(["emulate", "--provider", "anthropic", "--port", str(emu_port), "--api-key", "sk-up"], {}),
+        _process(["--provider", "anthropic", "--port", str(emu_port), "--api-key", "sk-up"], {}, module="emulators"),
         _process(
             ["serve"],
             {

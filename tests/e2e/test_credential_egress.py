@@ -21,8 +21,8 @@ import anthropic
 import pytest
 from azure.identity import ClientSecretCredential
 
-from gateway.emulator import EmulatorConfig, run_emulator
-from gateway.emulator.bedrock_config import DEFAULT_CONTAINER_TOKEN
+from emulators import EmulatorConfig, run_emulator
+from emulators.bedrock_config import DEFAULT_CONTAINER_TOKEN
 from gateway.metrics import GatewayMetrics
 from gateway.providers.foundry import FoundryProvider
 from gateway.providers.foundry_auth import credential_token_source

@@ -1,4 +1,4 @@
-"""`switchyard demo` end to end: the table it prints reflects a real cached, tool-using run."""
+"""The demo (`make demo`, `python -m bench.demo`) end to end: the table it prints reflects a real cached, tool-using run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gateway.demo import run_demo
+from bench.demo import run_demo
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "bedrock", "vertex", "foundry"])
@@ -33,7 +33,7 @@ def test_demo_runs_and_reports_cache_reads(provider: str) -> None:
 
 def test_demo_cli_exit_code() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gateway", "demo", "--turns", "3"],
+        [sys.executable, "-m", "bench.demo", "--turns", "3"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest
 
+from emulators import EmulatorConfig, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, run_emulator
 from gateway.providers.anthropic import AnthropicProvider
 from gateway.providers.base import PreparedRequest, UpstreamResponse
 from gateway.server import create_app

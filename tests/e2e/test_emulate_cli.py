@@ -1,4 +1,4 @@
-"""`switchyard emulate` as a real process: TLS, chunk delay, credentials per provider, the printed
+"""The emulator CLI (`python -m emulators`) as a real process: TLS, chunk delay, credentials per provider, the printed
 client environment driving a real gateway process, and Vertex service accounts with google-auth."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import httpx2 as httpx  # the SDK's HTTP library
 import pytest
 import requests
 
-from gateway.emulator.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY
-from gateway.emulator.bedrock_config import DEFAULT_API_KEY as DEFAULT_BEDROCK_KEY
-from gateway.emulator.config import DEFAULT_API_KEY, DEFAULT_FOUNDRY_KEY, DEFAULT_VERTEX_TOKEN
+from emulators.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY
+from emulators.bedrock_config import DEFAULT_API_KEY as DEFAULT_BEDROCK_KEY
+from emulators.config import DEFAULT_API_KEY, DEFAULT_FOUNDRY_KEY, DEFAULT_VERTEX_TOKEN
 
 START_TIMEOUT_S = 60.0
 USER: list[anthropic.types.MessageParam] = [{"role": "user", "content": "one two three four five six seven"}]
@@ -99,9 +99,9 @@ def _stopping(process: subprocess.Popen[str]) -> Iterator[None]:
 
 @contextmanager
 def emulate(*args: str) -> Iterator[Emulator]:
-    """``switchyard emulate --port 0 ARGS``, once it printed its ``export`` line."""
+    """``python -m emulators --port 0 ARGS``, once it printed its ``export`` line."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "emulate", "--port", "0", *args],
+        [sys.executable, "-m", "emulators", "--port", "0", *args],
         env=_base_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -269,11 +269,11 @@ def test_vertex_service_account_file_works_with_google_auth(tmp_path: Path) -> N
 
 def test_a_bad_option_is_one_line_and_exit_2() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gateway", "emulate", "--port", "0", "--chunk-delay", "-1"],
+        [sys.executable, "-m", "emulators", "--port", "0", "--chunk-delay", "-1"],
         env=_base_env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["switchyard emulate: error: --chunk-delay: must be >= 0"]
+    assert result.stderr.strip().splitlines() == ["emulators: error: --chunk-delay: must be >= 0"]

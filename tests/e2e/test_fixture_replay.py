@@ -11,7 +11,7 @@ import orjson
 import pytest
 import requests
 
-from gateway.emulator import EmulatorConfig
+from emulators import EmulatorConfig
 from tests.e2e.conftest import GATEWAY_KEY, UPSTREAM_KEY, Stack, StackFactory
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real-clients"

@@ -16,8 +16,8 @@ import anthropic
 import orjson
 import pytest
 
+from emulators import EmulatorConfig, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import RunningServer, running

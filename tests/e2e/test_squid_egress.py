@@ -20,7 +20,7 @@ import anthropic
 import orjson
 import pytest
 
-from gateway.emulator import EmulatorConfig, run_emulator
+from emulators import EmulatorConfig, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import running

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import orjson
 import pytest
 
-from gateway.emulator import EmulatorConfig
-from gateway.emulator.runner import emulator_in_thread
+from emulators import EmulatorConfig
+from emulators.runner import emulator_in_thread
 from tests.support.serve_process import HOST, GatewayProcess, serve_process
 
 UPSTREAM_KEY = "sk-upstream-raw-http"

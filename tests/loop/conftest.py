@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.server import create_app
 from gateway.service import running
 

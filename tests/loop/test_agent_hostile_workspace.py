@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.emulator import EmulatorConfig, RunningEmulator, emulator_in_thread
+from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from loop.cli import main
 
 KEY = "sk-hostile-workspace"

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.emulator import EmulatorConfig, RunningEmulator, emulator_in_thread
+from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from loop.cli import main
 from loop.demo import DEMO_BEFORE, NEW_TEXT, run_agent_demo
 from loop.transitions import Completed

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.emulator import EmulatorConfig, RunningEmulator, emulator_in_thread
+from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from loop.cli import build_parser, event_json, loop_config, main
 from loop.context.kinds import Layer, Outcome
 from loop.events import Compaction, ContextBoundary

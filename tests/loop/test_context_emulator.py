@@ -2,7 +2,7 @@
 framing) serving a model whose window is 30,000 tokens while the loop is configured for 200,000.
 
 The emulator answers an over-long prompt the way Bedrock does, ``400 ValidationException`` ``Input
-is too long.`` (``gateway/emulator/bedrock_body.py``); the gateway's Bedrock provider relays that
+is too long.`` (``emulators/bedrock_body.py``); the gateway's Bedrock provider relays that
 sentence as ``invalid_request_error``. The loop must recover: summarise the old part with a
 request that itself fits, retry, and finish the task.
 """
@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 import loop
-from gateway.emulator import EmulatorConfig
-from gateway.emulator.catalog import DEFAULT_CATALOG, ModelCatalog
-from gateway.emulator.tokens import bytes_tokens
+from emulators import EmulatorConfig
+from emulators.catalog import DEFAULT_CATALOG, ModelCatalog
+from emulators.tokens import bytes_tokens
 from loop.callers import ProviderModelCaller
 from loop.events import Compaction, StreamEvent
 from loop.testing import FakeTool

@@ -31,11 +31,11 @@ import orjson
 import pytest
 
 import loop
+from emulators import EmulatorConfig, RunningEmulator
+from emulators.catalog import DEFAULT_CATALOG, ModelCatalog
+from emulators.prompt import flatten_prompt
+from emulators.upstreams import PROVIDERS, emulated_upstream
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator
-from gateway.emulator.catalog import DEFAULT_CATALOG, ModelCatalog
-from gateway.emulator.prompt import flatten_prompt
-from gateway.emulator.upstreams import PROVIDERS, emulated_upstream
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import running

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
+from emulators import RunningEmulator
 from gateway.config import Settings
-from gateway.emulator import RunningEmulator
 from gateway.providers.anthropic import AnthropicProvider
 from gateway.providers.base import PreparedRequest, UpstreamResponse
 from gateway.retry import RetryPolicy

@@ -11,8 +11,8 @@ from typing import Any, Literal
 import anthropic
 from anthropic.types import MessageParam, TextBlockParam
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.pricing import DEFAULT_TABLE
 from gateway.server import create_app

@@ -33,7 +33,7 @@ SESSION = "5f0c7a52-8d4e-4c61-a3f1-0b9e2d7c4a18"
 WRONG_KEY = "sk-gw-not-a-valid-key-91ab"
 
 
-CLIENT_SIDE = ("anthropic", "httpx", "httpcore", "gateway.emulator")  # the test's client and upstream
+CLIENT_SIDE = ("anthropic", "httpx", "httpcore", "emulators")  # the test's client and upstream
 
 
 def everything_logged(caplog: pytest.LogCaptureFixture, log_lines: LogLines) -> str:

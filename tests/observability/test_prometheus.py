@@ -36,8 +36,8 @@ import orjson
 import pytest
 from anthropic.types import TextBlockParam
 
+from emulators import RunningEmulator
 from gateway.config import Settings
-from gateway.emulator import RunningEmulator
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics
 from gateway.providers.bedrock import BedrockProvider

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from emulators import EmulatorConfig, RunningEmulator
+from emulators.bedrock import create_app as create_bedrock_app
+from emulators.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY, BedrockOptions
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator
-from gateway.emulator.bedrock import create_app as create_bedrock_app
-from gateway.emulator.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY, BedrockOptions
 from gateway.metrics import GatewayMetrics
 from gateway.providers.bedrock import BedrockProvider
 from gateway.server import create_app

@@ -20,8 +20,8 @@ from typing import Any
 
 import anthropic
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.metrics import GatewayMetrics
 from gateway.providers.foundry import FoundryProvider
 from gateway.providers.token_cache import TokenFetch

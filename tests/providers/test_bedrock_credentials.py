@@ -25,8 +25,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from gateway.emulator import EmulatorConfig, ManualClock
-from gateway.emulator.bedrock_config import (
+from emulators import EmulatorConfig, ManualClock
+from emulators.bedrock_config import (
     DEFAULT_API_KEY,
     DEFAULT_CONTAINER_TOKEN,
     DEFAULT_WEB_IDENTITY_TOKEN,

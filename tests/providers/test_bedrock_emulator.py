@@ -17,8 +17,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.eventstream import EventStreamBuffer
 
-from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator, run_emulator
-from gateway.emulator.bedrock_config import (
+from emulators import EmulatorConfig, ManualClock, RunningEmulator, run_emulator
+from emulators.bedrock_config import (
     DEFAULT_ACCESS_KEY_ID,
     DEFAULT_API_KEY,
     DEFAULT_PROFILE_ARN,

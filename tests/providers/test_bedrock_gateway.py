@@ -15,8 +15,8 @@ import orjson
 import pytest
 from anthropic.types import MessageParam, TextBlockParam, ToolParam
 
-from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator
-from gateway.emulator.bedrock_config import DEFAULT_PROFILE_ARN
+from emulators import EmulatorConfig, ManualClock, RunningEmulator
+from emulators.bedrock_config import DEFAULT_PROFILE_ARN
 from tests.providers.bedrock_harness import GATEWAY_KEY, apply_aws_env, bedrock_gateway, bedrock_upstream
 
 MODEL = "claude-sonnet-4-6"

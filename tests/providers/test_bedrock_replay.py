@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.emulator import EmulatorConfig, ManualClock
+from emulators import EmulatorConfig, ManualClock
 from gateway.streaming.sse import SSEParser
 from tests.providers.bedrock_harness import GATEWAY_KEY, apply_aws_env, bedrock_gateway, bedrock_upstream
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from botocore.eventstream import EventStreamBuffer
 
-from gateway.emulator.bedrock_frames import chunk_frame, encode_frame, exception_frame
+from emulators.bedrock_frames import chunk_frame, encode_frame, exception_frame
 from gateway.providers.bedrock_auth import host_header
 from gateway.providers.bedrock_errors import http_error, stream_error
 from gateway.providers.bedrock_request import (

@@ -12,13 +12,13 @@ import pytest
 from botocore.config import Config
 from botocore.session import Session
 
-from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator, run_emulator
-from gateway.emulator.bedrock_config import (
+from emulators import EmulatorConfig, ManualClock, RunningEmulator, run_emulator
+from emulators.bedrock_config import (
     DEFAULT_ACCESS_KEY_ID,
     DEFAULT_PROFILE_ARN,
     DEFAULT_SECRET_ACCESS_KEY,
 )
-from gateway.emulator.config import DEFAULT_VERTEX_TOKEN
+from emulators.config import DEFAULT_VERTEX_TOKEN
 
 USER: Any = [{"role": "user", "content": "hi"}]
 

@@ -14,7 +14,7 @@ import pytest
 from azure.core.exceptions import ClientAuthenticationError
 from azure.identity import ClientSecretCredential
 
-from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator, emulator_in_thread, run_emulator
+from emulators import EmulatorConfig, ManualClock, RunningEmulator, emulator_in_thread, run_emulator
 from tests.providers.foundry_harness import (
     ENTRA_CLIENT_ID,
     ENTRA_CLIENT_SECRET,

@@ -13,9 +13,9 @@ import orjson
 import pytest
 from azure.identity import ClientSecretCredential
 
+from emulators import ManualClock, RunningEmulator
+from emulators.access_tokens import get_tokens
 from gateway.config import ConfigError
-from gateway.emulator import ManualClock, RunningEmulator
-from gateway.emulator.access_tokens import get_tokens
 from gateway.providers import foundry as foundry_module
 from gateway.providers.foundry import FoundryProvider
 from gateway.providers.foundry_auth import credential_token_source

@@ -16,14 +16,14 @@ from typing import Any
 import anthropic
 import pytest
 
-from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator, run_emulator
-from gateway.emulator.bedrock_config import (
+from emulators import EmulatorConfig, ManualClock, RunningEmulator, run_emulator
+from emulators.bedrock_config import (
     DEFAULT_ACCESS_KEY_ID,
     DEFAULT_API_KEY,
     DEFAULT_SECRET_ACCESS_KEY,
     BedrockOptions,
 )
+from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.providers import bedrock_discovery, vertex_discovery
 from gateway.providers.bedrock_auth import SigV4ChainAuth

@@ -16,9 +16,9 @@ import aiohttp
 import anthropic
 import pytest
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from emulators.recorder import RecordedRequest
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
-from gateway.emulator.recorder import RecordedRequest
 from gateway.metrics import GatewayMetrics
 from gateway.providers.base import ClientRequest, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.factory import build_provider

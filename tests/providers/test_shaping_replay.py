@@ -17,8 +17,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator
-from gateway.emulator.recorder import RecordedRequest
+from emulators import EmulatorConfig, ManualClock, RunningEmulator
+from emulators.recorder import RecordedRequest
 from tests.providers import bedrock_harness, vertex_harness
 from tests.providers.claude_code_turns import FIRST_PARTY_REPLAYS, cc332_turns, headers_of, load
 

@@ -9,8 +9,8 @@ import aiohttp
 import anthropic
 import pytest
 
+from emulators import ManualClock
 from gateway.config import ConfigError, Settings
-from gateway.emulator import ManualClock
 from gateway.providers.vertex import VertexProvider
 from tests.providers.vertex_harness import (
     GATEWAY_KEY,

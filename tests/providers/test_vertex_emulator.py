@@ -15,7 +15,7 @@ import orjson
 import pytest
 from google.oauth2 import service_account
 
-from gateway.emulator import EmulatorConfig, ManualClock, RunningEmulator, emulator_in_thread, run_emulator
+from emulators import EmulatorConfig, ManualClock, RunningEmulator, emulator_in_thread, run_emulator
 from tests.providers.vertex_harness import (
     PROJECT,
     REGION,

@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from gateway.emulator import RunningEmulator
+from emulators import RunningEmulator
 from tests.providers.vertex_harness import (
     GATEWAY_KEY,
     PROJECT,

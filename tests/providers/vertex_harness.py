@@ -29,9 +29,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from emulators.clock import Clock
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
-from gateway.emulator.clock import Clock
 from gateway.metrics import GatewayMetrics
 from gateway.providers.vertex import VertexProvider
 from gateway.server import create_app

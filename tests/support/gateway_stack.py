@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from emulators import EmulatorConfig, run_emulator
+from emulators.runner import RunningEmulator
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, run_emulator
-from gateway.emulator.runner import RunningEmulator
 from gateway.server import create_app
 from gateway.service import RunningServer, running
 from tests.support.threaded import LoopThread

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from emulators.bedrock_config import DEFAULT_WEB_IDENTITY_TOKEN
 from gateway.config import Settings
-from gateway.emulator import EmulatorConfig, RunningEmulator, run_emulator
-from gateway.emulator.bedrock_config import DEFAULT_WEB_IDENTITY_TOKEN
 from tests.providers.bedrock_harness import isolated_aws_files
 from tests.providers.foundry_harness import FOUNDRY_KEY
 from tests.providers.vertex_harness import PROJECT, REGION, SERVICE_ACCOUNT, public_pem, service_account_key

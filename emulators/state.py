@@ -1,0 +1,37 @@
+"""The per-app state every emulator app carries: configuration, prompt cache and request log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from .cache_model import PromptCache
+from .config import EmulatorConfig
+from .recorder import RequestLog
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorState:
+    """The shared, per-app state: configuration, prompt cache and request log."""
+
+    config: EmulatorConfig
+    cache: PromptCache
+    log: RequestLog
+
+
+STATE_KEY: web.AppKey[EmulatorState] = web.AppKey("emulator_state", EmulatorState)
+
+
+def get_state(app: web.Application) -> EmulatorState:
+    """The :class:`EmulatorState` of an emulator app (any provider)."""
+    return app[STATE_KEY]
+
+
+def new_state(config: EmulatorConfig) -> EmulatorState:
+    """A fresh state for an app of ``config``: an empty prompt cache and request log."""
+    return EmulatorState(
+        config=config,
+        cache=PromptCache(config.clock, lookback_blocks=config.cache_lookback_blocks),
+        log=RequestLog(config.max_recorded_requests),
+    )
