@@ -31,6 +31,9 @@ soak: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check gateway loop emulators bench tests k8s
 	$(BIN)/mypy --strict gateway loop emulators bench k8s/generate.py
+	$(BIN)/python -m tests.support.import_graph gateway loop
+	$(BIN)/python -m tests.support.import_graph emulators
+	$(BIN)/python -m tests.support.import_graph bench
 	$(BIN)/hadolint Dockerfile
 
 # Regenerate k8s/base/generated/ (PrometheusRule, Grafana dashboards ConfigMap) from dashboards/.
@@ -58,7 +61,7 @@ profile: $(STAMP)
 constraints:
 	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin
 	.venv-pin/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	.venv-pin/bin/python -m pip freeze --exclude-editable | grep -v '^switchyard' > constraints.txt
+	.venv-pin/bin/python -m pip freeze --all --exclude-editable | grep -v -e '^switchyard' -e '^pip==' > constraints.txt
 	rm -rf .venv-pin
 
 clean:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-FIXTURES_DIR: Final = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "real-clients"
+FIXTURES_DIR: Final = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real-clients"
 DEFAULT_FIXTURE: Final = FIXTURES_DIR / "015_cc_tool_bash_turn1.json"
 
 BILLING_PREFIX: Final = "x-anthropic-billing-header:"

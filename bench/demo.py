@@ -265,7 +265,8 @@ def run_demo(turns: int = 4, out: TextIO = sys.stdout, provider: str = "anthropi
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.demo", description="Run the gateway against an emulator and drive a conversation."
+        prog="python -m bench.demo",
+        description="Run the gateway against an emulator and drive a conversation.",
     )
     parser.add_argument("--turns", type=int, default=4, help="conversation turns to drive")
     parser.add_argument(

@@ -1,6 +1,8 @@
-"""A faithful, deterministic emulator of the first-party Anthropic Messages API.
+"""Faithful, deterministic emulators of the Anthropic Messages API's upstreams: first party
+(:mod:`.first_party`), Bedrock, Vertex AI and Foundry (``run_emulator(..., provider=NAME)``).
 
-Public API::
+An independent oracle for the gateway's tests: nothing here imports ``gateway`` or ``loop``.
+Repository tooling, not part of the installed package. Public API::
 
     from emulators import EmulatorConfig, ManualClock, create_app, run_emulator
 

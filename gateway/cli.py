@@ -32,10 +32,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     settings.require_startable()
     from gateway.service import check_listen, serve  # aiohttp: only once the settings are good
+    from gateway.startup_summary import public_summary
 
     check_listen(settings.host, settings.port)
     configure_logging(settings.log_level)
-    summary = settings.public_summary()
+    summary = public_summary(settings)
     log.info("configuration %s", orjson.dumps(summary).decode())
     for variable in summary.get("url_credentials_ignored", ()):
         log.warning(

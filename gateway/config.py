@@ -14,12 +14,10 @@ Each field's docstring is its one-line description: ``switchyard serve --help`` 
 
 from __future__ import annotations
 
-import enum
 import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import (
     AliasChoices,
@@ -38,13 +36,7 @@ from gateway import config_checks, config_rules
 from gateway.cache.budget import DEFAULT_SESSION_MAX
 from gateway.config_values import FALSY, TRUTHY, existing_file, flag, http_url
 from gateway.keys import InboundKey, Role, parse_key_file, parse_key_list
-
-
-class ProviderName(enum.StrEnum):
-    ANTHROPIC = "anthropic"
-    BEDROCK = "bedrock"
-    VERTEX = "vertex"
-    FOUNDRY = "foundry"
+from gateway.provider_names import ProviderName as ProviderName  # re-exported (the leaf is its home)
 
 
 class ConfigError(Exception):
@@ -535,9 +527,7 @@ class Settings(BaseModel):
         except ConfigError as exc:
             problems.extend(exc.problems)
         if settings is not None and not unknown:
-            from gateway.startup_summary import AWS_CHAIN_VARIABLES
-
-            settings._aws_variables = frozenset(AWS_CHAIN_VARIABLES & environ.keys())
+            settings._aws_variables = frozenset(config_checks.AWS_CHAIN_VARIABLES & environ.keys())
             settings._dropped_url_credentials = config_checks.url_credentials(
                 environ, (alias for alias, name in index.items() if name in UPSTREAM_URL_FIELDS)
             )
@@ -586,9 +576,12 @@ class Settings(BaseModel):
     def upstream_credential(self) -> SecretStr | None:
         return self.anthropic_api_key or self.anthropic_auth_token
 
-    def public_summary(self) -> dict[str, Any]:
-        """What start-up logs: the selected provider's endpoint and credential source, egress
-        settings; secrets replaced by where they come from (see :mod:`gateway.startup_summary`)."""
-        from gateway.startup_summary import summary
+    @property
+    def aws_chain_variables(self) -> frozenset[str]:
+        """Which of botocore's chain variables were set (names only; for the start-up summary)."""
+        return self._aws_variables
 
-        return summary(self, self._aws_variables, self._dropped_url_credentials)
+    @property
+    def dropped_url_credentials(self) -> frozenset[str]:
+        """The URL variables whose ``user:password@`` was ignored (for the start-up summary)."""
+        return self._dropped_url_credentials

@@ -22,6 +22,17 @@ from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, SecretStr, ValidationError
 
+# Variables of botocore's default chain whose presence decides its first source (values unused).
+AWS_CHAIN_VARIABLES: Final = frozenset(
+    {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    }
+)
+
 CLOSED_PREFIX: Final = "GATEWAY_"
 SIMILARITY: Final = 0.6  # difflib ratio a known name needs to be suggested
 MIN_SECRET_CHARS: Final = 3  # shorter fragments are not scrubbed (they would mangle the text)

@@ -75,7 +75,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.config import ProviderName
+from gateway.provider_names import ProviderName
 from gateway.providers.models import metric_label
 from gateway.streaming.usage import Usage
 

@@ -13,21 +13,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.config import ProviderName, Settings
-
-# Variables of botocore's default chain whose presence decides its first source (values unused).
-AWS_CHAIN_VARIABLES: Final = frozenset(
-    {
-        "AWS_ACCESS_KEY_ID",
-        "AWS_ROLE_ARN",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    }
-)
+from gateway.config import Settings
+from gateway.provider_names import ProviderName
 
 
 def strip_userinfo(url: str | None) -> str | None:
@@ -38,6 +28,12 @@ def strip_userinfo(url: str | None) -> str | None:
     if "@" not in parts.netloc:
         return url
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def public_summary(settings: Settings) -> dict[str, Any]:
+    """What start-up logs: the selected provider's endpoint and credential source, egress
+    settings; secrets replaced by where they come from."""
+    return summary(settings, settings.aws_chain_variables, settings.dropped_url_credentials)
 
 
 def summary(

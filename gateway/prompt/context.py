@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from gateway.config import ProviderName
 from gateway.prompt.session import SectionCache
+from gateway.provider_names import ProviderName
 
 MCP_TOOL_PREFIX: Final = "mcp__"
 """Tools named ``mcp__<server>__<tool>`` come from the user's MCP servers: per-user definitions."""

@@ -13,8 +13,9 @@ recovery logic matches the upstream wording. ``GET /v1/models`` is asked upstrea
 
 from __future__ import annotations
 
-from gateway.config import ProviderName, Settings
+from gateway.config import Settings
 from gateway.errors import GatewayError
+from gateway.provider_names import ProviderName
 from gateway.providers.base import PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.preparation import (
     FIRST_PARTY_PATHS,

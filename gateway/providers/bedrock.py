@@ -29,8 +29,9 @@ from typing import Final
 import aiohttp
 import orjson
 
-from gateway.config import ProviderName, Settings
+from gateway.config import Settings
 from gateway.errors import ClientInputError, GatewayError, UpstreamUnavailable, error_body
+from gateway.provider_names import ProviderName
 from gateway.providers.base import BufferedResponse, Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.bedrock_auth import BearerAuth, BedrockAuth, SigV4ChainAuth
 from gateway.providers.bedrock_discovery import bedrock_fetcher

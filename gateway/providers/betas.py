@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gateway.config import ProviderName
+from gateway.provider_names import ProviderName
 from gateway.providers.shaping import (
     DEFAULT_PLACEMENT,
     TABLES,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from gateway.config import ConfigError, ProviderName, Settings
+from gateway.config import ConfigError, Settings
+from gateway.provider_names import ProviderName
 from gateway.providers.base import Provider
 
 # The SDK a cloud provider cannot start without, and the extra that installs it (the image's

@@ -21,8 +21,9 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from gateway.config import ConfigError, ProviderName, Settings
+from gateway.config import ConfigError, Settings
 from gateway.errors import GatewayError
+from gateway.provider_names import ProviderName
 from gateway.providers.base import PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.credentials_health import CredentialHealth
 from gateway.providers.foundry_auth import (

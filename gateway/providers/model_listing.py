@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from gateway.config import ProviderName
+from gateway.provider_names import ProviderName
 from gateway.providers import model_patterns
 from gateway.providers.model_discovery import ServedModels
 from gateway.providers.models import (

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from gateway.config import ProviderName
+from gateway.provider_names import ProviderName
 from gateway.providers import model_patterns
 from gateway.providers.model_discovery import ModelCatalogue, ServedModels
 from gateway.providers.model_patterns import BEDROCK_GEOGRAPHIES, strip_geography

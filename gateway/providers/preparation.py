@@ -22,8 +22,9 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from gateway.config import ProviderName, Settings
+from gateway.config import Settings
 from gateway.errors import ClientInputError
+from gateway.provider_names import ProviderName
 from gateway.providers.betas import BetaPolicy, request_betas
 from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.models import ModelResolver, UnknownModel, bedrock_geography

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.config import ProviderName
+from gateway.provider_names import ProviderName
 
 
 class Placement(enum.Enum):

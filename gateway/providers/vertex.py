@@ -34,8 +34,9 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.config import ConfigError, ProviderName, Settings
+from gateway.config import ConfigError, Settings
 from gateway.errors import ClientInputError, GatewayError
+from gateway.provider_names import ProviderName
 from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.model_listing import describe_model_map

@@ -25,6 +25,7 @@ from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
 from gateway.service import running
+from gateway.startup_summary import public_summary
 from tests.deploy.manifests import Manifest, gateway_container, one, pod_environment, render
 
 REDIS = shutil.which("redis-server")
@@ -174,6 +175,6 @@ async def test_the_gateway_uses_the_password_from_the_secret_and_never_logs_it(
     assert (bad.registry.get_sample_value("gateway_session_store_errors_total") or 0) > 0
     assert any("session store unavailable" in r.getMessage() for r in caplog.records)
     text = "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records)
-    text += repr(settings) + str(settings.public_summary()) + repr(wrong) + str(wrong.public_summary())
+    text += repr(settings) + str(public_summary(settings)) + repr(wrong) + str(public_summary(wrong))
     for password in (PASSWORD, "0badc0de0badc0de"):
         assert password not in text

@@ -14,6 +14,7 @@ from gateway.providers.anthropic import AnthropicProvider
 from gateway.providers.base import PreparedRequest, UpstreamResponse
 from gateway.server import create_app
 from gateway.service import running
+from gateway.startup_summary import public_summary
 from tests.support.log_lines import LogLines
 from tests.support.proxy import forward_proxy
 from tests.support.tls import LocalPKI, make_pki
@@ -148,7 +149,7 @@ async def test_stream_fallback_reports_the_proxy_refusal(pki: LocalPKI) -> None:
 
 def test_proxy_credentials_never_logged() -> None:
     settings = Settings.from_environ({"HTTPS_PROXY": "http://u:proxy-pass@proxy:3128"})
-    assert "proxy-pass" not in repr(settings) and "proxy-pass" not in str(settings.public_summary())
+    assert "proxy-pass" not in repr(settings) and "proxy-pass" not in str(public_summary(settings))
 
 
 class _BrokenProvider(AnthropicProvider):

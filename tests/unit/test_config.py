@@ -8,6 +8,7 @@ import pytest
 
 from gateway.config import ConfigError, Settings
 from gateway.keys import KeyRing
+from gateway.startup_summary import public_summary
 
 
 def test_defaults() -> None:
@@ -83,11 +84,11 @@ def test_secrets_never_in_repr_or_summary() -> None:
             "HTTPS_PROXY": "http://user:proxy-secret@proxy.corp:3128",
         }
     )
-    text = repr(settings) + str(settings.public_summary()) + repr(settings.inbound_keys)
+    text = repr(settings) + str(public_summary(settings)) + repr(settings.inbound_keys)
     for secret in ("inbound-secret", "upstream-secret", "proxy-secret"):
         assert secret not in text
-    assert settings.public_summary()["https_proxy"] == "http://proxy.corp:3128"
-    assert settings.public_summary()["credential_source"] == "ANTHROPIC_API_KEY"
+    assert public_summary(settings)["https_proxy"] == "http://proxy.corp:3128"
+    assert public_summary(settings)["credential_source"] == "ANTHROPIC_API_KEY"
 
 
 def test_proxy_without_scheme_and_lowercase_names() -> None:
@@ -308,13 +309,13 @@ def test_summary_bedrock() -> None:
             "ANTHROPIC_API_KEY": "x",
         }
     )
-    summary = settings.public_summary()
+    summary = public_summary(settings)
     assert summary["region"] == "eu-west-3"
     assert summary["base_url"] == "https://bedrock-runtime.eu-west-3.amazonaws.com"
     assert summary["credential_source"] == "environment (AWS_ACCESS_KEY_ID)"
     assert not any("anthropic" in key for key in summary)
     profile = Settings.from_environ({"GATEWAY_PROVIDER": "bedrock", "AWS_REGION": "x", "AWS_PROFILE": "dev"})
-    assert profile.public_summary()["credential_source"].startswith("AWS profile dev")
+    assert public_summary(profile)["credential_source"].startswith("AWS profile dev")
     identity = Settings.from_environ(
         {
             "CLAUDE_CODE_USE_BEDROCK": "1",
@@ -323,12 +324,12 @@ def test_summary_bedrock() -> None:
             "AWS_WEB_IDENTITY_TOKEN_FILE": "/t",
         }
     )
-    assert identity.public_summary()["credential_source"].startswith("web identity")
+    assert public_summary(identity)["credential_source"].startswith("web identity")
     bearer = Settings.from_environ(
         {"GATEWAY_PROVIDER": "bedrock", "AWS_REGION": "x", "AWS_BEARER_TOKEN_BEDROCK": "secret-bearer"}
     )
-    assert bearer.public_summary()["credential_source"].startswith("AWS_BEARER_TOKEN_BEDROCK")
-    assert "secret-bearer" not in str(bearer.public_summary())
+    assert public_summary(bearer)["credential_source"].startswith("AWS_BEARER_TOKEN_BEDROCK")
+    assert "secret-bearer" not in str(public_summary(bearer))
 
 
 def test_summary_vertex(tmp_path: Path) -> None:
@@ -342,12 +343,12 @@ def test_summary_vertex(tmp_path: Path) -> None:
             "GOOGLE_APPLICATION_CREDENTIALS": str(key_file),
         }
     )
-    summary = settings.public_summary()
+    summary = public_summary(settings)
     assert (summary["project"], summary["region"]) == ("proj", "global")
     assert summary["base_url"] == "https://aiplatform.googleapis.com/v1"
     assert summary["credential_source"] == f"GOOGLE_APPLICATION_CREDENTIALS (service_account file {key_file})"
     adc = Settings.from_environ({"GATEWAY_PROVIDER": "vertex", "CLOUD_ML_REGION": "us-east5"})
-    assert adc.public_summary()["credential_source"] == "Application Default Credentials"
+    assert public_summary(adc)["credential_source"] == "Application Default Credentials"
 
 
 def test_summary_foundry_and_first_party() -> None:
@@ -358,16 +359,18 @@ def test_summary_foundry_and_first_party() -> None:
             "ANTHROPIC_FOUNDRY_API_KEY": "fk-123",
         }
     )
-    summary = keyed.public_summary()
+    summary = public_summary(keyed)
     assert summary["base_url"] == "https://res.services.ai.azure.com/anthropic"
     assert summary["credential_source"] == "ANTHROPIC_FOUNDRY_API_KEY" and "fk-123" not in str(summary)
     entra = Settings.from_environ(
         {"GATEWAY_PROVIDER": "foundry", "ANTHROPIC_FOUNDRY_BASE_URL": "https://f/anthropic"}
     )
-    assert entra.public_summary()["credential_source"].startswith("Entra ID")
-    first = Settings.from_environ(
-        {"ANTHROPIC_AUTH_TOKEN": "t", "ANTHROPIC_BASE_URL": "https://u:base-pw@api.internal"}
-    ).public_summary()
+    assert public_summary(entra)["credential_source"].startswith("Entra ID")
+    first = public_summary(
+        Settings.from_environ(
+            {"ANTHROPIC_AUTH_TOKEN": "t", "ANTHROPIC_BASE_URL": "https://u:base-pw@api.internal"}
+        )
+    )
     assert first["credential_source"] == "ANTHROPIC_AUTH_TOKEN"
     assert first["base_url"] == "https://api.internal"
 
@@ -482,8 +485,8 @@ def test_credentials_in_an_upstream_url_are_dropped_and_named(variable: str) -> 
     values = [getattr(settings, name) for name in Settings.model_fields]
     assert "https://upstream.example:8443/v1" in values
     assert not any("url-pass-9f3a" in str(value) for value in values)
-    assert settings.public_summary().get("url_credentials_ignored", [variable]) == [variable]
-    assert "url-pass-9f3a" not in repr(settings) + str(settings.public_summary())
+    assert public_summary(settings).get("url_credentials_ignored", [variable]) == [variable]
+    assert "url-pass-9f3a" not in repr(settings) + str(public_summary(settings))
 
 
 def test_proxy_and_redis_urls_keep_their_credentials_out_of_sight() -> None:
@@ -494,8 +497,8 @@ def test_proxy_and_redis_urls_keep_their_credentials_out_of_sight() -> None:
         }
     )
     assert settings.https_proxy == "http://u:proxy-pass-9f3a@proxy:3128"  # how the proxy authenticates
-    assert "url_credentials_ignored" not in settings.public_summary()
-    assert "9f3a" not in repr(settings) + str(settings.public_summary())
+    assert "url_credentials_ignored" not in public_summary(settings)
+    assert "9f3a" not in repr(settings) + str(public_summary(settings))
 
 
 @pytest.mark.parametrize(
