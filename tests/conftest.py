@@ -11,6 +11,9 @@ from gateway.logging_setup import install_writer
 from tests.support.log_lines import LogLines
 from tests.support.threaded import LoopThread
 
+# the end-of-run line listing the tests skipped for a missing system binary (kubectl, redis-server...)
+pytest_plugins = ("tests.support.binaries",)
+
 _AMBIENT_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "CLOUD_ML_", "GATEWAY_", "CLAUDE_CODE_")
 _AMBIENT_NAMES = (
     "HTTPS_PROXY",

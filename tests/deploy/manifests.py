@@ -19,6 +19,7 @@ import yaml
 from pydantic import AliasChoices
 
 from gateway.config import Settings
+from tests.support import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
@@ -31,13 +32,8 @@ Manifest = dict[str, Any]
 
 
 def kubectl() -> str:
-    path = shutil.which("kubectl")
-    if path is None:
-        raise AssertionError(
-            "kubectl not found: the k8s/ manifests are rendered with `kubectl kustomize` "
-            "(kubectl >= 1.27 for kustomize Components; it ships in this machine image)"
-        )
-    return path
+    """kubectl, which renders the k8s/ manifests (``kubectl kustomize``); skips the test without it."""
+    return binaries.require("kubectl")
 
 
 def _kustomize(directory: Path) -> list[Manifest]:

@@ -5,7 +5,6 @@ identical to a single process serving the same session."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,10 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import anthropic
-import pytest
 import requests
 
 from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
+from tests.support import binaries
 from tests.support.redis_server import running_redis
 
 UPSTREAM_KEY = "sk-up-replicas"
@@ -130,9 +129,7 @@ def _turns(urls: list[str], session: str, emulator: RunningEmulator) -> list[tup
     return results
 
 
-@pytest.mark.skipif(
-    shutil.which("redis-server") is None, reason="redis-server not installed (apt: redis-server)"
-)
+@binaries.skip_unless("redis-server")
 def test_two_replicas_behave_like_one(tmp_path: Path) -> None:
     with (
         running_redis(tmp_path) as redis,

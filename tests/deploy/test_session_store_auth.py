@@ -27,13 +27,11 @@ from gateway.server import create_app
 from gateway.service import running
 from gateway.startup_summary import public_summary
 from tests.deploy.manifests import Manifest, gateway_container, one, pod_environment, render
+from tests.support import binaries
 
 REDIS = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
-pytestmark = pytest.mark.skipif(
-    REDIS is None or REDIS_CLI is None,
-    reason="needs redis-server and redis-cli (Debian package: redis-server)",
-)
+pytestmark = binaries.skip_unless("redis-server", "redis-cli")
 
 PASSWORD = "5f0c9d2e7a61b4c83e90d1f2a7b6c5d4"  # hex, as the template asks
 CLIENT_KEY = "sk-client-session-auth"

@@ -15,9 +15,11 @@ from typing import Any
 import aiohttp
 import orjson
 
+from tests.support import binaries
+
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-MISSING = "needs the prometheus and promtool binaries (Debian package: prometheus)"
+MISSING = binaries.missing_reason(binaries.missing("prometheus", "promtool") or ["prometheus", "promtool"])
 SCRAPE_INTERVAL_S = 1.0
 JOB = "switchyard"
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import binaries
+
 PACKAGE = "@anthropic-ai/claude-code"
 PINNED = "2.1.197"  # the version the captures in tests/fixtures/real-clients/ come from
 NEWEST_LINE = "2.1"  # "the newest 2.1.x the registry serves"
@@ -104,8 +106,7 @@ def install(version: str) -> Path:
 
 def cli(version: str) -> Path:
     """The ``claude`` binary of ``version``, installing it when needed; skips the test if impossible."""
-    if shutil.which("node") is None:
-        pytest.skip("Claude Code CLI: node is not installed")
+    binaries.require("node")
     try:
         return install(version)
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:

@@ -7,7 +7,6 @@ password); ``stop``/``start`` keep the port, so a test can restart it under a ru
 from __future__ import annotations
 
 import contextlib
-import shutil
 import socket
 import subprocess
 import time
@@ -16,9 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-SKIP_REASON = "redis-server is not installed (apt-get install redis-server; CI installs it via .ci/run)"
+from tests.support import binaries
 
 
 def free_port() -> int:
@@ -29,10 +26,7 @@ def free_port() -> int:
 
 def redis_binary() -> str:
     """The redis-server binary, or a skip of the calling test."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip(SKIP_REASON)
-    return binary
+    return binaries.require("redis-server")
 
 
 @dataclass

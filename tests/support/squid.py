@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import binaries
+
 SQUID = "/usr/sbin/squid"
 NCSA_AUTH = "/usr/lib/squid/basic_ncsa_auth"
 USER = "corp-user"
@@ -39,9 +41,8 @@ USER = "corp-user"
 def require_squid() -> None:
     for binary in (SQUID, NCSA_AUTH):
         if not os.access(binary, os.X_OK):
-            pytest.skip(f"{binary} is not installed (Debian package 'squid')")
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed (needed to hash the proxy password)")
+            pytest.skip(binaries.missing_reason(["squid"]))
+    binaries.require("openssl")  # hashes the proxy password
 
 
 def free_port() -> int:
