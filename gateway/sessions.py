@@ -35,7 +35,9 @@ Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 def session_id_of(headers: Headers, payload: Mapping[str, Any]) -> str | None:
     """The request's session id, or ``None`` when it carries none."""
     primary = fallback = None
-    for key, value in headers if isinstance(headers, list) else headers.items() if isinstance(headers, Mapping) else headers:
+    for key, value in (
+        headers if isinstance(headers, list) else headers.items() if isinstance(headers, Mapping) else headers
+    ):
         size = len(key)  # the length first: most headers are neither, and lower() is not free
         if size == _SESSION_HEADER_LEN and primary is None and key.lower() == SESSION_HEADER:
             primary = value  # the first one, like the fallback below

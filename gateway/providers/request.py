@@ -64,9 +64,7 @@ class ClientRequest:
         object.__setattr__(self, "request_id", request_id)
         model = payload.get("model")
         object.__setattr__(self, "model", model if isinstance(model, str) else "")
-        object.__setattr__(
-            self, "stream", operation is Operation.MESSAGES and payload.get("stream") is True
-        )
+        object.__setattr__(self, "stream", operation is Operation.MESSAGES and payload.get("stream") is True)
         object.__setattr__(self, "_session_id", _UNSET)
 
     @property

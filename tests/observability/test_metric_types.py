@@ -19,6 +19,7 @@ def generate_latest(registry: CollectorRegistry) -> bytes:
     """The exposition without ``*_created`` lines (creation times differ between two metrics)."""
     return b"\n".join(line for line in _exposition(registry).split(b"\n") if b"_created" not in line)
 
+
 amounts = st.one_of(
     st.sampled_from([0.0, 0.005, 0.01, 0.5, 1.0, 2.5, 60.0, 60.000001, -1.0, math.inf]),
     st.floats(min_value=-10, max_value=1e6, allow_nan=False),
