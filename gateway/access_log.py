@@ -33,7 +33,6 @@ from gateway.logging_setup import log_writer
 from gateway.pricing import Cost
 from gateway.providers.base import ClientRequest, Operation
 from gateway.relay import Outcome
-from gateway.sessions import session_id_of
 
 ACCESS_LOGGER: Final = "switchyard.access"
 access_log = logging.getLogger(ACCESS_LOGGER)
@@ -62,7 +61,7 @@ def log_request(
         "event": "request",
         "request_id": client.request_id,
         "upstream_request_id": outcome.upstream_request_id,
-        "session_id": session_id_of(client.headers, client.payload),
+        "session_id": client.session_id,
         "provider": provider,
         "operation": client.operation.value,
         "model": client.model,

@@ -45,25 +45,51 @@ _DROP_RESPONSE: Final = HOP_BY_HOP | frozenset(
 )
 
 
+_DROP, _KEEP, _VERSION, _CONNECTION = range(4)
+_NAME_KINDS: dict[str, int] = {}  # header name as sent -> what to do with it (bounded below)
+_MAX_NAME_KINDS: Final = 1024
+
+
+def _name_kind(name: str) -> int:
+    lower = name.lower()
+    if lower == "connection":
+        kind = _CONNECTION
+    elif lower in _DROP_REQUEST:
+        kind = _DROP
+    elif lower == "anthropic-version":
+        kind = _VERSION
+    else:
+        kind = _KEEP
+    if len(_NAME_KINDS) < _MAX_NAME_KINDS:  # names are the client's: remember a bounded set
+        _NAME_KINDS[name] = kind
+    return kind
+
+
 def forwardable_request_headers(inbound: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The client's headers that may go upstream, in their original order and case.
 
-    A missing ``anthropic-version`` is filled in with the documented default.
+    A missing ``anthropic-version`` is filled in with the documented default. (Each distinct
+    header name is classified once: clients send the same names on every request.)
     """
     out: list[tuple[str, str]] = []
     has_version = False
-    connection_tokens: set[str] = set()
-    items = list(inbound)
-    for name, value in items:
-        if name.lower() == "connection":
-            connection_tokens.update(token.strip().lower() for token in value.split(","))
-    for name, value in items:
-        lower = name.lower()
-        if lower in _DROP_REQUEST or lower in connection_tokens:
-            continue
-        if lower == "anthropic-version":
+    connection: list[str] | None = None
+    known = _NAME_KINDS
+    for name, value in inbound:
+        kind = known.get(name)
+        if kind is None:
+            kind = _name_kind(name)
+        if kind == _KEEP:
+            out.append((name, value))
+        elif kind == _VERSION:
             has_version = True
-        out.append((name, value))
+            out.append((name, value))
+        elif kind == _CONNECTION:
+            connection = [*(connection or ()), value]
+    if connection is not None:  # headers the client's ``Connection`` names are hop-by-hop too
+        tokens = {token.strip().lower() for value in connection for token in value.split(",")}
+        out = [(name, value) for name, value in out if name.lower() not in tokens]
+        has_version = any(name.lower() == "anthropic-version" for name, _ in out)
     if not has_version:
         out.append(("anthropic-version", DEFAULT_ANTHROPIC_VERSION))
     return out
@@ -74,9 +100,11 @@ def relayable_response_headers(upstream: Iterable[tuple[str, str]]) -> list[tupl
 
 
 def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` (case-insensitive), or ``None``."""
     wanted = name.lower()
+    size = len(wanted)
     for key, value in headers:
-        if key.lower() == wanted:
+        if len(key) == size and key.lower() == wanted:  # the length first: no lower() for most
             return value
     return None
 

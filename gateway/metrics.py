@@ -11,14 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Final, TypeVar, cast
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    disable_created_metrics,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
@@ -26,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.logging_setup import dropped_log_lines
+from gateway.metric_types import LoopCounter, LoopGauge, LoopHistogram
 from gateway.pricing import TOKEN_KINDS, Cost
 from gateway.providers.models import FIRST_PARTY_MODELS, OTHER, metric_label
 from gateway.streaming.usage import Usage
@@ -122,27 +116,27 @@ class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter(
+        self.requests = LoopCounter(
             "gateway_requests_total",
             "Requests answered, by upstream provider, requested model, streaming and status class.",
             ["provider", "model", "stream", "status_class"],
             registry=r,
         )
-        self.duration = Histogram(
+        self.duration = LoopHistogram(
             "gateway_request_duration_seconds",
             "Time from request received to the last byte sent.",
             ["provider", "model", "stream"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.ttft = Histogram(
+        self.ttft = LoopHistogram(
             "gateway_time_to_first_token_seconds",
             "Time from request received to the first content event of a stream.",
             ["provider", "model"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.overhead = Histogram(
+        self.overhead = LoopHistogram(
             "gateway_overhead_seconds",
             "Time spent in the gateway itself: before the request left for the upstream and after "
             "its answer was complete, plus stream processing; upstream waits and retry back-offs excluded.",
@@ -150,39 +144,39 @@ class GatewayMetrics:
             buckets=OVERHEAD_BUCKETS,
             registry=r,
         )
-        self.tokens = Counter(
+        self.tokens = LoopCounter(
             "gateway_tokens_total",
             "Tokens by served model and kind: input (uncached), output, cache_read, cache_write_5m, "
             "cache_write_1h.",
             ["provider", "model", "team", "kind"],
             registry=r,
         )
-        self.cost = Counter(
+        self.cost = LoopCounter(
             "gateway_cost_usd_total",
             "Spend in USD by served model and team, from each request's final usage and the price table.",
             ["provider", "model", "team"],
             registry=r,
         )
-        self.cost_by_kind = Counter(
+        self.cost_by_kind = LoopCounter(
             "gateway_cost_by_kind_usd_total",
             "Spend in USD by served model and token kind (input, output, cache_read, cache_write_5m, "
             "cache_write_1h).",
             ["provider", "model", "kind"],
             registry=r,
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = LoopCounter(
             "gateway_upstream_errors_total",
             "Errors from or on the way to the upstream, by Anthropic error type.",
             ["provider", "type"],
             registry=r,
         )
-        self.retries = Counter(
+        self.retries = LoopCounter(
             "gateway_upstream_retries_total",
             "Upstream attempts retried by the gateway, by reason (status_529, connection_error...).",
             ["provider", "reason"],
             registry=r,
         )
-        self.retry_final_errors = Counter(
+        self.retry_final_errors = LoopCounter(
             "gateway_retry_final_errors_total",
             "Requests answered with an error a client would retry, by why the gateway stopped retrying "
             "(budget: its retry budget for this client attempt was spent; deadline; refused: retrying "
@@ -190,42 +184,43 @@ class GatewayMetrics:
             ["provider", "stop", "should_retry"],
             registry=r,
         )
-        self.fallbacks = Counter(
+        self.fallbacks = LoopCounter(
             "gateway_fallbacks_total",
             "Fallbacks taken: kind non_streaming (stream replaced by a complete message) or model.",
             ["provider", "kind"],
             registry=r,
         )
-        self.stream_idle = Counter(
+        self.stream_idle = LoopCounter(
             "gateway_stream_idle_total",
             "Idle-watchdog firings on relayed streams: event warning or abort.",
             ["provider", "event"],
             registry=r,
         )
-        self.cache_breaks = Counter(
+        self.cache_breaks = LoopCounter(
             "gateway_cache_breaks_total",
             "Prompt-cache breaks detected (a session's cached prefix stopped matching), by reason.",
             ["provider", "reason"],
             registry=r,
         )
-        self.betas_dropped = Counter(
+        self.betas_dropped = LoopCounter(
             "gateway_betas_dropped_total",
             "anthropic-beta values removed because the upstream does not accept them.",
             ["provider", "beta"],
             registry=r,
         )
-        self.session_store_errors = Counter(
+        self.session_store_errors = LoopCounter(
             "gateway_session_store_errors_total",
             "Failed reads or writes of the session store (the gateway carried on without it).",
             registry=r,
         )
-        self.inflight_requests = Gauge("gateway_inflight_requests", "Requests being served.", registry=r)
-        self.inflight_streams = Gauge("gateway_inflight_streams", "Streams being relayed.", registry=r)
+        self.inflight_requests = LoopGauge("gateway_inflight_requests", "Requests being served.", registry=r)
+        self.inflight_streams = LoopGauge("gateway_inflight_streams", "Streams being relayed.", registry=r)
         r.register(_DroppedLogLines())
         self._primed: dict[str, set[str]] = {}  # provider -> teams primed
         # resolved children, so a request does dict lookups instead of ``labels()``; label values
         # are bounded already, ``MAX_CACHED`` bounds these caches even if one were not
-        self._series: dict[tuple[str, str, bool, int], tuple[Counter, Histogram]] = {}
+        self._series: dict[tuple[str, str, bool, int], tuple[LoopCounter, LoopHistogram]] = {}
+        self._spend: dict[tuple[str, str, str], _SpendRow] = {}
         self._resolved: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
         self._labels: dict[str, str] = {}  # model name -> metric label
 
@@ -305,21 +300,36 @@ class GatewayMetrics:
             self._observe_spend(provider, self.model_label(served_model), team, usage, cost)
 
     def _observe_spend(self, provider: str, label: str, team: str, usage: Usage, cost: Cost) -> None:
-        for kind, count in (
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-            ("cache_read", usage.cache_read_input_tokens),
-            ("cache_write_5m", usage.cache_write_5m_tokens),
-            ("cache_write_1h", usage.cache_write_1h_tokens),
-        ):
-            if count:
-                self._child(self.tokens, (provider, label, team, kind)).inc(count)
+        key = (provider, label, team)
+        row = self._spend.get(key)
+        if row is None:
+            row = _SpendRow(self, provider, label, team)
+            if len(self._spend) < MAX_CACHED:
+                self._spend[key] = row
+        # indices in ``TOKEN_KINDS`` order: input, output, cache_read, cache_write_5m, cache_write_1h
+        if usage.input_tokens:
+            row.tokens(0).inc(usage.input_tokens)
+        if usage.output_tokens:
+            row.tokens(1).inc(usage.output_tokens)
+        if usage.cache_read_input_tokens:
+            row.tokens(2).inc(usage.cache_read_input_tokens)
+        if usage.cache_write_5m_tokens:
+            row.tokens(3).inc(usage.cache_write_5m_tokens)
+        if usage.cache_write_1h_tokens:
+            row.tokens(4).inc(usage.cache_write_1h_tokens)
         total = cost.total
         if total > 0:
-            self._child(self.cost, (provider, label, team)).inc(total)
-        for kind, usd in cost.by_kind():
-            if usd > 0:
-                self._child(self.cost_by_kind, (provider, label, kind)).inc(usd)
+            row.cost.inc(total)
+            if cost.input > 0:
+                row.cost_by_kind(0).inc(cost.input)
+            if cost.output > 0:
+                row.cost_by_kind(1).inc(cost.output)
+            if cost.cache_read > 0:
+                row.cost_by_kind(2).inc(cost.cache_read)
+            if cost.cache_write_5m > 0:
+                row.cost_by_kind(3).inc(cost.cache_write_5m)
+            if cost.cache_write_1h > 0:
+                row.cost_by_kind(4).inc(cost.cache_write_1h)
 
     def model_label(self, model: str) -> str:
         """:func:`metric_label`, remembered for up to ``MAX_CACHED`` model names."""
@@ -347,3 +357,37 @@ class GatewayMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _SpendRow:
+    """The spend series of one (provider, served model, team), each resolved on its first use (a
+    kind never spent on has no series, as with ``labels()`` on demand)."""
+
+    __slots__ = ("_by_kind", "_cost", "_metrics", "_tokens", "key")
+
+    def __init__(self, metrics: GatewayMetrics, provider: str, label: str, team: str) -> None:
+        self._metrics = metrics
+        self.key = (provider, label, team)
+        self._cost: LoopCounter | None = None
+        self._tokens: list[LoopCounter | None] = [None] * len(TOKEN_KINDS)
+        self._by_kind: list[LoopCounter | None] = [None] * len(TOKEN_KINDS)
+
+    @property
+    def cost(self) -> LoopCounter:
+        child = self._cost
+        if child is None:
+            child = self._cost = self._metrics.cost.labels(*self.key)
+        return child
+
+    def tokens(self, i: int) -> LoopCounter:
+        child = self._tokens[i]
+        if child is None:
+            child = self._tokens[i] = self._metrics.tokens.labels(*self.key, TOKEN_KINDS[i])
+        return child
+
+    def cost_by_kind(self, i: int) -> LoopCounter:
+        child = self._by_kind[i]
+        if child is None:
+            provider, label, _ = self.key
+            child = self._by_kind[i] = self._metrics.cost_by_kind.labels(provider, label, TOKEN_KINDS[i])
+        return child

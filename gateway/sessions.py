@@ -23,6 +23,8 @@ import orjson
 
 SESSION_HEADER: Final = "x-claude-code-session-id"
 FALLBACK_SESSION_HEADER: Final = "x-session-id"
+_SESSION_HEADER_LEN: Final = len(SESSION_HEADER)
+_FALLBACK_LEN: Final = len(FALLBACK_SESSION_HEADER)
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._:@+=/-]{1,128}$")
 _LEGACY_USER_ID = re.compile(r"_session_([A-Za-z0-9-]{1,128})$")
@@ -33,12 +35,13 @@ Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 def session_id_of(headers: Headers, payload: Mapping[str, Any]) -> str | None:
     """The request's session id, or ``None`` when it carries none."""
     primary = fallback = None
-    for key, value in headers.items() if isinstance(headers, Mapping) else headers:
-        name = key.lower()
-        if name == SESSION_HEADER:
-            if primary is None:  # the first one, like the fallback below
-                primary = value
-        elif name == FALLBACK_SESSION_HEADER and fallback is None:
+    for key, value in (
+        headers if isinstance(headers, list) else headers.items() if isinstance(headers, Mapping) else headers
+    ):
+        size = len(key)  # the length first: most headers are neither, and lower() is not free
+        if size == _SESSION_HEADER_LEN and primary is None and key.lower() == SESSION_HEADER:
+            primary = value  # the first one, like the fallback below
+        elif size == _FALLBACK_LEN and fallback is None and key.lower() == FALLBACK_SESSION_HEADER:
             fallback = value
     found = _id_like(primary)
     if found is None:  # the body is read only when the header gives nothing
@@ -55,7 +58,7 @@ def _id_like(candidate: str | None) -> str | None:
 
 def _from_metadata(payload: Mapping[str, Any]) -> str | None:
     metadata = payload.get("metadata")
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, dict):
         return None
     user_id = metadata.get("user_id")
     if not isinstance(user_id, str):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
@@ -114,6 +113,6 @@ def digest(*parts: bytes) -> str:
 def as_blocks(message: Any) -> Any:
     """A message whose content is a string, as the single text block the API renders it as (the
     automatic breakpoint turns the one it marks into that block)."""
-    if isinstance(message, Mapping) and isinstance(message.get("content"), str):
+    if isinstance(message, dict) and isinstance(message.get("content"), str):
         return {**message, "content": [{"type": "text", "text": message["content"]}]}
     return message

@@ -67,9 +67,9 @@ def observe(
     latched = frozenset(b for b in betas if b in latchable)
     breakpoints = locate_breakpoints(payload, messages=messages)
     top = payload.get("cache_control")
-    if not breakpoints and not isinstance(top, Mapping):
+    if not breakpoints and not isinstance(top, dict):
         return Latches(latched)
-    uses_1h = any(b.ttl == "1h" for b in breakpoints) or (isinstance(top, Mapping) and top.get("ttl") == "1h")
+    uses_1h = any(b.ttl == "1h" for b in breakpoints) or (isinstance(top, dict) and top.get("ttl") == "1h")
     uses_global = any(b.global_scope for b in breakpoints)
     return Latches(latched, uses_1h, uses_global)
 

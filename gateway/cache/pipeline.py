@@ -35,8 +35,7 @@ from gateway.cache.prefix import PrefixHashes, prefix_hashes
 from gateway.cache.store import MemorySessionStore, Quota, SessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest
-from gateway.providers.betas import parse_beta_header
-from gateway.sessions import session_id_of
+from gateway.providers.betas import request_betas
 from gateway.streaming.usage import Usage
 
 log = logging.getLogger("switchyard.cache")
@@ -104,8 +103,8 @@ class CachePipeline:
 
     async def before(self, client: ClientRequest, team: str) -> tuple[ClientRequest, CacheContext]:
         """``team``: the caller's (its session is looked up among that team's only)."""
-        betas = parse_beta_header(v for k, v in client.headers if k.lower() == "anthropic-beta")
-        session_id = session_id_of(client.headers, client.payload)
+        betas = list(request_betas(client.headers))
+        session_id = client.session_id
         now = self.clock()
         latches = Latches()
         previous: PreviousRequest | None = None

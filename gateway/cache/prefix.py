@@ -38,7 +38,7 @@ BILLING_HEADER_PREFIX: Final = "x-anthropic-billing-header:"
 
 def is_billing_block(block: Any) -> bool:
     return (
-        isinstance(block, Mapping)
+        isinstance(block, dict)
         and block.get("type") == "text"
         and isinstance(block.get("text"), str)
         and block["text"].startswith(BILLING_HEADER_PREFIX)
@@ -56,7 +56,7 @@ def system_blocks(payload: Mapping[str, Any]) -> list[Any]:
 
 
 def _has_marker(block: Any) -> bool:
-    return isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping)
+    return isinstance(block, dict) and isinstance(block.get("cache_control"), dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,7 @@ def count_tokens_body(payload: Mapping[str, Any], betas: Iterable[str]) -> bytes
         del body["tools"]
     floor = COUNT_TOKENS_MIN_MAX_TOKENS
     thinking = body.get("thinking")
-    if isinstance(thinking, Mapping):
+    if isinstance(thinking, dict):
         budget = thinking.get("budget_tokens")
         if isinstance(budget, int) and not isinstance(budget, bool):
             floor = max(floor, budget + 1)

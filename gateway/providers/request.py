@@ -17,9 +17,18 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import orjson
+
+from gateway.sessions import session_id_of
+
+
+class _Unset(enum.Enum):
+    UNSET = "unset"
+
+
+_UNSET: Final = _Unset.UNSET
 
 
 class Operation(enum.Enum):
@@ -36,6 +45,9 @@ class ClientRequest:
     payload: Mapping[str, Any]
     headers: list[tuple[str, str]]
     request_id: str
+    model: str  # the payload's ``model`` ("" when it is not a string)
+    stream: bool  # a Messages request with ``"stream": true``
+    _session_id: str | _Unset | None = field(compare=False, repr=False)  # :attr:`session_id`
 
     def __init__(
         self,
@@ -50,6 +62,20 @@ class ClientRequest:
         object.__setattr__(self, "payload", payload)
         object.__setattr__(self, "headers", headers)
         object.__setattr__(self, "request_id", request_id)
+        model = payload.get("model")
+        object.__setattr__(self, "model", model if isinstance(model, str) else "")
+        object.__setattr__(self, "stream", operation is Operation.MESSAGES and payload.get("stream") is True)
+        object.__setattr__(self, "_session_id", _UNSET)
+
+    @property
+    def session_id(self) -> str | None:
+        """The client session the request belongs to (:func:`gateway.sessions.session_id_of`),
+        found once per request object."""
+        found = self._session_id
+        if isinstance(found, _Unset):
+            found = session_id_of(self.headers, self.payload)
+            object.__setattr__(self, "_session_id", found)
+        return found
 
     @property
     def body(self) -> bytes:
@@ -59,15 +85,6 @@ class ClientRequest:
             body = orjson.dumps(self.payload)
             object.__setattr__(self, "_body", body)
         return body
-
-    @property
-    def stream(self) -> bool:
-        return self.operation is Operation.MESSAGES and self.payload.get("stream") is True
-
-    @property
-    def model(self) -> str:
-        model = self.payload.get("model")
-        return model if isinstance(model, str) else ""
 
     def with_payload(self, payload: Mapping[str, Any]) -> ClientRequest:
         """The same request with a changed body, serialised deterministically (key order kept) when

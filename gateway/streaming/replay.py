@@ -63,7 +63,7 @@ def message_to_sse(message: Mapping[str, Any]) -> Iterator[bytes]:
     yield _event("message_start", {"message": shell})
     yield PING_EVENT
     for index, block in enumerate(message.get("content") or ()):
-        if isinstance(block, Mapping):
+        if isinstance(block, dict):
             yield from _block_events(index, block)
     delta_usage = {k: v for k, v in usage.items() if k != "service_tier"}
     yield _event(

@@ -39,7 +39,7 @@ class Usage:
             reported.get("cache_read_input_tokens"), self.cache_read_input_tokens
         )
         breakdown = reported.get("cache_creation")
-        if isinstance(breakdown, Mapping):
+        if isinstance(breakdown, dict):
             self.cache_write_5m_tokens = _int(
                 breakdown.get("ephemeral_5m_input_tokens"), self.cache_write_5m_tokens
             )
@@ -76,7 +76,7 @@ def usage_from_message(body: bytes) -> tuple[Usage, str | None]:
     if not isinstance(message, dict):
         return usage, None
     reported = message.get("usage")
-    if isinstance(reported, Mapping):
+    if isinstance(reported, dict):
         usage.update(reported)
     usage.cache_miss_reason = miss_reason(message)
     stop = message.get("stop_reason")
@@ -86,7 +86,7 @@ def usage_from_message(body: bytes) -> tuple[Usage, str | None]:
 def miss_reason(message: Mapping[str, Any]) -> str | None:
     """``diagnostics.cache_miss_reason`` of a Message (sent when the request asked for it)."""
     diagnostics = message.get("diagnostics")
-    if isinstance(diagnostics, Mapping):
+    if isinstance(diagnostics, dict):
         reason = diagnostics.get("cache_miss_reason")
         if isinstance(reason, str) and reason:
             return reason
@@ -143,15 +143,15 @@ class StreamObserver:
         if name == b"message_delta":
             decoded = _decode(data)
             reported = decoded.get("usage")
-            if isinstance(reported, Mapping):
+            if isinstance(reported, dict):
                 self.usage.update(reported)
             delta = decoded.get("delta")
-            if isinstance(delta, Mapping) and isinstance(delta.get("stop_reason"), str):
+            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
                 self.stop_reason = delta["stop_reason"]
         elif name == b"message_start":
             self.message_started = True
             message = _decode(data).get("message")
-            if isinstance(message, Mapping):
+            if isinstance(message, dict):
                 if isinstance(message.get("usage"), Mapping):
                     self.usage.update(message["usage"])
                 self.usage.cache_miss_reason = miss_reason(message)
@@ -159,7 +159,7 @@ class StreamObserver:
             self.message_stopped = True
         else:  # error
             error = _decode(data).get("error")
-            kind = error.get("type") if isinstance(error, Mapping) else None
+            kind = error.get("type") if isinstance(error, dict) else None
             self.error_type = kind if isinstance(kind, str) and kind else "api_error"
 
 
