@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import orjson
 
+from loop.budget import nudge_message
 from loop.context.state import Pending
 from loop.messages import (
     INTERRUPTED_RESULT_TEXT,
@@ -42,6 +43,7 @@ from loop.transitions import (
     StopHookBlocking,
     Terminal,
     ThinkingDowngrade,
+    TokenBudgetContinuation,
     Transition,
 )
 
@@ -66,6 +68,7 @@ def record_response(state: LoopState, outcome: TurnOutcome) -> LoopState:
         context=context,
         turn_count=state.turn_count + 1,
         usage=state.usage + outcome.usage,
+        budget=state.budget.record(outcome.usage.output_tokens),
         context_tokens=outcome.usage.total if outcome.usage.total else state.context_tokens,
         context_message_count=len(state.messages) + 1 if outcome.usage.total else state.context_message_count,
     )
@@ -132,6 +135,14 @@ def advance(
                 state,
                 messages=(*state.messages, assistant, blocking_message(errors)),
                 stop_hook_active=True,
+                stop_hook_blocks=state.stop_hook_blocks + 1,
+            )
+        case TokenBudgetContinuation():
+            state = replace(
+                state,
+                messages=(*state.messages, assistant, nudge_message(transition)),
+                budget=state.budget.continued(),
+                stop_hook_blocks=0,
             )
     return replace(state, transition=transition, transitions=(*state.transitions, transition))
 

@@ -5,7 +5,9 @@ Defaults are the numbers of the design digest: an 8,000-token output cap escalat
 consecutive tool-error turns, five identical tool calls in a row, ten concurrent safe tools. The
 token guardrail counts billed tokens (uncached input, output and cache writes: 1,000,000 by
 default); cache reads are capped separately, and not by default, so a long cached session is not
-stopped for re-reading its own prefix. The context layers' settings are ``context``.
+stopped for re-reading its own prefix. The context layers' settings are ``context``. The token
+budget (seed-digest B) is off unless ``token_budget`` is set; stop hooks may block at most three
+completions in a row.
 """
 
 from __future__ import annotations
@@ -68,6 +70,19 @@ class LoopConfig:
     stream_events: bool = True
     """Yield every raw stream event (``StreamEvent``) as well as the complete messages."""
 
+    token_budget: int | None = None
+    """Output tokens the run should spend (``--budget``; :mod:`loop.budget`): an ``end_turn`` below
+    90% of it continues with a nudge, until the model's output per continuation dwindles.
+    ``None``: no budget."""
+    task_budget_upstream: bool | None = None
+    """Also send the budget upstream as ``output_config.task_budget`` (beta
+    ``task-budgets-2026-03-13``). ``None``: only when the caller's upstream is the first-party API."""
+    subagent: bool = False
+    """The run is a sub-agent's: it never continues on the token budget (the budget is the
+    top-level run's)."""
+    max_stop_hook_blocks: int = 3
+    """Completions in a row stop hooks may block before the run ends with ``stop_hook_limit``."""
+
     def __post_init__(self) -> None:
         positive = {
             "max_tokens": self.max_tokens,
@@ -75,6 +90,7 @@ class LoopConfig:
             "max_turns": self.max_turns,
             "max_tool_concurrency": self.max_tool_concurrency,
             "context_window": self.context_window,
+            "max_stop_hook_blocks": self.max_stop_hook_blocks,
         }
         for name, value in positive.items():
             if value < 1:
@@ -94,6 +110,7 @@ class LoopConfig:
             ("max_wall_clock_s", self.max_wall_clock_s),
             ("max_consecutive_errors", self.max_consecutive_errors),
             ("max_repeated_tool_calls", self.max_repeated_tool_calls),
+            ("token_budget", self.token_budget),
         ):
             if limit is not None and limit <= 0:
                 raise ValueError(f"LoopConfig.{name} must be > 0 or None, got {limit}")

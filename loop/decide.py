@@ -18,12 +18,16 @@ The context recovery ladder (each rung at most once, its use recorded in the new
   request again (once), then ``prompt_too_long``.
 
 With ``context.enabled`` off, every context error is ``prompt_too_long`` at once.
+
+A completed turn then goes through :func:`after_completion`: the stop hooks' answers (prevent,
+block, or a block once too often: ``stop_hook_limit``), then the token budget (:mod:`loop.budget`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loop.budget import check_budget
 from loop.config import LoopConfig
 from loop.context.errors import ContextError, ContextErrorKind, classify
 from loop.outcome import ApiErrorInfo, TurnOutcome
@@ -42,9 +46,11 @@ from loop.transitions import (
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
+    StopHookLimit,
     StopHookPrevented,
     Terminal,
     ThinkingDowngrade,
+    TokenBudgetContinuation,
     Transition,
 )
 
@@ -88,6 +94,23 @@ def after_stop_hooks(results: Sequence[StopHookResult]) -> StopHookBlocking | St
             return StopHookPrevented(result.message or "a stop hook prevented continuation")
     errors = tuple(error for result in results for error in result.blocking_errors)
     return StopHookBlocking(errors) if errors else None
+
+
+def after_completion(
+    state: LoopState, completed: Completed, hook_results: Sequence[StopHookResult], config: LoopConfig
+) -> Completed | StopHookBlocking | StopHookPrevented | StopHookLimit | TokenBudgetContinuation:
+    """What a completed turn leads to, given the stop hooks' answers to it: a hook that prevents
+    continuation ends the run; blocking errors continue it (``max_stop_hook_blocks`` times in a
+    row at most, then ``stop_hook_limit``); otherwise the token budget may continue it."""
+    hooked = after_stop_hooks(hook_results)
+    if isinstance(hooked, StopHookPrevented):
+        return hooked
+    if isinstance(hooked, StopHookBlocking):
+        if state.stop_hook_blocks >= config.max_stop_hook_blocks:
+            return StopHookLimit(config.max_stop_hook_blocks, hooked.errors)
+        return hooked
+    continuation = check_budget(state.budget, config.token_budget, subagent=config.subagent)
+    return continuation if continuation is not None else completed
 
 
 def recover(state: LoopState, error: ContextError, config: LoopConfig) -> Transition | Terminal:

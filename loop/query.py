@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loop.advance import advance, conclude, interrupt, record_response
+from loop.budget import TASK_BUDGET_BETA, history_rewritten, send_task_budget, task_budget
 from loop.calls import guarded
 from loop.config import LoopConfig
 from loop.context.microcompact import CONTEXT_MANAGEMENT_BETA, SERVER_EDIT_PROVIDERS, server_edits
@@ -28,7 +29,7 @@ from loop.context.pipeline import ContextPipeline, Prepared, server_applied_even
 from loop.context.session import ContextSession
 from loop.context.settings import ContextSettings
 from loop.context.state import ContextState
-from loop.decide import after_stop_hooks, current_max_tokens, decide
+from loop.decide import after_completion, current_max_tokens, decide
 from loop.deps import LoopDeps, ModelCaller
 from loop.events import (
     AssistantMessage,
@@ -39,20 +40,21 @@ from loop.events import (
     TransitionEvent,
 )
 from loop.guardrails import check_blocking, check_guardrails
+from loop.hooks import lifecycle, wiring
+from loop.hooks.settings import HookSettings
 from loop.messages import JSONObject, Message, user_message
 from loop.observer import RunObserver
 from loop.outcome import TurnOutcome
 from loop.request import SystemPrompt, build_request, system_blocks
 from loop.run import Run
 from loop.state import LoopState, initial_state
-from loop.stop_hooks import StopHook, StopHookResult
+from loop.stop_hooks import StopHook
 from loop.stream import TurnAccumulator
 from loop.system_prompt import AgentPrompt
 from loop.tokens import estimate_json_tokens
 from loop.tools.base import Tool
 from loop.tools.builtin.read_tool_result import NAME as READ_TOOL_RESULT
 from loop.tools.builtin.read_tool_result import ReadToolResult
-from loop.tools.dispatcher import ToolDispatcher
 from loop.tools.executor import StreamingToolExecutor
 from loop.tools.permissions import PermissionCallback, PermissionPolicy
 from loop.tools.registry import ToolRegistry
@@ -60,7 +62,9 @@ from loop.transitions import (
     AbortedStreaming,
     AbortedTools,
     Completed,
+    HookStopped,
     NextTurn,
+    StopHookLimit,
     StopHookPrevented,
     Terminal,
     Transition,
@@ -88,6 +92,8 @@ class QueryParams:
     run of a conversation. ``None``: a new one for this run."""
     stop_hooks: Sequence[StopHook] = ()
     """Run, in order, when the model ends its turn without calling a tool."""
+    hooks: HookSettings | None = None
+    """Stop and lifecycle hooks in Claude Code's settings shape (:mod:`loop.hooks`)."""
     observers: Sequence[RunObserver] = ()
     """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
 
@@ -131,15 +137,19 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         tools.append(ReadToolResult(session.store))
     registry = ToolRegistry(tools)
     tool_definitions = registry.definitions()
-    dispatcher = ToolDispatcher(
+    caller, close_caller = _resolve_caller(deps)
+    hooks = wiring.hook_runner(
+        params.hooks, caller=caller, clock=clock, config=config, permissions=params.permissions, tools=tools
+    )
+    dispatcher = wiring.dispatcher(
         registry,
+        hooks,
         clock=clock,
         policy=params.permissions,
         can_use_tool=params.can_use_tool,
         default_timeout_s=config.tool_timeout_s,
         truncate_results=not config.context.enabled,
     )
-    caller, close_caller = _resolve_caller(deps)
     system, system_betas = await _system(params.system, session, caller, tool_definitions)
     overhead = estimate_json_tokens([*system_blocks(system, cache=False), *tool_definitions])
     settings = ContextSettings(
@@ -152,8 +162,15 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         server_edits=_server_edits(config, caller),
     )
     pipeline = ContextPipeline(
-        settings, config, session=session, caller=caller, clock=clock, uuid=deps.uuid, layers=deps.layers
+        settings,
+        config,
+        session=session,
+        caller=wiring.model_caller(caller, hooks),
+        clock=clock,
+        uuid=deps.uuid,
+        layers=deps.layers,
     )
+    send_budget = send_task_budget(config, getattr(getattr(caller, "provider", None), "name", None))
     state = initial_state(run.initial_messages, clock.now())
     tokens, covered = session.reported_context(run.initial_messages, overhead) or (overhead, 0)
     state = replace(
@@ -164,6 +181,14 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     )
     turn: _Turn | None = None
     try:
+        if hooks is not None:
+            started, stopped = await lifecycle.begin(hooks, state.messages)
+            if stopped is not None:
+                run.settle(stopped, state)
+                return
+            if started != state.messages:
+                covered = min(state.context_message_count, len(started) - 1)
+                state = replace(state, messages=started, context_message_count=covered)
         while True:
             turn = None
             stop = check_guardrails(state, config, clock.now())
@@ -171,14 +196,20 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 run.settle(stop, state)
                 return
             prepared: Prepared | None = None
+            rewritten = False
             async for step in pipeline.run(state):
                 if isinstance(step, Prepared):
                     prepared = step
                 else:
+                    rewritten = rewritten or history_rewritten(step)
                     yield step
             if prepared is None:  # pragma: no cover - the pass always ends with one
                 raise RuntimeError("the context pass ended without a result")
             state = prepared.state
+            if rewritten:
+                state = replace(state, budget=state.budget.compacted())
+            if hooks is not None:
+                hooks.note_history(state.messages)
             blocked = check_blocking(prepared.tokens, prepared.thresholds.blocking, config)
             if blocked is not None:
                 run.settle(blocked, state)
@@ -195,7 +226,14 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 context_management=server_edits(settings, state.context.learned_limit)
                 if settings.server_edits
                 else None,
-                extra_betas=(*system_betas, *((CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else ())),
+                extra_betas=(
+                    *system_betas,
+                    *((CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else ()),
+                    *((TASK_BUDGET_BETA,) if send_budget else ()),
+                ),
+                task_budget=task_budget(state.budget, config.token_budget)
+                if send_budget and config.token_budget is not None
+                else None,
             )
             turn = _Turn(
                 number=state.turn_count + 1,
@@ -230,17 +268,17 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                     turn.number, outcome.usage.context_tokens, outcome.context_cleared_tokens
                 )
             decision = decide(state, outcome, config)
-            if isinstance(decision, Completed) and params.stop_hooks:
-                hooked = after_stop_hooks(await _run_stop_hooks(params.stop_hooks, state, outcome))
-                if hooked is not None:
-                    decision = hooked
+            if isinstance(decision, Completed):
+                answers = await lifecycle.stop_answers(params.stop_hooks, hooks, state, outcome, config)
+                decision = after_completion(state, decision, answers, config)
             if not isinstance(decision, Transition):
                 await turn.executor.cancel()
                 if config.stream_events:
                     for held_error in held:  # every recovery rung failed: shown now
                         yield held_error
                 before = len(state.messages)
-                answered = Completed("end_turn") if isinstance(decision, StopHookPrevented) else decision
+                kept = isinstance(decision, StopHookPrevented | StopHookLimit)
+                answered = Completed("end_turn") if kept else decision
                 state = conclude(state, answered, outcome)
                 run.settle(decision, state)
                 for event in _appended(turn.number, state, before, outcome):
@@ -257,6 +295,9 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 state = advance(state, decision, outcome, turn.executor.results())
                 turn.settled = True
                 yield ToolResults(turn.number, state.messages[-1])
+                if hooks is not None and hooks.stop_requested is not None:
+                    run.settle(HookStopped(*hooks.stop_requested), state)
+                    return
             else:
                 await turn.executor.cancel()
                 before = len(state.messages)
@@ -277,22 +318,10 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             )
         if turn is not None:
             await turn.executor.cancel()
+        if hooks is not None:
+            await lifecycle.end(hooks, run.state.messages if run.finished else state.messages)
         if close_caller is not None:
             await close_caller()
-
-
-async def _run_stop_hooks(
-    hooks: Sequence[StopHook], state: LoopState, outcome: TurnOutcome
-) -> list[StopHookResult]:
-    """The hooks' answers to the completed turn (a hook that raises is logged and ignored)."""
-    history = (*state.messages, outcome.assistant_message())
-    results: list[StopHookResult] = []
-    for hook in hooks:
-        try:
-            results.append(await hook(history))
-        except Exception:
-            log.exception("stop hook %r failed; ignored", hook)
-    return results
 
 
 async def _aborted(state: LoopState, turn: _Turn | None) -> tuple[Terminal, LoopState]:

@@ -43,9 +43,10 @@ def build_request(
     thinking_budget: int | None = None,
     context_management: JSONObject | None = None,
     extra_betas: Sequence[str] = (),
+    task_budget: JSONObject | None = None,
 ) -> ModelRequest:
     """``thinking_budget`` enables extended thinking (the caller passes the config's, or the
-    downgraded one)."""
+    downgraded one); ``task_budget`` is sent as ``output_config.task_budget``."""
     body: JSONObject = {"model": config.model, "max_tokens": max_tokens}
     blocks = system_blocks(system, cache=config.prompt_caching)
     if blocks:
@@ -61,6 +62,8 @@ def build_request(
         body["temperature"] = config.temperature
     if context_management is not None:
         body["context_management"] = context_management
+    if task_budget is not None:
+        body["output_config"] = {**body.get("output_config", {}), "task_budget": task_budget}
     body["stream"] = True
     betas = (*config.betas, *(b for b in extra_betas if b not in config.betas))
     return ModelRequest(body=body, betas=betas, request_id=request_id, source=config.source)

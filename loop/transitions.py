@@ -15,9 +15,8 @@ Callers match exhaustively::
         case _ as unreachable:
             assert_never(unreachable)
 
-Each class carries a ``reason`` string (the wire name used in JSON output and logs). The
-token-budget work adds its continue reason here (``token_budget_continuation``); nothing else in
-the package lists them.
+Each class carries a ``reason`` string (the wire name used in JSON output and logs); nothing else
+in the package lists them.
 """
 
 from __future__ import annotations
@@ -100,6 +99,18 @@ class StopHookBlocking:
     errors: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class TokenBudgetContinuation:
+    """The model ended its turn below 90% of the run's token budget (and was not producing less
+    and less): the answer was kept, a nudge saying how much budget is left was appended, and the
+    model goes on. ``continuation`` counts them (1 for the first)."""
+
+    reason: ClassVar[Literal["token_budget_continuation"]] = "token_budget_continuation"
+    turn_tokens: int
+    budget: int
+    continuation: int
+
+
 Transition = (
     NextTurn
     | PauseTurnResume
@@ -109,6 +120,7 @@ Transition = (
     | ReactiveCompactRetry
     | ThinkingDowngrade
     | StopHookBlocking
+    | TokenBudgetContinuation
 )
 
 
@@ -226,6 +238,29 @@ class StopHookPrevented:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class StopHookLimit:
+    """Stop hooks blocked the model's completion again after ``limit`` blocking continuations in a
+    row (``LoopConfig.max_stop_hook_blocks``): the model could not satisfy them, so the run ends
+    instead of looping. The answer is kept; ``errors`` are the last block's."""
+
+    reason: ClassVar[Literal["stop_hook_limit"]] = "stop_hook_limit"
+    limit: int
+    errors: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HookStopped:
+    """A lifecycle hook stopped the run: ``continue: false`` from a ``PreToolUse`` /
+    ``PostToolUse`` / ``SessionStart`` / ``UserPromptSubmit`` hook, or a ``UserPromptSubmit`` hook
+    that blocked the prompt (exit code 2, ``decision: "block"``). ``event`` names the hook event,
+    ``message`` is its ``stopReason`` / reason / stderr."""
+
+    reason: ClassVar[Literal["hook_stopped"]] = "hook_stopped"
+    event: str
+    message: str
+
+
 Terminal = (
     Completed
     | AbortedStreaming
@@ -237,6 +272,8 @@ Terminal = (
     | Guardrail
     | BlockingLimit
     | StopHookPrevented
+    | StopHookLimit
+    | HookStopped
 )
 
 

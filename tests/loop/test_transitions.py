@@ -29,6 +29,8 @@ def test_the_sets_and_their_wire_names() -> None:
         "guardrail",
         "blocking_limit",
         "stop_hook_prevented",
+        "stop_hook_limit",
+        "hook_stopped",
     }
     transitions = {cls.reason for cls in typing.get_args(Transition)}
     assert transitions == {
@@ -40,6 +42,7 @@ def test_the_sets_and_their_wire_names() -> None:
         "reactive_compact_retry",
         "thinking_downgrade",
         "stop_hook_blocking",
+        "token_budget_continuation",
     }
 
 
