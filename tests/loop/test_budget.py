@@ -93,15 +93,23 @@ def test_budget_bookkeeping() -> None:
     budget = BudgetState().record(2_000)
     assert check_budget(budget, None, subagent=False) is None
     continued = budget.continued().record(300)
-    assert continued == BudgetState(output_tokens=2_300, continuations=1, checked_tokens=2_000, last_delta=2_000)
+    assert continued == BudgetState(
+        output_tokens=2_300, continuations=1, checked_tokens=2_000, last_delta=2_000
+    )
     assert task_budget(continued, 10_000) == {"type": "tokens", "total": 10_000}
-    assert task_budget(continued.compacted(), 10_000) == {"type": "tokens", "total": 10_000, "remaining": 7_700}
+    assert task_budget(continued.compacted(), 10_000) == {
+        "type": "tokens",
+        "total": 10_000,
+        "remaining": 7_700,
+    }
     nudge = blocks_of(nudge_message(TokenBudgetContinuation(2_300, 10_000, 2)))[0]["text"]
     assert nudge.startswith("Token budget: 2,300 of 10,000 output tokens used (23%), 7,700 left.")
 
 
 def sized(output_tokens: int, *blocks: dict[str, Any]) -> FakeResponse:
-    return FakeResponse.of(*(blocks or (text("working"),)), usage={"input_tokens": 50, "output_tokens": output_tokens})
+    return FakeResponse.of(
+        *(blocks or (text("working"),)), usage={"input_tokens": 50, "output_tokens": output_tokens}
+    )
 
 
 def budget_run(
@@ -111,7 +119,9 @@ def budget_run(
     deps = loop.LoopDeps(call_model=model, clock=VirtualClock())
     if layers is not None:
         deps = replace(deps, layers=layers)
-    return loop.query(loop.QueryParams("write the report", tools=tools, config=LoopConfig(**config), deps=deps)), model
+    return loop.query(
+        loop.QueryParams("write the report", tools=tools, config=LoopConfig(**config), deps=deps)
+    ), model
 
 
 def continuations(run: loop.Run) -> list[TokenBudgetContinuation]:
@@ -171,7 +181,9 @@ async def test_no_budget_sends_nothing_upstream() -> None:
 
 
 async def test_the_task_budget_is_sent_upstream_with_remaining_after_a_compaction() -> None:
-    def snip_when_long(messages: tuple[Any, ...], layer: LayerState, settings: ContextSettings) -> LayerResult:
+    def snip_when_long(
+        messages: tuple[Any, ...], layer: LayerState, settings: ContextSettings
+    ) -> LayerResult:
         if len(messages) < 5:
             return LayerResult(Layer.SNIP, messages)
         kept = (messages[0], *messages[-2:])
