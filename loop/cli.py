@@ -7,6 +7,8 @@ with ``--json``, one JSON object per event, ``compaction`` and ``context_boundar
 the terminal reason; exits 0 iff the run completed. The system prompt is ``loop.system_prompt``'s
 (a static part cached across sessions and compactions, then the workspace's environment and its
 ``AGENTS.md``/``CLAUDE.md``). ``--metrics-port`` serves the ``loop_*`` metrics while it runs.
+``--hooks FILE`` loads hooks from a Claude Code settings file (:mod:`loop.hooks`); ``--budget N``
+sets the run's output-token budget (:mod:`loop.budget`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,6 +40,7 @@ from loop.events import (
     ToolStarted,
     TransitionEvent,
 )
+from loop.hooks import HookSettings, load_hooks
 from loop.observer import RunObserver
 from loop.query import QueryParams, query
 from loop.system_prompt import AgentPrompt
@@ -107,6 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="enable extended thinking with this budget (>= 1024 tokens); off by default",
     )
     parser.add_argument(
+        "--budget",
+        type=int,
+        metavar="TOKENS",
+        help="output-token budget of the run: when the agent ends its turn below 90%% of it, it is told "
+        "how much is left and goes on, until it reaches 90%% or its continuations dwindle (two in a row "
+        "under 500 tokens after the third); off by default",
+    )
+    parser.add_argument(
+        "--hooks",
+        type=Path,
+        metavar="FILE",
+        help='hooks in Claude Code\'s settings shape: {"hooks": {"PreToolUse": [{"matcher": "<tool regex>", '
+        '"hooks": [{"type": "command", "command": "...", "timeout": SECONDS}]}], "Stop": [...], ...}}; '
+        "events PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd, PreCompact; "
+        "types command, http, prompt, agent, python. A command gets the event as JSON on stdin and runs "
+        "in the workspace; exit code 2 blocks (a tool call, the prompt, or the agent's stop) with its "
+        "stderr as the reason, 0 passes (stdout may be a JSON answer), anything else is logged",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         help=f"serve the loop_* Prometheus metrics on http://{METRICS_HOST}:PORT/metrics while the "
@@ -129,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--metrics-port must be between 0 and 65535")
     try:
         config = loop_config(args)
+        hooks = _hooks(args)
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        return asyncio.run(_run(args, config, sys.stdout))
+        return asyncio.run(_run(args, config, sys.stdout, hooks))
     except ConfigError as exc:
         print(f"switchyard agent: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -150,6 +174,8 @@ def loop_config(args: argparse.Namespace) -> LoopConfig:
         raise ValueError("--max-tokens-total must be >= 0")
     if args.max_wall_clock is not None and args.max_wall_clock < 0:
         raise ValueError("--max-wall-clock must be >= 0")
+    if args.budget is not None and args.budget < 1:
+        raise ValueError("--budget must be >= 1")
     budget = args.thinking_budget
     max_tokens = min(DEFAULTS.max_tokens, args.max_output_tokens)
     if budget is not None:
@@ -173,11 +199,24 @@ def loop_config(args: argparse.Namespace) -> LoopConfig:
         max_total_tokens=args.max_tokens_total or None,
         max_wall_clock_s=args.max_wall_clock or None,
         thinking_budget_tokens=budget,
+        token_budget=args.budget,
         source="sdk",
     )
 
 
-async def _run(args: argparse.Namespace, config: LoopConfig, out: TextIO) -> int:
+def _hooks(args: argparse.Namespace) -> HookSettings | None:
+    """The ``--hooks`` file, run in the workspace (``ValueError`` says what is wrong with it)."""
+    if args.hooks is None:
+        return None
+    try:
+        return load_hooks(args.hooks, cwd=args.workspace.resolve(), environ=os.environ)
+    except ValueError as exc:
+        raise ValueError(f"--hooks: {exc}") from exc
+
+
+async def _run(
+    args: argparse.Namespace, config: LoopConfig, out: TextIO, hooks: HookSettings | None = None
+) -> int:
     metrics = LoopMetrics() if args.metrics_port is not None else None
     async with contextlib.AsyncExitStack() as stack:
         if metrics is not None:
@@ -189,12 +228,16 @@ async def _run(args: argparse.Namespace, config: LoopConfig, out: TextIO) -> int
                       file=sys.stderr)  # fmt: skip
                 return EXIT_USAGE
             print(f"switchyard agent: metrics on http://{METRICS_HOST}:{port}/metrics", file=sys.stderr)
-        return await _agent(args, config, out, [metrics] if metrics is not None else [])
+        return await _agent(args, config, out, [metrics] if metrics is not None else [], hooks)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns
 
 
 async def _agent(
-    args: argparse.Namespace, config: LoopConfig, out: TextIO, observers: list[RunObserver]
+    args: argparse.Namespace,
+    config: LoopConfig,
+    out: TextIO,
+    observers: list[RunObserver],
+    hooks: HookSettings | None = None,
 ) -> int:
     root = args.workspace.resolve()
     caller: ModelCaller | None = None
@@ -212,6 +255,7 @@ async def _agent(
         can_use_tool=_ask_on_terminal if sys.stdin.isatty() and not args.json else None,
         session=ContextSession(),
         observers=observers,
+        hooks=hooks,
     )
     printer = _JsonPrinter(out) if args.json else _TextPrinter(out)
     run = query(params)
