@@ -29,7 +29,8 @@ class ModelRequest:
     """Sent as the ``anthropic-beta`` header."""
     request_id: str
     source: str = "sdk"
-    """Who asked: the run's ``LoopConfig.source``, or ``compact`` for a summarisation call."""
+    """Who asked: the run's ``LoopConfig.source``, ``compact`` for a summarisation call, ``hook``
+    for a prompt hook's judge."""
 
 
 def build_request(

@@ -438,3 +438,17 @@ async def test_an_agent_judge_runs_a_nested_loop_with_read_only_tools() -> None:
     judge_tools = {t["name"] for t in model.requests[1].body["tools"]}
     assert "look" in judge_tools and "write" not in judge_tools
     assert model.requests[1].source == "agent:hook-judge"
+
+
+async def test_session_end_runs_when_the_run_is_aborted() -> None:
+    ended: list[str] = []
+
+    async def on_end(data: dict[str, Any], tool_use_id: str | None, context: Any) -> None:
+        ended.append(data["reason"])
+
+    hooks = HookSettings.of({"SessionEnd": [HookMatcher(None, (PythonHook(on_end),))]})
+    run, _ = hooked_run([FakeResponse.of(text("a long answer"))], hooks)
+    async with run:
+        async for _event in run:
+            break
+    assert run.terminal == loop.AbortedStreaming(turn=1) and ended == ["other"]

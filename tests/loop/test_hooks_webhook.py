@@ -4,6 +4,7 @@ variables, and the failures that must not block (an error status, a timeout)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +23,8 @@ class HookServer:
     def __init__(self) -> None:
         self.received: list[tuple[str, dict[str, Any], dict[str, str]]] = []
         self.answers: dict[str, list[Any]] = {}
+        self.released = asyncio.Event()
+        """Set at teardown: a slow answer stops waiting then."""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -31,7 +34,8 @@ class HookServer:
         if isinstance(value, int):
             return web.Response(status=value, text="nope")
         if isinstance(value, float):
-            await asyncio.sleep(value)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.released.wait(), value)
             return web.json_response({"continue": False})
         return web.json_response(value)
 
@@ -49,6 +53,7 @@ async def hook_server() -> AsyncIterator[tuple[HookServer, str]]:
     try:
         yield server, f"http://127.0.0.1:{port}"
     finally:
+        server.released.set()
         await runner.cleanup()
 
 
