@@ -183,6 +183,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     try:
         if hooks is not None:
             started, stopped = await lifecycle.begin(hooks, state.messages)
+            state = lifecycle.charge(state, hooks)
             if stopped is not None:
                 run.settle(stopped, state)
                 return
@@ -270,6 +271,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             decision = decide(state, outcome, config)
             if isinstance(decision, Completed):
                 answers = await lifecycle.stop_answers(params.stop_hooks, hooks, state, outcome, config)
+                state = lifecycle.charge(state, hooks)
                 decision = after_completion(state, decision, answers, config)
             if not isinstance(decision, Transition):
                 await turn.executor.cancel()
@@ -292,7 +294,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 async with aclosing(turn.executor.finish()) as tool_events:
                     async for tool_event in tool_events:
                         yield tool_event
-                state = advance(state, decision, outcome, turn.executor.results())
+                state = lifecycle.charge(advance(state, decision, outcome, turn.executor.results()), hooks)
                 turn.settled = True
                 yield ToolResults(turn.number, state.messages[-1])
                 if hooks is not None and hooks.stop_requested is not None:

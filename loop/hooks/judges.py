@@ -15,7 +15,7 @@ read-only tools run): when the sub-agent API lands, it is the natural thing to r
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -31,6 +31,10 @@ from loop.messages import blocks_of, user_message
 from loop.request import ModelRequest
 from loop.stream import TurnAccumulator
 from loop.tools.base import Tool
+from loop.usage import TokenUsage
+
+Spend = Callable[[TokenUsage], None]
+"""Told what a judge's model calls were billed (the run's token guardrail counts them)."""
 
 JUDGE_MODEL = "claude-haiku-4-5"
 """The small model a judge uses when its hook names none."""
@@ -61,6 +65,7 @@ async def run_prompt_judge(
     clock: Clock,
     request_id: str,
     timeout_s: float,
+    spend: Spend,
 ) -> HookOutput:
     body = {
         "model": hook.model or JUDGE_MODEL,
@@ -80,8 +85,10 @@ async def run_prompt_judge(
                 if item.get("type") == "error":
                     break
     except TimeoutError:
+        spend(accumulator.outcome().usage)
         return HookOutput(error=f"the prompt hook timed out after {timeout_s:g}s")
     outcome = accumulator.outcome()
+    spend(outcome.usage)
     if outcome.error is not None:
         return HookOutput(error=f"the prompt hook's model call failed: {outcome.error.error_type}")
     text = "".join(str(b.get("text", "")) for b in outcome.content if b.get("type") == "text")
@@ -97,6 +104,7 @@ async def run_agent_judge(
     tools: Sequence[Tool[Any]],
     model: str,
     timeout_s: float,
+    spend: Spend,
 ) -> HookOutput:
     from loop.query import QueryParams, query  # the judge is a run of the loop itself
     from loop.tools.permissions import PermissionMode, PermissionPolicy
@@ -123,7 +131,10 @@ async def run_agent_judge(
         async with clock.timeout(timeout_s), run:
             await run.wait()
     except TimeoutError:
+        if run.finished:
+            spend(run.state.usage)
         return HookOutput(error=f"the agent hook timed out after {timeout_s:g}s")
+    spend(run.state.usage)
     if not isinstance(run.terminal, Completed):
         return HookOutput(error=f"the agent hook's run ended with {run.terminal.reason}")
     last = run.messages[-1]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from loop.config import LoopConfig
@@ -116,6 +117,14 @@ async def stop_hooks(
     if answer.blocked:
         return StopHookResult(blocking_errors=(answer.reason,))
     return StopHookResult()
+
+
+def charge(state: LoopState, runner: HookRunner | None) -> LoopState:
+    """The state with what the hooks' judges were billed added to the run's usage."""
+    if runner is None:
+        return state
+    spent = runner.take_usage()
+    return replace(state, usage=state.usage + spent) if spent.total else state
 
 
 async def end(runner: HookRunner, history: Sequence[Message]) -> None:

@@ -42,6 +42,7 @@ from loop.hooks.settings import (
 )
 from loop.messages import Message
 from loop.tools.base import Tool
+from loop.usage import TokenUsage
 
 log = logging.getLogger("switchyard.loop.hooks")
 
@@ -69,12 +70,21 @@ class HookRunner:
         self._history: Sequence[Message] = ()
         self._written: tuple[int, int] | None = None
         self._directory: str | None = None
+        self._usage = TokenUsage()
         self.stop_requested: tuple[str, str] | None = None
         """``(event, message)`` once a tool hook answered ``continue: false``: the loop ends the run
         with ``hook_stopped`` when the turn's tools are done."""
 
     def has(self, event: HookEvent) -> bool:
         return self.settings.has(event)
+
+    def spend(self, usage: TokenUsage) -> None:
+        self._usage = self._usage + usage
+
+    def take_usage(self) -> TokenUsage:
+        """What the judges' model calls were billed since the last call (then reset)."""
+        usage, self._usage = self._usage, TokenUsage()
+        return usage
 
     def note_history(self, messages: Sequence[Message]) -> None:
         """The history the next hooks' transcript shows."""
@@ -131,11 +141,12 @@ class HookRunner:
                         clock=self._clock,
                         request_id=request_id,
                         timeout_s=timeout_s,
+                        spend=self.spend,
                     )
                 case AgentHook():
                     return await run_agent_judge(
                         hook, data, caller=self._caller, clock=self._clock, tools=self._tools,
-                        model=self._model, timeout_s=timeout_s,
+                        model=self._model, timeout_s=timeout_s, spend=self.spend,
                     )  # fmt: skip
         except Exception as exc:  # a bug in a handler must not end the run
             log.exception("%s hook %s failed", event.value, _describe(hook))

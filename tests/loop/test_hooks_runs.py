@@ -413,6 +413,7 @@ async def test_a_prompt_judge_is_one_small_model_call() -> None:
     run, model = hooked_run(script_, hooks)
     assert await run.wait() == Completed("end_turn")
     assert run.state.transitions == (StopHookBlocking(("no tests were added",)),)
+    assert run.state.usage.input_tokens == 4 * 100  # the judge's two calls are billed to the run too
     judge = model.requests[1]
     assert judge.source == "hook" and judge.body["model"] == JUDGE_MODEL and "tools" not in judge.body
     assert judge.body["system"][0]["text"] == JUDGE_SYSTEM
@@ -438,6 +439,7 @@ async def test_an_agent_judge_runs_a_nested_loop_with_read_only_tools() -> None:
     judge_tools = {t["name"] for t in model.requests[1].body["tools"]}
     assert "look" in judge_tools and "write" not in judge_tools
     assert model.requests[1].source == "agent:hook-judge"
+    assert run.state.usage.input_tokens == 5 * 100
 
 
 async def test_session_end_runs_when_the_run_is_aborted() -> None:
