@@ -30,6 +30,7 @@ from loop.messages import (
 from loop.outcome import ToolUse, TurnOutcome
 from loop.state import LoopState
 from loop.stop_hooks import blocking_message
+from loop.structured import retry_message
 from loop.transitions import (
     CollapseDrain,
     Completed,
@@ -40,6 +41,7 @@ from loop.transitions import (
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
+    StructuredOutputRetry,
     Terminal,
     ThinkingDowngrade,
     Transition,
@@ -133,6 +135,8 @@ def advance(
                 messages=(*state.messages, assistant, blocking_message(errors)),
                 stop_hook_active=True,
             )
+        case StructuredOutputRetry(errors=errors):
+            state = replace(state, messages=(*state.messages, assistant, retry_message(errors)))
     return replace(state, transition=transition, transitions=(*state.transitions, transition))
 
 

@@ -20,6 +20,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import BaseModel
+
 from loop.advance import advance, conclude, interrupt, record_response
 from loop.calls import guarded
 from loop.config import LoopConfig
@@ -47,6 +49,7 @@ from loop.run import Run
 from loop.state import LoopState, initial_state
 from loop.stop_hooks import StopHook, StopHookResult
 from loop.stream import TurnAccumulator
+from loop.structured import OutputSpec, check_output, with_instructions, with_output_format
 from loop.system_prompt import AgentPrompt
 from loop.tokens import estimate_json_tokens
 from loop.tools.base import Tool
@@ -61,6 +64,7 @@ from loop.transitions import (
     AbortedTools,
     Completed,
     NextTurn,
+    PermissionDenied,
     StopHookPrevented,
     Terminal,
     Transition,
@@ -90,6 +94,17 @@ class QueryParams:
     """Run, in order, when the model ends its turn without calling a tool."""
     observers: Sequence[RunObserver] = ()
     """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
+    tool_deps: object = None
+    """The application's dependencies, given to every tool call as ``ToolContext.deps``."""
+    output_type: type[BaseModel] | OutputSpec[Any] | None = None
+    """The final answer must validate against this model (``run.output`` holds the value); an
+    ``OutputSpec`` sets the retries and how the model is asked (see ``loop.structured``)."""
+
+    @property
+    def output_spec(self) -> OutputSpec[Any] | None:
+        if self.output_type is None or isinstance(self.output_type, OutputSpec):
+            return self.output_type
+        return OutputSpec(self.output_type)
 
 
 def query(params: QueryParams) -> Run:
@@ -138,9 +153,13 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         can_use_tool=params.can_use_tool,
         default_timeout_s=config.tool_timeout_s,
         truncate_results=not config.context.enabled,
+        tool_deps=params.tool_deps,
     )
+    output = params.output_spec
     caller, close_caller = _resolve_caller(deps)
     system, system_betas = await _system(params.system, session, caller, tool_definitions)
+    if output is not None:
+        system = with_instructions(system, output)
     overhead = estimate_json_tokens([*system_blocks(system, cache=False), *tool_definitions])
     settings = ContextSettings(
         config.context,
@@ -197,6 +216,8 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 else None,
                 extra_betas=(*system_betas, *((CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else ())),
             )
+            if output is not None:
+                request = with_output_format(request, output)
             turn = _Turn(
                 number=state.turn_count + 1,
                 accumulator=TurnAccumulator(),
@@ -234,6 +255,9 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 hooked = after_stop_hooks(await _run_stop_hooks(params.stop_hooks, state, outcome))
                 if hooked is not None:
                     decision = hooked
+            if isinstance(decision, Completed) and output is not None:
+                checked = check_output(state, outcome.content, output)
+                decision, run.output = checked.decision or decision, checked.value
             if not isinstance(decision, Transition):
                 await turn.executor.cancel()
                 if config.stream_events:
@@ -257,6 +281,12 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 state = advance(state, decision, outcome, turn.executor.results())
                 turn.settled = True
                 yield ToolResults(turn.number, state.messages[-1])
+                if dispatcher.interruptions:  # a refusal that ends the run (a headless --json run)
+                    refused = dispatcher.interruptions[0]
+                    run.settle(
+                        PermissionDenied(refused.tool_name, refused.tool_use_id, refused.message), state
+                    )
+                    return
             else:
                 await turn.executor.cancel()
                 before = len(state.messages)

@@ -100,6 +100,17 @@ class StopHookBlocking:
     errors: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class StructuredOutputRetry:
+    """The final answer did not validate against the run's output type
+    (``QueryParams.output_type``): the validation errors were appended and the model answers
+    again (at most ``QueryParams.output_retries`` times)."""
+
+    reason: ClassVar[Literal["structured_output_retry"]] = "structured_output_retry"
+    attempt: int
+    errors: str
+
+
 Transition = (
     NextTurn
     | PauseTurnResume
@@ -109,6 +120,7 @@ Transition = (
     | ReactiveCompactRetry
     | ThinkingDowngrade
     | StopHookBlocking
+    | StructuredOutputRetry
 )
 
 
@@ -226,6 +238,27 @@ class StopHookPrevented:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class StructuredOutputInvalid:
+    """The final answer still did not validate against the output type after every retry."""
+
+    reason: ClassVar[Literal["structured_output_invalid"]] = "structured_output_invalid"
+    attempts: int
+    errors: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDenied:
+    """A tool call was refused by a verdict that asked to stop the run
+    (``PermissionVerdict.interrupt``: a headless run that cannot ask anyone); the refusal is the
+    call's result in the final history."""
+
+    reason: ClassVar[Literal["permission_denied"]] = "permission_denied"
+    tool_name: str
+    tool_use_id: str
+    message: str
+
+
 Terminal = (
     Completed
     | AbortedStreaming
@@ -237,6 +270,8 @@ Terminal = (
     | Guardrail
     | BlockingLimit
     | StopHookPrevented
+    | StructuredOutputInvalid
+    | PermissionDenied
 )
 
 
