@@ -32,9 +32,14 @@ from loop.observer import RunObserver
 from loop.query import QueryParams, query
 from loop.request import ModelRequest
 from loop.run import Run
+from loop.session import Session
 from loop.state import LoopState
 from loop.stop_hooks import StopHook, StopHookResult
+from loop.structured import OutputSpec
 from loop.system_prompt import AgentPrompt
+from loop.tools.base import ToolContext
+from loop.tools.content import Image
+from loop.tools.function import tool
 from loop.transitions import (
     AbortedStreaming,
     AbortedTools,
@@ -50,11 +55,14 @@ from loop.transitions import (
     ModelError,
     NextTurn,
     PauseTurnResume,
+    PermissionDenied,
     PromptTooLong,
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
     StopHookPrevented,
+    StructuredOutputInvalid,
+    StructuredOutputRetry,
     Terminal,
     ThinkingDowngrade,
     Transition,
@@ -76,6 +84,7 @@ __all__ = [
     "Guardrail",
     "GuardrailKind",
     "GuardrailReport",
+    "Image",
     "LoopConfig",
     "LoopDeps",
     "LoopEvent",
@@ -87,26 +96,33 @@ __all__ = [
     "ModelError",
     "ModelRequest",
     "NextTurn",
+    "OutputSpec",
     "PauseTurnResume",
+    "PermissionDenied",
     "PromptTooLong",
     "QueryParams",
     "ReactiveCompactRetry",
     "Refusal",
     "Run",
     "RunObserver",
+    "Session",
     "StatusEvent",
     "StopHook",
     "StopHookBlocking",
     "StopHookPrevented",
     "StopHookResult",
     "StreamEvent",
+    "StructuredOutputInvalid",
+    "StructuredOutputRetry",
     "SystemClock",
     "Terminal",
     "ThinkingDowngrade",
+    "ToolContext",
     "ToolFinished",
     "ToolResults",
     "ToolStarted",
     "Transition",
     "TransitionEvent",
     "query",
+    "tool",
 ]
