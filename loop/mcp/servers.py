@@ -51,7 +51,7 @@ async def connect(
         for name, server in servers.items():
             try:
                 async with asyncio.timeout(server.timeout_s):
-                    session = await _open(stack, server, errlog or sys.stderr)
+                    session = await _open(stack, server, _usable(errlog or sys.stderr))
                     listed = await _list_tools(session)
             except TimeoutError:
                 raise McpServerError(f"MCP server {name!r}: no answer within {server.timeout_s:g}s") from None
@@ -88,6 +88,16 @@ async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+def _usable(errlog: TextIO) -> TextIO:
+    """``errlog`` if a child process can write to it (it has a file descriptor), else the
+    process's own stderr (``sys.stderr`` may be a capture object, e.g. under pytest)."""
+    try:
+        errlog.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ or errlog
+    return errlog
 
 
 def _describe(exc: BaseException) -> str:
