@@ -85,6 +85,8 @@ def test_yes_does_not_override_plan_mode(
     code = main(_argv(WRITE, workspace, emulator, "--json", "--yes", "--permission-mode", "plan"))
     lines = _lines(capsys.readouterr().out)
     assert code == 0  # plan mode's refusal is an answer the model can work with, not a question
+    finished = next(line for line in lines if line["type"] == "tool_finished")
+    assert "plan mode allows read-only tools only" in str(finished["result"])
     assert not (workspace / "out.txt").exists()
 
 
