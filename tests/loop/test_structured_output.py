@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import orjson
 import pytest
 from pydantic import BaseModel, Field
 
 import loop
+from loop.callers import SdkModelCaller
 from loop.state import LoopState
 from loop.structured import OutputSpec, check_output, extract_json, strict_schema
 from loop.testing import FakeModel, FakeResponse, VirtualClock, text
@@ -18,6 +20,7 @@ from loop.transitions import (
     StructuredOutputRetry,
     describe,
 )
+from tests.loop.conftest import GATEWAY_KEY, LoopStack
 from tests.loop.support import pairing_violations, run_to_end
 
 
@@ -172,3 +175,16 @@ async def test_prompted_mode_states_the_schema_in_the_system_prompt_and_parses_f
     body = model.requests[0].body
     assert "output_config" not in body
     assert '"required":["label","score"]' in body["system"][-1]["text"]
+
+
+async def test_json_outputs_through_the_gateway_and_the_emulator(stack: LoopStack) -> None:
+    async with SdkModelCaller(stack.gateway_url, GATEWAY_KEY, max_retries=0) as sdk:
+        run = loop.query(
+            loop.QueryParams("rate the weather", deps=loop.LoopDeps(call_model=sdk), output_type=Verdict)
+        )
+        await run_to_end(run)
+    assert run.terminal == Completed("end_turn")
+    assert run.output == Verdict(label="label example", score=1)  # the emulator's instance of the schema
+    (body,) = [orjson.loads(r.body) for r in stack.emulator.requests if r.path.startswith("/v1/messages")]
+    schema = body["output_config"]["format"]["schema"]
+    assert schema["additionalProperties"] is False and "maximum" not in schema["properties"]["score"]
