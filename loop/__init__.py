@@ -32,9 +32,14 @@ from loop.observer import RunObserver
 from loop.query import QueryParams, query
 from loop.request import ModelRequest
 from loop.run import Run
+from loop.session import Session
 from loop.state import LoopState
 from loop.stop_hooks import StopHook, StopHookResult
+from loop.structured import OutputSpec
 from loop.system_prompt import AgentPrompt
+from loop.tools.base import ToolContext
+from loop.tools.content import Image
+from loop.tools.function import tool
 from loop.transitions import (
     AbortedStreaming,
     AbortedTools,
@@ -51,12 +56,15 @@ from loop.transitions import (
     ModelError,
     NextTurn,
     PauseTurnResume,
+    PermissionDenied,
     PromptTooLong,
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
     StopHookLimit,
     StopHookPrevented,
+    StructuredOutputInvalid,
+    StructuredOutputRetry,
     Terminal,
     ThinkingDowngrade,
     TokenBudgetContinuation,
@@ -80,6 +88,7 @@ __all__ = [
     "GuardrailKind",
     "GuardrailReport",
     "HookStopped",
+    "Image",
     "LoopConfig",
     "LoopDeps",
     "LoopEvent",
@@ -91,13 +100,16 @@ __all__ = [
     "ModelError",
     "ModelRequest",
     "NextTurn",
+    "OutputSpec",
     "PauseTurnResume",
+    "PermissionDenied",
     "PromptTooLong",
     "QueryParams",
     "ReactiveCompactRetry",
     "Refusal",
     "Run",
     "RunObserver",
+    "Session",
     "StatusEvent",
     "StopHook",
     "StopHookBlocking",
@@ -105,14 +117,18 @@ __all__ = [
     "StopHookPrevented",
     "StopHookResult",
     "StreamEvent",
+    "StructuredOutputInvalid",
+    "StructuredOutputRetry",
     "SystemClock",
     "Terminal",
     "ThinkingDowngrade",
     "TokenBudgetContinuation",
+    "ToolContext",
     "ToolFinished",
     "ToolResults",
     "ToolStarted",
     "Transition",
     "TransitionEvent",
     "query",
+    "tool",
 ]

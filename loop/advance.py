@@ -31,6 +31,7 @@ from loop.messages import (
 from loop.outcome import ToolUse, TurnOutcome
 from loop.state import LoopState
 from loop.stop_hooks import blocking_message
+from loop.structured import retry_message
 from loop.transitions import (
     CollapseDrain,
     Completed,
@@ -41,6 +42,7 @@ from loop.transitions import (
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
+    StructuredOutputRetry,
     Terminal,
     ThinkingDowngrade,
     TokenBudgetContinuation,
@@ -144,6 +146,8 @@ def advance(
                 budget=state.budget.continued(),
                 stop_hook_blocks=0,
             )
+        case StructuredOutputRetry(errors=errors):
+            state = replace(state, messages=(*state.messages, assistant, retry_message(errors)))
     return replace(state, transition=transition, transitions=(*state.transitions, transition))
 
 

@@ -4,7 +4,9 @@ The model is reached through the gateway's provider layer as the environment con
 (``ANTHROPIC_*``, ``CLAUDE_CODE_USE_BEDROCK``...), or through any Anthropic-compatible URL with
 ``--base-url``/``--api-key`` (the official SDK). Prints the streamed text and the tool calls (or,
 with ``--json``, one JSON object per event, ``compaction`` and ``context_boundary`` included) and
-the terminal reason; exits 0 iff the run completed. The system prompt is ``loop.system_prompt``'s
+the terminal reason; exits 0 iff the run completed (3 when a tool call was refused in a
+non-interactive run: see :mod:`loop.headless` for ``--allow``, ``--yes`` and ``--mcp-config``).
+The system prompt is ``loop.system_prompt``'s
 (a static part cached across sessions and compactions, then the workspace's environment and its
 ``AGENTS.md``/``CLAUDE.md``). ``--metrics-port`` serves the ``loop_*`` metrics while it runs.
 ``--hooks FILE`` loads hooks from a Claude Code settings file (:mod:`loop.hooks`); ``--budget N``
@@ -25,6 +27,7 @@ import orjson
 
 from gateway.config import ConfigError
 from gateway.loop_metrics import LoopMetrics, serving
+from loop import headless
 from loop.config import DEFAULT_MODEL, LoopConfig
 from loop.context.session import ContextSession
 from loop.deps import LoopDeps, ModelCaller
@@ -44,9 +47,10 @@ from loop.hooks import HookSettings, load_hooks
 from loop.observer import RunObserver
 from loop.query import QueryParams, query
 from loop.system_prompt import AgentPrompt
+from loop.tools.base import Tool
 from loop.tools.builtin import builtin_tools
-from loop.tools.permissions import PermissionMode, PermissionPolicy, PermissionRequest, PermissionVerdict
-from loop.transitions import Completed, Terminal, describe
+from loop.tools.permissions import PermissionMode, PermissionRequest, PermissionVerdict
+from loop.transitions import Completed, PermissionDenied, Terminal, describe
 
 EXIT_COMPLETED = 0
 EXIT_STOPPED = 1
@@ -58,7 +62,12 @@ DEFAULTS = LoopConfig()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="switchyard agent", description="Run a headless agent on a task.")
+    parser = argparse.ArgumentParser(
+        prog="switchyard agent",
+        description="Run a headless agent on a task.",
+        epilog=headless.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("task", help="what the agent should do")
     parser.add_argument(
         "--workspace", required=True, type=Path, help="directory the file tools are confined to"
@@ -138,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     parser.add_argument("--base-url", help="an Anthropic-compatible URL, used through the official SDK")
     parser.add_argument("--api-key", help="API key for --base-url")
+    headless.add_arguments(parser)
     return parser
 
 
@@ -245,30 +255,59 @@ async def _agent(
         from loop.callers.sdk import SdkModelCaller
 
         caller = SdkModelCaller(args.base_url, args.api_key)
-    params = QueryParams(
-        messages=args.task,
-        system=AgentPrompt(root, config.model),
-        tools=builtin_tools(root),
-        config=config,
-        deps=LoopDeps(call_model=caller),
-        permissions=PermissionPolicy(mode=PermissionMode(args.permission_mode)),
-        can_use_tool=_ask_on_terminal if sys.stdin.isatty() and not args.json else None,
-        session=ContextSession(),
-        observers=observers,
-        hooks=hooks,
-    )
     printer = _JsonPrinter(out) if args.json else _TextPrinter(out)
-    run = query(params)
     try:
-        async with run:
-            async for event in run:
-                printer.event(event)
+        async with contextlib.AsyncExitStack() as stack:
+            tools: list[Tool[Any]] = [*builtin_tools(root), *await _mcp_tools(args, stack)]
+            policy, ask = headless.permissions(
+                args.permission_mode,
+                args.allow,
+                tools,
+                yes=args.yes,
+                interactive=sys.stdin.isatty() and not args.json,
+                ask=_ask_on_terminal,
+            )
+            params = QueryParams(
+                messages=args.task,
+                system=AgentPrompt(root, config.model),
+                tools=tools,
+                config=config,
+                deps=LoopDeps(call_model=caller),
+                permissions=policy,
+                can_use_tool=ask,
+                session=ContextSession(),
+                observers=observers,
+                hooks=hooks,
+            )
+            run = query(params)
+            async with run:
+                async for event in run:
+                    printer.event(event)
     finally:
         close = getattr(caller, "aclose", None)
         if close is not None:
             await close()
     printer.terminal(run.terminal)
+    if isinstance(run.terminal, PermissionDenied):
+        return headless.EXIT_PERMISSION_DENIED
     return EXIT_COMPLETED if isinstance(run.terminal, Completed) else EXIT_STOPPED
+
+
+async def _mcp_tools(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> list[Tool[Any]]:
+    """The tools of ``--mcp-config``'s servers, connected for the life of ``stack``."""
+    if not args.mcp_config:
+        return []
+    try:
+        from loop.mcp import McpConfigError, McpServerError, connect, load_servers
+    except ImportError as exc:  # the optional dependency: switchyard[mcp]
+        raise ConfigError(
+            f"--mcp-config needs the mcp package (pip install 'switchyard[mcp]'): {exc}"
+        ) from None
+    try:
+        servers = load_servers(args.mcp_config)
+        return await stack.enter_async_context(connect(servers))
+    except (McpConfigError, McpServerError) as exc:
+        raise ConfigError(f"--mcp-config: {exc}") from None
 
 
 async def _ask_on_terminal(request: PermissionRequest) -> PermissionVerdict:

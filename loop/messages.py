@@ -61,7 +61,7 @@ def tool_use_ids(message: Message) -> list[str]:
     return seen
 
 
-def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False) -> Block:
+def tool_result_block(tool_use_id: str, content: str | list[Block], *, is_error: bool = False) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
     if is_error:
         block["is_error"] = True

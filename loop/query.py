@@ -20,6 +20,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import BaseModel
+
 from loop.advance import advance, conclude, interrupt, record_response
 from loop.budget import TASK_BUDGET_BETA, history_rewritten, send_task_budget, task_budget
 from loop.calls import guarded
@@ -50,6 +52,7 @@ from loop.run import Run
 from loop.state import LoopState, initial_state
 from loop.stop_hooks import StopHook
 from loop.stream import TurnAccumulator
+from loop.structured import OutputSpec, check_output, with_instructions, with_output_format
 from loop.system_prompt import AgentPrompt
 from loop.tokens import estimate_json_tokens
 from loop.tools.base import Tool
@@ -65,6 +68,7 @@ from loop.transitions import (
     HookStopped,
     NextTurn,
     StopHookLimit,
+    PermissionDenied,
     StopHookPrevented,
     Terminal,
     Transition,
@@ -96,6 +100,17 @@ class QueryParams:
     """Stop and lifecycle hooks in Claude Code's settings shape (:mod:`loop.hooks`)."""
     observers: Sequence[RunObserver] = ()
     """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
+    tool_deps: object = None
+    """The application's dependencies, given to every tool call as ``ToolContext.deps``."""
+    output_type: type[BaseModel] | OutputSpec[Any] | None = None
+    """The final answer must validate against this model (``run.output`` holds the value); an
+    ``OutputSpec`` sets the retries and how the model is asked (see ``loop.structured``)."""
+
+    @property
+    def output_spec(self) -> OutputSpec[Any] | None:
+        if self.output_type is None or isinstance(self.output_type, OutputSpec):
+            return self.output_type
+        return OutputSpec(self.output_type)
 
 
 def query(params: QueryParams) -> Run:
@@ -149,8 +164,12 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         can_use_tool=params.can_use_tool,
         default_timeout_s=config.tool_timeout_s,
         truncate_results=not config.context.enabled,
+        tool_deps=params.tool_deps,
     )
+    output = params.output_spec
     system, system_betas = await _system(params.system, session, caller, tool_definitions)
+    if output is not None:
+        system = with_instructions(system, output)
     overhead = estimate_json_tokens([*system_blocks(system, cache=False), *tool_definitions])
     settings = ContextSettings(
         config.context,
@@ -236,6 +255,8 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 if send_budget and config.token_budget is not None
                 else None,
             )
+            if output is not None:
+                request = with_output_format(request, output)
             turn = _Turn(
                 number=state.turn_count + 1,
                 accumulator=TurnAccumulator(),
@@ -273,6 +294,9 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 answers = await lifecycle.stop_answers(params.stop_hooks, hooks, state, outcome, config)
                 state = lifecycle.charge(state, hooks)
                 decision = after_completion(state, decision, answers, config)
+            if isinstance(decision, Completed) and output is not None:
+                checked = check_output(state, outcome.content, output)
+                decision, run.output = checked.decision or decision, checked.value
             if not isinstance(decision, Transition):
                 await turn.executor.cancel()
                 if config.stream_events:
@@ -299,6 +323,12 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 yield ToolResults(turn.number, state.messages[-1])
                 if hooks is not None and hooks.stop_requested is not None:
                     run.settle(HookStopped(*hooks.stop_requested), state)
+                    return
+                if dispatcher.interruptions:  # a refusal that ends the run (a headless --json run)
+                    refused = dispatcher.interruptions[0]
+                    run.settle(
+                        PermissionDenied(refused.tool_name, refused.tool_use_id, refused.message), state
+                    )
                     return
             else:
                 await turn.executor.cancel()

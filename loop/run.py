@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
 from types import TracebackType
+from typing import Any
 
 from loop.events import LoopEvent
 from loop.messages import Message
@@ -35,6 +36,9 @@ class Run:
         self.initial_messages = initial_messages
         self._terminal: Terminal | None = None
         self._state: LoopState | None = None
+        self.output: Any = None
+        """The validated final answer of a run with an output type (``QueryParams.output_type``);
+        ``None`` otherwise, and until the run completes."""
 
     def __aiter__(self) -> Run:
         return self

@@ -111,6 +111,17 @@ class TokenBudgetContinuation:
     continuation: int
 
 
+@dataclass(frozen=True, slots=True)
+class StructuredOutputRetry:
+    """The final answer did not validate against the run's output type
+    (``QueryParams.output_type``): the validation errors were appended and the model answers
+    again (at most ``QueryParams.output_retries`` times)."""
+
+    reason: ClassVar[Literal["structured_output_retry"]] = "structured_output_retry"
+    attempt: int
+    errors: str
+
+
 Transition = (
     NextTurn
     | PauseTurnResume
@@ -121,6 +132,7 @@ Transition = (
     | ThinkingDowngrade
     | StopHookBlocking
     | TokenBudgetContinuation
+    | StructuredOutputRetry
 )
 
 
@@ -261,6 +273,27 @@ class HookStopped:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class StructuredOutputInvalid:
+    """The final answer still did not validate against the output type after every retry."""
+
+    reason: ClassVar[Literal["structured_output_invalid"]] = "structured_output_invalid"
+    attempts: int
+    errors: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDenied:
+    """A tool call was refused by a verdict that asked to stop the run
+    (``PermissionVerdict.interrupt``: a headless run that cannot ask anyone); the refusal is the
+    call's result in the final history."""
+
+    reason: ClassVar[Literal["permission_denied"]] = "permission_denied"
+    tool_name: str
+    tool_use_id: str
+    message: str
+
+
 Terminal = (
     Completed
     | AbortedStreaming
@@ -274,6 +307,8 @@ Terminal = (
     | StopHookPrevented
     | StopHookLimit
     | HookStopped
+    | StructuredOutputInvalid
+    | PermissionDenied
 )
 
 
