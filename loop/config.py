@@ -68,6 +68,18 @@ class LoopConfig:
     stream_events: bool = True
     """Yield every raw stream event (``StreamEvent``) as well as the complete messages."""
 
+    fallback_model: str | None = None
+    """Sticky model fallback (:mod:`loop.fallback`): after ``fallback_after_overloads`` overloads
+    in a row on the primary model, the run switches to this model for the rest of the run."""
+    fallback_after_overloads: int = 3
+    """Consecutive overloads (529 / ``overloaded_error``, before or during a stream) that switch to
+    ``fallback_model``; the earlier ones retry the primary after ``overload_retry_delay_s``."""
+    overload_retry_delay_s: float = 0.5
+    """Wait before retrying an overloaded primary (doubled per overload in a row, at most 8 s)."""
+    subagent: bool = False
+    """The run is a sub-agent's: it never continues on the token budget (the budget is the
+    top-level run's)."""
+
     def __post_init__(self) -> None:
         positive = {
             "max_tokens": self.max_tokens,
@@ -75,6 +87,7 @@ class LoopConfig:
             "max_turns": self.max_turns,
             "max_tool_concurrency": self.max_tool_concurrency,
             "context_window": self.context_window,
+            "fallback_after_overloads": self.fallback_after_overloads,
         }
         for name, value in positive.items():
             if value < 1:
@@ -86,6 +99,8 @@ class LoopConfig:
             )
         if self.max_output_recoveries < 0:
             raise ValueError("LoopConfig.max_output_recoveries must be >= 0")
+        if self.overload_retry_delay_s < 0:
+            raise ValueError("LoopConfig.overload_retry_delay_s must be >= 0")
         if self.tool_timeout_s <= 0:
             raise ValueError("LoopConfig.tool_timeout_s must be > 0")
         for name, limit in (

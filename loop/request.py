@@ -43,10 +43,11 @@ def build_request(
     thinking_budget: int | None = None,
     context_management: JSONObject | None = None,
     extra_betas: Sequence[str] = (),
+    model: str | None = None,
 ) -> ModelRequest:
     """``thinking_budget`` enables extended thinking (the caller passes the config's, or the
-    downgraded one)."""
-    body: JSONObject = {"model": config.model, "max_tokens": max_tokens}
+    downgraded one); ``model`` overrides ``config.model`` (after a sticky fallback)."""
+    body: JSONObject = {"model": model or config.model, "max_tokens": max_tokens}
     blocks = system_blocks(system, cache=config.prompt_caching)
     if blocks:
         body["system"] = blocks

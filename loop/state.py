@@ -35,6 +35,11 @@ class LoopState:
     """How many times in a row ``last_tool_signature`` was called."""
     stop_hook_active: bool = False
     """Set by stop-hook continuations (the loop went round again because a stop hook blocked)."""
+    model: str = ""
+    """The model requests go to now (``""``: ``config.model``); the fallback model once a sticky
+    fallback happened (:mod:`loop.fallback`)."""
+    consecutive_overloads: int = 0
+    """Overloaded responses in a row on the current model."""
     transition: Transition | None = None
     """Why the loop last continued (``None`` before the first continuation)."""
     transitions: tuple[Transition, ...] = ()

@@ -40,6 +40,9 @@ def test_the_sets_and_their_wire_names() -> None:
         "reactive_compact_retry",
         "thinking_downgrade",
         "stop_hook_blocking",
+        "overload_retry",
+        "model_fallback",
+        "submit_interrupt",
     }
 
 
