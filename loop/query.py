@@ -318,6 +318,8 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             else:
                 if isinstance(decision, OverloadRetry | ModelFallback):
                     await turn.executor.wait_started()  # what ran is reused, never run twice
+                    for tool_event in turn.executor.drain():
+                        yield tool_event
                     reuse = turn.executor.ran()
                     if outcome.message_id is not None or outcome.content:
                         yield _tombstone(turn.number, outcome, reuse, decision.reason)
