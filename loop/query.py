@@ -155,7 +155,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     pool: SubagentPool | None = None
     if params.subagents is not None:
         pool = _subagent_pool(params, replace(deps, call_model=caller), lambda: state)
-        tools.append(AgentTool(pool, timeout_s=config.max_wall_clock_s))
+        tools.append(AgentTool(pool))  # the child's own deadline is the parent's
     registry = ToolRegistry(tools)
     tool_definitions = registry.definitions()
     dispatcher = ToolDispatcher(
