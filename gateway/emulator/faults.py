@@ -204,7 +204,6 @@ class FaultPlan:
                     await send_ping()
         return True
 
-
     def stream_error(self, sent: int) -> dict[str, object] | None:
         """The ``error`` event to send after ``sent`` events (``overloaded_after``), if any."""
         if self.overloaded_after is None or sent < self.overloaded_after:

@@ -71,7 +71,9 @@ class StreamingToolExecutor:
 
             earlier = self._reuse.pop(tool_signature(tool_use), None)
             if earlier is not None:
-                self._calls.append(_Call(tool_use, None, True, {**earlier, "tool_use_id": tool_use.id}, reused=True))
+                self._calls.append(
+                    _Call(tool_use, None, True, {**earlier, "tool_use_id": tool_use.id}, reused=True)
+                )
                 return
         prepared = self._dispatcher.prepare(tool_use)
         if isinstance(prepared, PreparedCall):

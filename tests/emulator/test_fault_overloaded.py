@@ -49,7 +49,9 @@ async def test_overloaded_after_n_events_sends_the_published_error_event(emu: Ru
     assert events[cut:] == [
         ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     ]
-    assert any(e["type"] == "content_block_start" and e["content_block"]["type"] == "tool_use" for _, e in events)
+    assert any(
+        e["type"] == "content_block_start" and e["content_block"]["type"] == "tool_use" for _, e in events
+    )
 
 
 async def test_the_model_directive_spares_other_models(emu: RunningEmulator) -> None:

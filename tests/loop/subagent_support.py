@@ -54,7 +54,11 @@ def subagent_run(
         routes[prompt] = script if isinstance(script, FakeModel) else FakeModel(script, clock=clock)
     model = Routed(routes)
     agents = SubagentConfig(
-        agents=[AgentDefinition("worker", "Does one piece of the work.", system="You are a worker.", tools=child_tools)],
+        agents=[
+            AgentDefinition(
+                "worker", "Does one piece of the work.", system="You are a worker.", tools=child_tools
+            )
+        ],
         max_concurrent=max_concurrent,
     )
     params = loop.QueryParams(
@@ -71,7 +75,5 @@ def subagent_run(
 def live_tasks() -> list[asyncio.Task[Any]]:
     """Sub-agent and tool tasks still running."""
     return [
-        t
-        for t in asyncio.all_tasks()
-        if t.get_name().startswith(("subagent:", "tool:")) and not t.done()
+        t for t in asyncio.all_tasks() if t.get_name().startswith(("subagent:", "tool:")) and not t.done()
     ]

@@ -58,7 +58,9 @@ def state(overloads: int = 0, model: str = "") -> LoopState:
         ),
     ],
 )
-def test_decide_rows(config: LoopConfig, before: LoopState, outcome: TurnOutcome, expected: Transition | Terminal) -> None:
+def test_decide_rows(
+    config: LoopConfig, before: LoopState, outcome: TurnOutcome, expected: Transition | Terminal
+) -> None:
     assert decide(before, outcome, config) == expected
 
 
@@ -69,7 +71,13 @@ def overloaded() -> FakeResponse:
 async def test_three_overloads_switch_for_the_rest_of_the_run() -> None:
     clock = VirtualClock()
     run, model = fake_run(
-        [overloaded(), overloaded(), overloaded(), FakeResponse.of(tool_use("read", {})), FakeResponse.of(text("done"))],
+        [
+            overloaded(),
+            overloaded(),
+            overloaded(),
+            FakeResponse.of(tool_use("read", {})),
+            FakeResponse.of(text("done")),
+        ],
         tools=[FakeTool("read")],
         clock=clock,
         model=PRIMARY,
@@ -91,7 +99,13 @@ async def test_three_overloads_switch_for_the_rest_of_the_run() -> None:
 
 async def test_a_success_resets_the_count() -> None:
     run, model = fake_run(
-        [overloaded(), FakeResponse.of(tool_use("read", {})), overloaded(), overloaded(), FakeResponse.of(text("ok"))],
+        [
+            overloaded(),
+            FakeResponse.of(tool_use("read", {})),
+            overloaded(),
+            overloaded(),
+            FakeResponse.of(text("ok")),
+        ],
         tools=[FakeTool("read")],
         model=PRIMARY,
         fallback_model=FALLBACK,

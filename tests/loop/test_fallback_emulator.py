@@ -126,7 +126,9 @@ async def test_overloaded_mid_stream_the_run_falls_back_for_good_and_completes(
         NextTurn(1),
     )
     assert run.state.model == FALLBACK
-    bodies = [orjson.loads(r.body) for r in stack.emulator.requests[before:] if r.path.startswith("/v1/messages")]
+    bodies = [
+        orjson.loads(r.body) for r in stack.emulator.requests[before:] if r.path.startswith("/v1/messages")
+    ]
     assert [b["model"] for b in bodies] == [PRIMARY, PRIMARY, PRIMARY, FALLBACK, FALLBACK]
     for body in bodies:
         assert pairing_violations(body["messages"]) == []
@@ -142,7 +144,9 @@ async def test_overloaded_mid_stream_the_run_falls_back_for_good_and_completes(
     assert len([e for e in events if isinstance(e, ToolStarted)]) == 1
     history = run.messages
     assert pairing_violations(history) == []
-    answered = [b for m in history for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    answered = [
+        b for m in history for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
     assert [r["content"] for r in answered] == ["42 items"]
     fallback_status: list[Any] = [e for e in events if isinstance(e, StatusEvent) and e.kind == "fallback"]
     assert [e.model for e in fallback_status] == [FALLBACK]

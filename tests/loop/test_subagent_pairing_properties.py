@@ -62,7 +62,11 @@ async def scenario(children: list[tuple[list[FakeResponse], int | None]], broken
         count += 1
         if isinstance(event, TaskUpdate):
             handles[event.task_id] = event.handle
-            if broken.kind == "kill" and event.state is TaskState.RUNNING and event.task_id == f"agent_{broken.at + 1}":
+            if (
+                broken.kind == "kill"
+                and event.state is TaskState.RUNNING
+                and event.task_id == f"agent_{broken.at + 1}"
+            ):
                 event.handle.kill()
         if broken.kind == "aclose" and count > broken.at:
             await run.aclose()

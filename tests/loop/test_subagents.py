@@ -43,9 +43,9 @@ async def test_a_child_answers_the_parent_through_the_agent_tool() -> None:
     child_tools = [t["name"] for t in child_bodies[0]["tools"]]
     assert "ls" in child_tools and "agent" not in child_tools  # its own tools, no agent tool
     assert "agent" in [t["name"] for t in model.bodies[0]["tools"]]
-    assert run.state.usage.billed == sum(
-        r.usage.billed for r in [final] if r.usage is not None
-    ) + sum(e.usage.billed for e in of_type(events, loop.AssistantMessage))
+    assert run.state.usage.billed == sum(r.usage.billed for r in [final] if r.usage is not None) + sum(
+        e.usage.billed for e in of_type(events, loop.AssistantMessage)
+    )
 
 
 async def test_nested_budget_a_child_that_would_overspend_is_stopped_and_the_parent_completes() -> None:
@@ -129,7 +129,9 @@ async def test_three_children_run_concurrently_one_is_killed_the_other_two_compl
 async def test_max_concurrent_keeps_the_others_pending() -> None:
     clock = VirtualClock()
     slow = FakeTool("work", duration_s=10.0)
-    children = {f"p{n}": [FakeResponse.of(tool_use("work", {})), FakeResponse.of(text("ok"))] for n in (1, 2, 3)}
+    children = {
+        f"p{n}": [FakeResponse.of(tool_use("work", {})), FakeResponse.of(text("ok"))] for n in (1, 2, 3)
+    }
     run, _ = subagent_run(
         [FakeResponse.of(*(agent_call(p) for p in children)), FakeResponse.of(text("done"))],
         children,
@@ -145,7 +147,9 @@ async def test_max_concurrent_keeps_the_others_pending() -> None:
 async def test_a_parent_abort_kills_every_child_and_leaves_nothing_running() -> None:
     clock = VirtualClock()
     slow = FakeTool("work", duration_s=1_000.0)
-    children = {f"p{n}": [FakeResponse.of(tool_use("work", {})), FakeResponse.of(text("ok"))] for n in (1, 2, 3)}
+    children = {
+        f"p{n}": [FakeResponse.of(tool_use("work", {})), FakeResponse.of(text("ok"))] for n in (1, 2, 3)
+    }
     run, _ = subagent_run(
         [FakeResponse.of(*(agent_call(p) for p in children)), FakeResponse.of(text("done"))],
         children,
@@ -229,7 +233,10 @@ async def test_metrics_count_subagents_by_outcome() -> None:
     metrics = LoopMetrics()
     metrics.prime()
     run, _ = subagent_run(
-        [FakeResponse.of(agent_call("a"), agent_call("b", subagent_type="nobody")), FakeResponse.of(text("done"))],
+        [
+            FakeResponse.of(agent_call("a"), agent_call("b", subagent_type="nobody")),
+            FakeResponse.of(text("done")),
+        ],
         {"a": [FakeResponse.of(text("fine"))]},
     )
     run._observers = (metrics,)  # the observer a QueryParams(observers=...) would set
