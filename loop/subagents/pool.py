@@ -109,6 +109,39 @@ class SubagentPool:
         self._ids = itertools.count(1)
         self.tasks: dict[str, SubagentTask] = {}
 
+    @classmethod
+    def create(
+        cls,
+        config: SubagentConfig,
+        *,
+        loop_config: LoopConfig,
+        deps: LoopDeps,
+        permissions: PermissionPolicy | None = None,
+        can_use_tool: PermissionCallback | None = None,
+        sink: Callable[[TaskUpdate], None] | None = None,
+    ) -> SubagentPool:
+        """A pool for Python code (no parent run): the children share ``loop_config``'s token
+        budget and wall clock from now, and ask ``permissions`` / ``can_use_tool``."""
+        if deps.call_model is None:
+            raise ValueError("SubagentPool.create needs deps.call_model (the children's model caller)")
+        start = deps.clock.now()
+        deadline = None if loop_config.max_wall_clock_s is None else start + loop_config.max_wall_clock_s
+        budget = NestedBudget(
+            max_tokens=loop_config.max_total_tokens,
+            deadline=deadline,
+            share=config.budget_share,
+            parent_spent=lambda: 0,
+        )
+        return cls(
+            config,
+            parent_config=loop_config,
+            deps=deps,
+            permissions=permissions or PermissionPolicy(),
+            can_use_tool=can_use_tool,
+            budget=budget,
+            sink=sink,
+        )
+
     def spawn(
         self,
         prompt: str,

@@ -10,11 +10,12 @@ import pytest
 import loop
 from gateway.loop_metrics import LoopMetrics
 from loop.events import TaskState, TaskUpdate, ToolFinished
+from loop.subagents import AgentDefinition, SubagentConfig, SubagentPool
 from loop.testing import FakeModel, FakeResponse, FakeTool, VirtualClock, text, tool_use
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.tools.permissions import PermissionRequest, PermissionVerdict
 from loop.transitions import AbortedStreaming, AbortedTools, Completed, Guardrail, GuardrailKind
-from tests.loop.subagent_support import PARENT, agent_call, live_tasks, subagent_run
+from tests.loop.subagent_support import PARENT, Routed, agent_call, live_tasks, subagent_run
 from tests.loop.support import of_type, pairing_violations, run_to_end
 
 USAGE = {"input_tokens": 2_000, "output_tokens": 500}  # 2,500 billed per child call
@@ -245,3 +246,27 @@ async def test_metrics_count_subagents_by_outcome() -> None:
     assert value("loop_subagents_total", {"outcome": "completed"}) == 1
     assert value("loop_subagents_total", {"outcome": "failed"}) == 0  # an unknown type starts nothing
     assert value("loop_subagents_total", {"outcome": "killed"}) == 0
+
+
+async def test_the_python_api_runs_children_without_a_parent_run() -> None:
+    clock = VirtualClock()
+    updates: list[TaskUpdate] = []
+    routes = {p: FakeModel([FakeResponse.of(text(f"{p}: done"))], clock=clock) for p in ("one", "two")}
+    pool = SubagentPool.create(
+        SubagentConfig(agents=[AgentDefinition("helper", "Helps.")]),
+        loop_config=loop.LoopConfig(),
+        deps=loop.LoopDeps(call_model=Routed(routes), clock=clock),
+        sink=updates.append,
+    )
+    tasks = [pool.spawn(p) for p in ("one", "two")]
+    results = [await pool.wait(t) for t in tasks]
+    assert [r.text for r in results] == ["one: done", "two: done"]
+    assert [r.state for r in results] == [TaskState.COMPLETED] * 2
+    assert [u.state for u in updates if u.task_id == "agent_1"] == [
+        TaskState.PENDING,
+        TaskState.RUNNING,
+        TaskState.COMPLETED,
+    ]
+    assert pool.budget.take_spent().billed == sum(r.usage.billed for r in results)
+    await pool.aclose()
+    assert live_tasks() == []
