@@ -13,6 +13,10 @@ Before a model call come the events of the context layers that acted, in layer o
 (``ContextBoundary`` for snip, ``Compaction`` for the others). A ``Compaction`` of the upstream's
 own clearing (``server_applied``) follows the response that reported it. The size each response's
 prompt really had is its ``AssistantMessage.usage.context_tokens``.
+
+A response dropped after an overload (retried, or retried on the fallback model) is followed by a
+``Tombstone``: remove what it streamed. Sub-agents started by the ``agent`` tool report their state
+changes as ``TaskUpdate`` events among the tool events of the turn.
 """
 
 from __future__ import annotations
