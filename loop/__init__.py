@@ -23,6 +23,9 @@ from loop.events import (
     LoopEvent,
     StatusEvent,
     StreamEvent,
+    TaskState,
+    TaskUpdate,
+    Tombstone,
     ToolFinished,
     ToolResults,
     ToolStarted,
@@ -36,6 +39,7 @@ from loop.session import Session
 from loop.state import LoopState
 from loop.stop_hooks import StopHook, StopHookResult
 from loop.structured import OutputSpec
+from loop.subagents import AgentDefinition, SubagentConfig, SubagentPool
 from loop.system_prompt import AgentPrompt
 from loop.tools.base import ToolContext
 from loop.tools.content import Image
@@ -54,7 +58,9 @@ from loop.transitions import (
     MaxOutputTokensRecovery,
     MaxTurns,
     ModelError,
+    ModelFallback,
     NextTurn,
+    OverloadRetry,
     PauseTurnResume,
     PermissionDenied,
     PromptTooLong,
@@ -65,6 +71,7 @@ from loop.transitions import (
     StopHookPrevented,
     StructuredOutputInvalid,
     StructuredOutputRetry,
+    SubmitInterrupt,
     Terminal,
     ThinkingDowngrade,
     TokenBudgetContinuation,
@@ -74,6 +81,7 @@ from loop.transitions import (
 __all__ = [
     "AbortedStreaming",
     "AbortedTools",
+    "AgentDefinition",
     "AgentPrompt",
     "AssistantMessage",
     "BlockingLimit",
@@ -98,9 +106,11 @@ __all__ = [
     "MaxTurns",
     "ModelCaller",
     "ModelError",
+    "ModelFallback",
     "ModelRequest",
     "NextTurn",
     "OutputSpec",
+    "OverloadRetry",
     "PauseTurnResume",
     "PermissionDenied",
     "PromptTooLong",
@@ -119,10 +129,16 @@ __all__ = [
     "StreamEvent",
     "StructuredOutputInvalid",
     "StructuredOutputRetry",
+    "SubagentConfig",
+    "SubagentPool",
+    "SubmitInterrupt",
     "SystemClock",
+    "TaskState",
+    "TaskUpdate",
     "Terminal",
     "ThinkingDowngrade",
     "TokenBudgetContinuation",
+    "Tombstone",
     "ToolContext",
     "ToolFinished",
     "ToolResults",

@@ -14,6 +14,7 @@ import orjson
 
 from loop.budget import nudge_message
 from loop.context.state import Pending
+from loop.fallback import retried, switched
 from loop.messages import (
     INTERRUPTED_RESULT_TEXT,
     MISSING_RESULT_TEXT,
@@ -37,12 +38,15 @@ from loop.transitions import (
     Completed,
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
+    ModelFallback,
     NextTurn,
+    OverloadRetry,
     PauseTurnResume,
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
     StructuredOutputRetry,
+    SubmitInterrupt,
     Terminal,
     ThinkingDowngrade,
     TokenBudgetContinuation,
@@ -148,6 +152,14 @@ def advance(
             )
         case StructuredOutputRetry(errors=errors):
             state = replace(state, messages=(*state.messages, assistant, retry_message(errors)))
+        case OverloadRetry():
+            state = retried(state, transition)
+        case ModelFallback(to_model=model):
+            state = switched(state, model)
+        case SubmitInterrupt():
+            pass  # built by ``submitted``: the turn's remains and the new message
+    if state.consecutive_overloads and not isinstance(transition, OverloadRetry):
+        state = replace(state, consecutive_overloads=0)
     return replace(state, transition=transition, transitions=(*state.transitions, transition))
 
 
@@ -169,6 +181,45 @@ def interrupt(state: LoopState, outcome: TurnOutcome, finished: Mapping[str, Blo
     """The final state of an aborted run: the streamed part of the current response is kept, with
     the results of calls that finished and an "interrupted" error result for every other call."""
     return _append_turn(state, completed_content(outcome.content), finished, INTERRUPTED_RESULT_TEXT)
+
+
+def with_interruption(state: LoopState, text: str) -> LoopState:
+    """A hard abort's history ends with the interruption message (``text``): a text block added to
+    the final tool-results message, or a user message of its own."""
+    messages = list(state.messages)
+    last = messages[-1] if messages else None
+    content = last.get("content") if last is not None else None
+    if (
+        last is not None
+        and last.get("role") == "user"
+        and isinstance(content, list)
+        and content
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    ):
+        messages[-1] = {**last, "content": [*content, {"type": "text", "text": text}]}
+    else:
+        messages.append(user_message(text))
+    return replace(state, messages=tuple(messages))
+
+
+def submitted(
+    state: LoopState,
+    outcome: TurnOutcome | None,
+    finished: Mapping[str, Block],
+    new_messages: Sequence[Message],
+    transition: Transition,
+) -> LoopState:
+    """The state after a submit-interrupt: the stopped turn's remains (as for an abort, when
+    ``outcome`` is given: the turn was not in the history yet), then the new messages, and no
+    interruption message."""
+    if outcome is not None:
+        state = interrupt(state, outcome, finished)
+    return replace(
+        state,
+        messages=(*state.messages, *new_messages),
+        transition=transition,
+        transitions=(*state.transitions, transition),
+    )
 
 
 def _append_turn(

@@ -38,6 +38,8 @@ from loop.events import (
     LoopEvent,
     StatusEvent,
     StreamEvent,
+    TaskUpdate,
+    Tombstone,
     ToolFinished,
     ToolResults,
     ToolStarted,
@@ -341,6 +343,10 @@ class _TextPrinter:
                 self._write(f"  [{transition.reason}]\n")
             case Compaction(layer=layer, outcome=outcome, tokens_before=before, tokens_after=after):
                 self._write(f"  [{layer.value} {outcome.value}: {before} -> {after} tokens]\n")
+            case Tombstone(reason=reason):
+                self._write(f"  [dropped the partial response: {reason}]\n")
+            case TaskUpdate(task_id=task_id, agent=agent, state=task_state):
+                self._write(f"  [{agent} {task_id}: {task_state.value}]\n")
             case ContextBoundary(layer=layer, messages_removed=removed, tokens_freed=freed):
                 self._write(f"  [{layer.value}: {removed} messages dropped, {freed} tokens freed]\n")
 
@@ -433,6 +439,26 @@ def event_json(event: LoopEvent) -> dict[str, Any]:
                 "delay_s": event.delay_s,
                 "error_type": event.error_type,
                 "status": event.status,
+                "model": event.model,
+            }
+        case Tombstone():
+            return {
+                "type": "tombstone",
+                "turn": event.turn,
+                "message": event.message,
+                "results": event.results,
+                "reason": event.reason,
+            }
+        case TaskUpdate():
+            return {
+                "type": "task",
+                "task_id": event.task_id,
+                "agent": event.agent,
+                "description": event.description,
+                "state": event.state.value,
+                "terminal": describe(event.terminal) if event.terminal is not None else None,
+                "usage": event.usage.as_dict() if event.usage is not None else None,
+                "result": event.result,
             }
 
 

@@ -78,10 +78,18 @@ class LoopConfig:
     """Also send the budget upstream as ``output_config.task_budget`` (beta
     ``task-budgets-2026-03-13``). ``None``: only when the caller's upstream is the first-party API."""
     subagent: bool = False
-    """The run is a sub-agent's: it never continues on the token budget (the budget is the
-    top-level run's)."""
+    """The run is a sub-agent's (:mod:`loop.subagents`, or a hook's agent judge): it never
+    continues on the token budget (the budget is the top-level run's)."""
     max_stop_hook_blocks: int = 3
     """Completions in a row stop hooks may block before the run ends with ``stop_hook_limit``."""
+    fallback_model: str | None = None
+    """Sticky model fallback (:mod:`loop.fallback`): after ``fallback_after_overloads`` overloads
+    in a row on the primary model, the run switches to this model for the rest of the run."""
+    fallback_after_overloads: int = 3
+    """Consecutive overloads (529 / ``overloaded_error``, before or during a stream) that switch to
+    ``fallback_model``; the earlier ones retry the primary after ``overload_retry_delay_s``."""
+    overload_retry_delay_s: float = 0.5
+    """Wait before retrying an overloaded primary (doubled per overload in a row, at most 8 s)."""
 
     def __post_init__(self) -> None:
         positive = {
@@ -91,6 +99,7 @@ class LoopConfig:
             "max_tool_concurrency": self.max_tool_concurrency,
             "context_window": self.context_window,
             "max_stop_hook_blocks": self.max_stop_hook_blocks,
+            "fallback_after_overloads": self.fallback_after_overloads,
         }
         for name, value in positive.items():
             if value < 1:
@@ -102,6 +111,8 @@ class LoopConfig:
             )
         if self.max_output_recoveries < 0:
             raise ValueError("LoopConfig.max_output_recoveries must be >= 0")
+        if self.overload_retry_delay_s < 0:
+            raise ValueError("LoopConfig.overload_retry_delay_s must be >= 0")
         if self.tool_timeout_s <= 0:
             raise ValueError("LoopConfig.tool_timeout_s must be > 0")
         for name, limit in (

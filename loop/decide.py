@@ -3,7 +3,8 @@
 ``stop_reason`` is the only signal (never the text): ``tool_use`` runs tools; ``end_turn`` and
 ``stop_sequence`` complete; ``pause_turn`` resumes; ``max_tokens`` escalates the cap once, then
 asks the model to continue up to ``max_output_recoveries`` times; ``refusal`` is ``refusal``;
-any other error is ``model_error``.
+an overload retries the model and then switches to the fallback model when one is configured
+(:mod:`loop.fallback`); any other error is ``model_error``.
 
 The context recovery ladder (each rung at most once, its use recorded in the new state):
 
@@ -30,6 +31,7 @@ from collections.abc import Sequence
 from loop.budget import check_budget
 from loop.config import LoopConfig
 from loop.context.errors import ContextError, ContextErrorKind, classify
+from loop.fallback import after_overload
 from loop.outcome import ApiErrorInfo, TurnOutcome
 from loop.state import LoopState
 from loop.stop_hooks import StopHookResult
@@ -140,6 +142,9 @@ def recover(state: LoopState, error: ContextError, config: LoopConfig) -> Transi
 def _from_error(state: LoopState, error: ApiErrorInfo, config: LoopConfig) -> Transition | Terminal:
     context_error = classify(error)
     if context_error is None:
+        overloaded = after_overload(state, error, config)
+        if overloaded is not None:
+            return overloaded
         return ModelError(error.error_type, error.message, error.status)
     return recover(state, context_error, config)
 

@@ -20,6 +20,10 @@ Block = JSONObject
 MISSING_RESULT_TEXT = "No result: this tool call did not complete."
 INTERRUPTED_RESULT_TEXT = "Interrupted: the run was stopped before this tool call produced a result."
 NOT_EXECUTED_RESULT_TEXT = "Not executed: the model response failed before this tool call could run."
+INTERRUPTION_MESSAGE = "[Request interrupted by user]"
+"""Ends the history of a run aborted while the model answered (not after a ``Run.submit``)."""
+INTERRUPTION_TOOLS_MESSAGE = "[Request interrupted by user for tool use]"
+"""Ends the history of a run aborted while its tools ran."""
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from loop.advance import advance, conclude, interrupt, record_response
+from loop import fallback
+from loop.advance import advance, conclude, interrupt, record_response, submitted, with_interruption
 from loop.budget import TASK_BUDGET_BETA, history_rewritten, send_task_budget, task_budget
 from loop.calls import guarded
 from loop.config import LoopConfig
@@ -32,19 +33,30 @@ from loop.context.session import ContextSession
 from loop.context.settings import ContextSettings
 from loop.context.state import ContextState
 from loop.decide import after_completion, current_max_tokens, decide
-from loop.deps import LoopDeps, ModelCaller
+from loop.deps import Clock, LoopDeps, ModelCaller
 from loop.events import (
     AssistantMessage,
     LoopEvent,
     StatusEvent,
     StreamEvent,
+    Tombstone,
     ToolResults,
     TransitionEvent,
 )
+from loop.fallback import current_model
 from loop.guardrails import check_blocking, check_guardrails
 from loop.hooks import lifecycle, wiring
 from loop.hooks.settings import HookSettings
-from loop.messages import JSONObject, Message, user_message
+from loop.messages import (
+    INTERRUPTION_MESSAGE,
+    INTERRUPTION_TOOLS_MESSAGE,
+    Block,
+    JSONObject,
+    Message,
+    tool_result_block,
+    tool_results_message,
+    user_message,
+)
 from loop.observer import RunObserver
 from loop.outcome import TurnOutcome
 from loop.request import SystemPrompt, build_request, system_blocks
@@ -53,6 +65,10 @@ from loop.state import LoopState, initial_state
 from loop.stop_hooks import StopHook
 from loop.stream import TurnAccumulator
 from loop.structured import OutputSpec, check_output, with_instructions, with_output_format
+from loop.subagents.budget import NestedBudget
+from loop.subagents.definition import SubagentConfig
+from loop.subagents.pool import SubagentPool
+from loop.subagents.tool import AgentTool
 from loop.system_prompt import AgentPrompt
 from loop.tokens import estimate_json_tokens
 from loop.tools.base import Tool
@@ -66,10 +82,13 @@ from loop.transitions import (
     AbortedTools,
     Completed,
     HookStopped,
+    ModelFallback,
     NextTurn,
+    OverloadRetry,
     PermissionDenied,
     StopHookLimit,
     StopHookPrevented,
+    SubmitInterrupt,
     Terminal,
     Transition,
 )
@@ -100,6 +119,8 @@ class QueryParams:
     """Stop and lifecycle hooks in Claude Code's settings shape (:mod:`loop.hooks`)."""
     observers: Sequence[RunObserver] = ()
     """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
+    subagents: SubagentConfig | None = None
+    """Agents the model may start with the ``agent`` tool (:mod:`loop.subagents`)."""
     tool_deps: object = None
     """The application's dependencies, given to every tool call as ``ToolContext.deps``."""
     output_type: type[BaseModel] | OutputSpec[Any] | None = None
@@ -150,12 +171,22 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     tools = list(params.tools)
     if config.context.enabled and all(t.name != READ_TOOL_RESULT for t in tools):
         tools.append(ReadToolResult(session.store))
+    caller, close_caller = _resolve_caller(deps)
+    state = initial_state((*run.initial_messages, *run.take_submitted()), clock.now())
+    hooks = wiring.hook_runner(  # an agent judge gets the read-only tools, never the agent tool
+        params.hooks,
+        caller=caller,
+        clock=clock,
+        model=lambda: current_model(state, config),
+        permissions=params.permissions,
+        tools=tools,
+    )
+    pool: SubagentPool | None = None
+    if params.subagents is not None:
+        pool = _subagent_pool(params, replace(deps, call_model=caller), lambda: state)
+        tools = [*tools, AgentTool(pool)]  # the child's own deadline is the parent's
     registry = ToolRegistry(tools)
     tool_definitions = registry.definitions()
-    caller, close_caller = _resolve_caller(deps)
-    hooks = wiring.hook_runner(
-        params.hooks, caller=caller, clock=clock, config=config, permissions=params.permissions, tools=tools
-    )
     dispatcher = wiring.dispatcher(
         registry,
         hooks,
@@ -190,8 +221,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         layers=deps.layers,
     )
     send_budget = send_task_budget(config, getattr(getattr(caller, "provider", None), "name", None))
-    state = initial_state(run.initial_messages, clock.now())
-    tokens, covered = session.reported_context(run.initial_messages, overhead) or (overhead, 0)
+    tokens, covered = session.reported_context(state.messages, overhead) or (overhead, 0)
     state = replace(
         state,
         context_tokens=tokens,
@@ -199,6 +229,8 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         context=ContextState(overhead_tokens=overhead, learned_limit=session.learned_limit),
     )
     turn: _Turn | None = None
+    reuse: dict[str, Block] = {}
+    """Results of calls a dropped (tombstoned) response ran: the retry reuses them."""
     try:
         if hooks is not None:
             started, stopped = await lifecycle.begin(hooks, state.messages)
@@ -211,6 +243,9 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 state = replace(state, messages=started, context_message_count=covered)
         while True:
             turn = None
+            queued = run.take_submitted()
+            if queued:  # submitted between turns: nothing to interrupt
+                state = replace(state, messages=(*state.messages, *queued))
             stop = check_guardrails(state, config, clock.now())
             if stop is not None:
                 run.settle(stop, state)
@@ -254,6 +289,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 task_budget=task_budget(state.budget, config.token_budget)
                 if send_budget and config.token_budget is not None
                 else None,
+                model=current_model(state, config),
             )
             if output is not None:
                 request = with_output_format(request, output)
@@ -265,12 +301,22 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                     turn=state.turn_count + 1,
                     clock=clock,
                     max_concurrency=config.max_tool_concurrency,
+                    reuse=reuse,
                 ),
             )
+            reuse = {}
+            run.on_submit(turn.executor.interrupt)
+            if pool is not None:
+                pool.sink = turn.executor.emit
             held: list[StreamEvent] = []
+            switched_to: str | None = None
             async with aclosing(guarded(caller, request)) as stream:
                 async for item in stream:
+                    if run.has_submitted():
+                        break
                     if isinstance(item, StatusEvent):
+                        if item.kind == "fallback" and item.model is not None:
+                            switched_to = item.model  # the caller fell back by itself: sticky
                         yield item
                         continue
                     tool_use = turn.accumulator.feed(item)
@@ -283,8 +329,16 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                         turn.executor.submit(tool_use)
                     for tool_event in turn.executor.drain():
                         yield tool_event
+            if run.has_submitted():
+                state = record_response(state, turn.partial())
+                async for event in _submitted(run, turn, state):
+                    if isinstance(event, LoopState):
+                        state = event
+                    else:
+                        yield event
+                continue
             outcome = turn.outcome = turn.accumulator.outcome()
-            state = record_response(state, outcome)
+            state = fallback.sticky(record_response(state, outcome), switched_to)
             if outcome.context_cleared_tokens:
                 yield server_applied_event(
                     turn.number, outcome.usage.context_tokens, outcome.context_cleared_tokens
@@ -318,9 +372,21 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 async with aclosing(turn.executor.finish()) as tool_events:
                     async for tool_event in tool_events:
                         yield tool_event
-                state = lifecycle.charge(advance(state, decision, outcome, turn.executor.results()), hooks)
-                turn.settled = True
-                yield ToolResults(turn.number, state.messages[-1])
+                if pool is not None:  # what the children spent counts for the run's guardrails
+                    state = replace(state, usage=state.usage + pool.budget.take_spent())
+                interrupted = run.has_submitted()
+                if interrupted:
+                    async for event in _submitted(run, turn, lifecycle.charge(state, hooks)):
+                        if isinstance(event, LoopState):
+                            state = event
+                        else:
+                            yield event
+                else:
+                    state = lifecycle.charge(
+                        advance(state, decision, outcome, turn.executor.results()), hooks
+                    )
+                    turn.settled = True
+                    yield ToolResults(turn.number, state.messages[-1])
                 if hooks is not None and hooks.stop_requested is not None:
                     run.settle(HookStopped(*hooks.stop_requested), state)
                     return
@@ -330,7 +396,18 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                         PermissionDenied(refused.tool_name, refused.tool_use_id, refused.message), state
                     )
                     return
+                if interrupted:  # its transition was yielded with the turn's remains
+                    continue
             else:
+                if isinstance(decision, OverloadRetry | ModelFallback):
+                    await turn.executor.wait_started()  # what ran is reused, never run twice
+                    for tool_event in turn.executor.drain():
+                        yield tool_event
+                    reuse = turn.executor.ran()
+                    if outcome.message_id is not None or outcome.content:
+                        yield _tombstone(turn.number, outcome, reuse, decision.reason)
+                    async for event in _overloaded(decision, config, clock):
+                        yield event
                 await turn.executor.cancel()
                 before = len(state.messages)
                 state = advance(state, decision, outcome)
@@ -343,6 +420,9 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             run.settle(*await _aborted(state, turn))
         raise
     finally:
+        run.on_submit(None)
+        if pool is not None:
+            await pool.aclose()
         if run.finished:
             final = run.state
             session.remember_context(
@@ -367,8 +447,83 @@ async def _aborted(state: LoopState, turn: _Turn | None) -> tuple[Terminal, Loop
         unfinished = turn.executor.unfinished_ids()
         final = interrupt(state, turn.partial(), turn.executor.finished_results())
     if turn.phase is _Phase.TOOLS:
+        final = with_interruption(final, INTERRUPTION_TOOLS_MESSAGE)
         return AbortedTools(turn=turn.number, interrupted_tool_use_ids=unfinished), final
-    return AbortedStreaming(turn=turn.number), final
+    return AbortedStreaming(turn=turn.number), with_interruption(final, INTERRUPTION_MESSAGE)
+
+
+async def _submitted(run: Run, turn: _Turn, state: LoopState) -> AsyncGenerator[LoopEvent | LoopState, None]:
+    """Stop ``turn`` for the messages submitted meanwhile: its events, then the new state."""
+    await turn.executor.cancel()
+    new = run.take_submitted()
+    transition = SubmitInterrupt(turn.number)
+    before = len(state.messages)
+    outcome = turn.partial()
+    state = submitted(state, outcome, turn.executor.finished_results(), new, transition)
+    turn.settled = True
+    for message in state.messages[before : len(state.messages) - len(new)]:
+        if message.get("role") == "assistant":
+            if turn.phase is _Phase.STREAMING:  # in the tools phase it was already yielded
+                yield AssistantMessage(turn.number, message, outcome.stop_reason, outcome.usage)
+        else:
+            yield ToolResults(turn.number, message)
+    yield TransitionEvent(turn.number, transition)
+    yield state
+
+
+def _tombstone(number: int, outcome: TurnOutcome, ran: dict[str, Block], reason: str) -> Tombstone:
+    """The dropped response and an answer for each of its calls (what ran, or a synthetic error)."""
+    by_id = {block.get("tool_use_id"): block for block in ran.values()}
+    results = [
+        by_id.get(tool_use.id) or tool_result_block(tool_use.id, fallback.FALLBACK_RESULT_TEXT, is_error=True)
+        for tool_use in outcome.tool_uses
+    ]
+    return Tombstone(number, outcome.assistant_message(), tool_results_message(results), reason)
+
+
+async def _overloaded(
+    decision: OverloadRetry | ModelFallback, config: LoopConfig, clock: Clock
+) -> AsyncGenerator[StatusEvent, None]:
+    if isinstance(decision, ModelFallback):
+        yield StatusEvent(
+            "fallback",
+            f"{decision.from_model} is overloaded: switching to {decision.to_model} for the rest of the run",
+            error_type=fallback.OVERLOADED_ERROR,
+            model=decision.to_model,
+        )
+        return
+    delay = fallback.retry_delay(config, decision.overloads)
+    yield StatusEvent(
+        "retry",
+        f"{decision.model} is overloaded: retrying in {delay:.2f}s (overload {decision.overloads})",
+        attempt=decision.overloads,
+        delay_s=delay,
+        error_type=fallback.OVERLOADED_ERROR,
+    )
+    await clock.sleep(delay)
+
+
+def _subagent_pool(params: QueryParams, deps: LoopDeps, current: Callable[[], LoopState]) -> SubagentPool:
+    """The run's sub-agent pool: children share its caller and clock, draw from its budgets
+    (``current()`` is the run's state as it is now) and ask it for permission."""
+    assert params.subagents is not None
+    config = params.config
+    started = current().started_at
+    budget = NestedBudget(
+        max_tokens=config.max_total_tokens,
+        deadline=None if config.max_wall_clock_s is None else started + config.max_wall_clock_s,
+        share=params.subagents.budget_share,
+        parent_spent=lambda: current().usage.billed,
+    )
+    return SubagentPool(
+        params.subagents,
+        parent_config=config,
+        deps=deps,
+        permissions=params.permissions,
+        can_use_tool=params.can_use_tool,
+        budget=budget,
+        parent_model=lambda: fallback.current_model(current(), config),
+    )
 
 
 def _appended(number: int, state: LoopState, before: int, outcome: TurnOutcome) -> list[LoopEvent]:

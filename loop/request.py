@@ -45,10 +45,12 @@ def build_request(
     context_management: JSONObject | None = None,
     extra_betas: Sequence[str] = (),
     task_budget: JSONObject | None = None,
+    model: str | None = None,
 ) -> ModelRequest:
     """``thinking_budget`` enables extended thinking (the caller passes the config's, or the
-    downgraded one); ``task_budget`` is sent as ``output_config.task_budget``."""
-    body: JSONObject = {"model": config.model, "max_tokens": max_tokens}
+    downgraded one); ``task_budget`` is sent as ``output_config.task_budget``; ``model`` overrides
+    ``config.model`` (after a sticky fallback)."""
+    body: JSONObject = {"model": model or config.model, "max_tokens": max_tokens}
     blocks = system_blocks(system, cache=config.prompt_caching)
     if blocks:
         body["system"] = blocks

@@ -40,6 +40,11 @@ class LoopState:
     """Completions in a row the stop hooks blocked (reset when they let one through)."""
     budget: BudgetState = field(default_factory=BudgetState)
     """The token budget's bookkeeping (output tokens, continuations, the last deltas)."""
+    model: str = ""
+    """The model requests go to now (``""``: ``config.model``); the fallback model once a sticky
+    fallback happened (:mod:`loop.fallback`)."""
+    consecutive_overloads: int = 0
+    """Overloaded responses in a row on the current model."""
     transition: Transition | None = None
     """Why the loop last continued (``None`` before the first continuation)."""
     transitions: tuple[Transition, ...] = ()

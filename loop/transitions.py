@@ -122,6 +122,37 @@ class StructuredOutputRetry:
     errors: str
 
 
+@dataclass(frozen=True, slots=True)
+class OverloadRetry:
+    """The model was overloaded (a 529 after the caller's retries, or an ``overloaded_error``
+    mid-stream): the response is dropped (tombstoned) and the request sent again to the same model
+    after a backoff. ``overloads``: overloads in a row so far."""
+
+    reason: ClassVar[Literal["overload_retry"]] = "overload_retry"
+    model: str
+    overloads: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFallback:
+    """Repeated overloads on the primary: the run switched to the fallback model for good (the
+    partial response tombstoned, thinking blocks stripped: their signatures are model-bound)."""
+
+    reason: ClassVar[Literal["model_fallback"]] = "model_fallback"
+    from_model: str
+    to_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitInterrupt:
+    """A new user message arrived mid-turn (``Run.submit``): the turn stopped (what streamed and
+    the tools that finished kept, the others answered as interrupted) and the message appended,
+    without an interruption message."""
+
+    reason: ClassVar[Literal["submit_interrupt"]] = "submit_interrupt"
+    turn: int
+
+
 Transition = (
     NextTurn
     | PauseTurnResume
@@ -133,6 +164,9 @@ Transition = (
     | StopHookBlocking
     | TokenBudgetContinuation
     | StructuredOutputRetry
+    | OverloadRetry
+    | ModelFallback
+    | SubmitInterrupt
 )
 
 

@@ -18,7 +18,7 @@ import logging
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ class HookRunner:
         *,
         caller: ModelCaller,
         clock: Clock,
-        model: str,
+        model: str | Callable[[], str],
         permission_mode: str,
         tools: Sequence[Tool[Any]] = (),
         session_id: str | None = None,
@@ -65,6 +65,8 @@ class HookRunner:
         self._caller = caller
         self._clock = clock
         self._model = model
+        """The run's model (a callable: the model now, its fallback model after a sticky
+        fallback): an agent judge's default."""
         self._permission_mode = permission_mode
         self._tools = tuple(tools)
         self._history: Sequence[Message] = ()
@@ -74,6 +76,9 @@ class HookRunner:
         self.stop_requested: tuple[str, str] | None = None
         """``(event, message)`` once a tool hook answered ``continue: false``: the loop ends the run
         with ``hook_stopped`` when the turn's tools are done."""
+
+    def _current_model(self) -> str:
+        return self._model() if callable(self._model) else self._model
 
     def has(self, event: HookEvent) -> bool:
         return self.settings.has(event)
@@ -146,7 +151,7 @@ class HookRunner:
                 case AgentHook():
                     return await run_agent_judge(
                         hook, data, caller=self._caller, clock=self._clock, tools=self._tools,
-                        model=self._model, timeout_s=timeout_s, spend=self.spend,
+                        model=self._current_model(), timeout_s=timeout_s, spend=self.spend,
                     )  # fmt: skip
         except Exception as exc:  # a bug in a handler must not end the run
             log.exception("%s hook %s failed", event.value, _describe(hook))

@@ -3,10 +3,9 @@ model caller that raises ``PreCompact``. Without hook settings, the run's parts 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from loop.config import LoopConfig
 from loop.deps import Clock, ModelCaller
 from loop.hooks.lifecycle import PreCompactCaller
 from loop.hooks.runner import HookRunner
@@ -23,7 +22,7 @@ def hook_runner(
     *,
     caller: ModelCaller,
     clock: Clock,
-    config: LoopConfig,
+    model: Callable[[], str],
     permissions: PermissionPolicy,
     tools: Sequence[Tool[Any]],
 ) -> HookRunner | None:
@@ -33,7 +32,7 @@ def hook_runner(
         settings,
         caller=caller,
         clock=clock,
-        model=config.model,
+        model=model,
         permission_mode=permissions.mode.value,
         tools=tools,
     )

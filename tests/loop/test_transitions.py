@@ -46,6 +46,9 @@ def test_the_sets_and_their_wire_names() -> None:
         "thinking_downgrade",
         "stop_hook_blocking",
         "token_budget_continuation",
+        "overload_retry",
+        "model_fallback",
+        "submit_interrupt",
     }
 
 
