@@ -13,7 +13,13 @@ A session holds what outlives a run: the history (each run starts from the previ
 history plus the new prompt), the context session (auto-compact circuit breaker, tool results the
 layers stored, the learned prompt limit, the last reported context size) and the budgets: the
 billed tokens used so far against ``max_total_tokens`` (each run may use what is left; a run
-started with nothing left ends at once with the ``tokens`` guardrail). Runs are one at a time.
+started with nothing left ends at once with the ``tokens`` guardrail), and the model the
+conversation is on: after a sticky fallback (:mod:`loop.fallback`) the later runs stay on the
+fallback model, as the history may hold thinking blocks it signed (replaying them to another model
+is a 400). What stays per run: the token budget (``LoopConfig.token_budget`` is a budget per
+``query()``: each run starts counting from zero, and ``Run.submit`` adds to the same run), the
+overload and stop-hook counters, and the sub-agents (a run's children never outlive it). Runs are
+one at a time.
 
 The JSON file (``SESSION_FORMAT``, version ``SESSION_VERSION``) holds data only; tools,
 callbacks, the model caller and the system prompt are passed again to ``load``. A circuit breaker
@@ -95,6 +101,7 @@ class SessionFile(_Strict):
     runs: int
     max_total_tokens: int | None
     context: _Context
+    model: str | None = None
 
 
 @dataclass(slots=True)
@@ -124,6 +131,9 @@ class Session:
     usage: TokenUsage = field(default_factory=TokenUsage)
     """Totals over every run so far."""
     runs: int = 0
+    model: str | None = None
+    """The model the runs use (``None``: ``config.model``); the fallback model once a run fell
+    back to it."""
     context: ContextSession = field(default_factory=ContextSession)
     options: dict[str, Any] = field(default_factory=dict)
     """Other ``QueryParams`` fields for every run (``permissions``, ``can_use_tool``,
@@ -152,6 +162,8 @@ class Session:
         options = {**self.options, **overrides}
         observers = (*options.pop("observers", ()), recorder)
         config = options.pop("config", self.config)
+        if self.model is not None and self.model != config.model:
+            config = replace(config, model=self.model)  # on the fallback model: it stays there
         remaining = self.remaining_tokens
         if remaining is not None and remaining <= 0:
             run = Run(lambda r: _exhausted(r, self, history, config), history, observers)
@@ -179,6 +191,8 @@ class Session:
         self.messages = list(run.state.messages)
         self.usage = self.usage + run.state.usage
         self.runs += 1
+        if run.state.model:
+            self.model = run.state.model
 
     # -- saving and resuming -------------------------------------------------------------------
 
@@ -198,6 +212,7 @@ class Session:
             usage=_Usage(**self.usage.as_dict()),
             runs=self.runs,
             max_total_tokens=self.max_total_tokens,
+            model=self.model,
             context=_Context(
                 breaker=_Breaker(
                     consecutive_failures=breaker.consecutive_failures,
@@ -246,6 +261,7 @@ class Session:
         session.usage = TokenUsage(**saved.usage.model_dump())
         session.runs = saved.runs
         session.max_total_tokens = saved.max_total_tokens
+        session.model = saved.model
         context = session.context
         opened = saved.context.breaker.opened_seconds_ago
         context.breaker = CircuitBreaker(

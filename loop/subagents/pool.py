@@ -284,7 +284,8 @@ class SubagentPool:
             max_total_tokens=allowance.tokens,
             max_wall_clock_s=allowance.seconds,
             source=f"agent:{agent.name}",
-            subagent=True,
+            subagent=True,  # never continues on the token budget: it is the top-level run's
+            token_budget=None,  # nor tells the upstream about it (output_config.task_budget)
             stream_events=False,
         )
         permissions = PermissionPolicy(mode=agent.permission_mode, parent=self._ask_parent)
