@@ -10,7 +10,7 @@ The system prompt is ``loop.system_prompt``'s
 (a static part cached across sessions and compactions, then the workspace's environment and its
 ``AGENTS.md``/``CLAUDE.md``). ``--metrics-port`` serves the ``loop_*`` metrics while it runs.
 ``--hooks FILE`` loads hooks from a Claude Code settings file (:mod:`loop.hooks`); ``--budget N``
-sets the run's output-token budget (:mod:`loop.budget`).
+sets the run's output-token budget (:mod:`loop.budget`). What it prints is :mod:`loop.cli_output`'s.
 """
 
 from __future__ import annotations
@@ -28,23 +28,10 @@ import orjson
 from gateway.config import ConfigError
 from gateway.loop_metrics import LoopMetrics, serving
 from loop import headless
+from loop.cli_output import JsonPrinter, TextPrinter, event_json
 from loop.config import DEFAULT_MODEL, LoopConfig
 from loop.context.session import ContextSession
 from loop.deps import LoopDeps, ModelCaller
-from loop.events import (
-    AssistantMessage,
-    Compaction,
-    ContextBoundary,
-    LoopEvent,
-    StatusEvent,
-    StreamEvent,
-    TaskUpdate,
-    Tombstone,
-    ToolFinished,
-    ToolResults,
-    ToolStarted,
-    TransitionEvent,
-)
 from loop.hooks import HookSettings, load_hooks
 from loop.observer import RunObserver
 from loop.query import QueryParams, query
@@ -52,7 +39,9 @@ from loop.system_prompt import AgentPrompt
 from loop.tools.base import Tool
 from loop.tools.builtin import builtin_tools
 from loop.tools.permissions import PermissionMode, PermissionRequest, PermissionVerdict
-from loop.transitions import Completed, PermissionDenied, Terminal, describe
+from loop.transitions import Completed, PermissionDenied
+
+__all__ = ["build_parser", "event_json", "loop_config", "main"]  # event_json: loop.cli_output's
 
 EXIT_COMPLETED = 0
 EXIT_STOPPED = 1
@@ -257,7 +246,7 @@ async def _agent(
         from loop.callers.sdk import SdkModelCaller
 
         caller = SdkModelCaller(args.base_url, args.api_key)
-    printer = _JsonPrinter(out) if args.json else _TextPrinter(out)
+    printer = JsonPrinter(out) if args.json else TextPrinter(out)
     try:
         async with contextlib.AsyncExitStack() as stack:
             tools: list[Tool[Any]] = [*builtin_tools(root), *await _mcp_tools(args, stack)]
@@ -317,149 +306,6 @@ async def _ask_on_terminal(request: PermissionRequest) -> PermissionVerdict:
     answer = await asyncio.to_thread(input, f"\nAllow {request.tool_name} {shown[:300]}? [y/N] ")
     allowed = answer.strip().lower() in ("y", "yes")
     return PermissionVerdict(allowed, "approved at the terminal" if allowed else "refused at the terminal")
-
-
-class _TextPrinter:
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def event(self, event: LoopEvent) -> None:
-        match event:
-            case StreamEvent(
-                event={"type": "content_block_delta", "delta": {"type": "text_delta", "text": str(t)}}
-            ):
-                self._write(t)
-            case StreamEvent(event={"type": "content_block_stop"}):
-                self._write("\n")
-            case ToolStarted(name=name, tool_use_id=tool_use_id):
-                self._write(f"  -> {name} ({tool_use_id})\n")
-            case ToolFinished(name=name, result=result, duration_s=duration):
-                status = "error" if result.get("is_error") else "ok"
-                content = str(result.get("content", ""))
-                self._write(f"  <- {name} {status} ({len(content)} chars, {duration:.2f}s)\n")
-            case StatusEvent(kind=kind, message=message):
-                self._write(f"  [{kind}] {message}\n")
-            case TransitionEvent(transition=transition) if transition.reason != "next_turn":
-                self._write(f"  [{transition.reason}]\n")
-            case Compaction(layer=layer, outcome=outcome, tokens_before=before, tokens_after=after):
-                self._write(f"  [{layer.value} {outcome.value}: {before} -> {after} tokens]\n")
-            case Tombstone(reason=reason):
-                self._write(f"  [dropped the partial response: {reason}]\n")
-            case TaskUpdate(task_id=task_id, agent=agent, state=task_state):
-                self._write(f"  [{agent} {task_id}: {task_state.value}]\n")
-            case ContextBoundary(layer=layer, messages_removed=removed, tokens_freed=freed):
-                self._write(f"  [{layer.value}: {removed} messages dropped, {freed} tokens freed]\n")
-
-    def terminal(self, terminal: Terminal) -> None:
-        details = {k: v for k, v in describe(terminal).items() if k != "reason"}
-        suffix = f" {orjson.dumps(details).decode()}" if details else ""
-        self._write(f"\n[{terminal.reason}]{suffix}\n")
-
-    def _write(self, text: str) -> None:
-        self._out.write(text)
-        self._out.flush()
-
-
-class _JsonPrinter:
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def event(self, event: LoopEvent) -> None:
-        self._line(event_json(event))
-
-    def terminal(self, terminal: Terminal) -> None:
-        self._line({"type": "terminal", **describe(terminal)})
-
-    def _line(self, payload: dict[str, Any]) -> None:
-        self._out.write(orjson.dumps(payload, default=str).decode() + "\n")
-        self._out.flush()
-
-
-def event_json(event: LoopEvent) -> dict[str, Any]:
-    """A loop event as one JSON object with a ``type`` naming the event."""
-    match event:
-        case StreamEvent(turn=turn, event=raw):
-            return {"type": "stream_event", "turn": turn, "event": raw}
-        case AssistantMessage(turn=turn, message=message, stop_reason=stop_reason, usage=usage):
-            return {
-                "type": "assistant",
-                "turn": turn,
-                "message": message,
-                "stop_reason": stop_reason,
-                "usage": usage.as_dict(),
-            }
-        case ToolStarted(turn=turn, tool_use_id=tool_use_id, name=name, started_at=started_at):
-            return {
-                "type": "tool_started",
-                "turn": turn,
-                "tool_use_id": tool_use_id,
-                "name": name,
-                "at": started_at,
-            }
-        case ToolFinished(turn=turn, tool_use_id=tool_use_id, name=name, result=result, duration_s=duration):
-            return {
-                "type": "tool_finished",
-                "turn": turn,
-                "tool_use_id": tool_use_id,
-                "name": name,
-                "result": result,
-                "duration_s": duration,
-            }
-        case ToolResults(turn=turn, message=message):
-            return {"type": "tool_results", "turn": turn, "message": message}
-        case TransitionEvent(turn=turn, transition=transition):
-            return {"type": "transition", "turn": turn, **describe(transition)}
-        case Compaction():
-            return {
-                "type": "compaction",
-                "turn": event.turn,
-                "layer": event.layer.value,
-                "tokens_before": event.tokens_before,
-                "tokens_after": event.tokens_after,
-                "outcome": event.outcome.value,
-                "detail": event.detail,
-                "breaker_tripped": event.breaker_tripped,
-                "usage": event.usage.as_dict() if event.usage is not None else None,
-            }
-        case ContextBoundary():
-            return {
-                "type": "context_boundary",
-                "turn": event.turn,
-                "layer": event.layer.value,
-                "tokens_freed": event.tokens_freed,
-                "messages_removed": event.messages_removed,
-                "detail": event.detail,
-            }
-        case StatusEvent():
-            return {
-                "type": "status",
-                "kind": event.kind,
-                "message": event.message,
-                "attempt": event.attempt,
-                "delay_s": event.delay_s,
-                "error_type": event.error_type,
-                "status": event.status,
-                "model": event.model,
-            }
-        case Tombstone():
-            return {
-                "type": "tombstone",
-                "turn": event.turn,
-                "message": event.message,
-                "results": event.results,
-                "reason": event.reason,
-            }
-        case TaskUpdate():
-            return {
-                "type": "task",
-                "task_id": event.task_id,
-                "agent": event.agent,
-                "description": event.description,
-                "state": event.state.value,
-                "terminal": describe(event.terminal) if event.terminal is not None else None,
-                "usage": event.usage.as_dict() if event.usage is not None else None,
-                "result": event.result,
-            }
 
 
 if __name__ == "__main__":

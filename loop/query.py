@@ -6,80 +6,61 @@ normaliser) → the blocking limit on what they produced → request → stream 
 arrive, except ``error`` events, held back until the loop knows it cannot recover; safe tool calls
 start as their blocks complete) → ``decide`` (pure) → stop hooks after a completed turn → tools →
 ``advance`` (pure) → next iteration, or a terminal reported to the ``Run``. Every decision lives
-in ``decide``, ``guardrails``, ``advance`` and the layers.
+in ``decide``, ``guardrails``, ``advance`` and the layers. A new user message (``Run.submit``) stops
+the turn without an interruption message; an overload drops the response (tombstone) and retries or
+switches model for good (:mod:`loop.fallback`); the ``agent`` tool runs sub-agents (:mod:`loop.subagents`).
+
+Helpers live next door: ``loop.params`` (``QueryParams``), ``loop.run_setup`` (caller, system
+prompt, server-side edits), ``loop.turn`` (the turn in flight, aborts and submit-interrupts),
+``loop.overload`` (tombstones, retry and fallback events), ``loop.subagents.wiring`` (the run's pool).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import logging
-import os
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
-from typing import Any
-
-from pydantic import BaseModel
+from dataclasses import replace
 
 from loop import fallback
-from loop.advance import advance, conclude, interrupt, record_response, submitted, with_interruption
+from loop.advance import advance, conclude, record_response
 from loop.budget import TASK_BUDGET_BETA, history_rewritten, send_task_budget, task_budget
 from loop.calls import guarded
-from loop.config import LoopConfig
-from loop.context.microcompact import CONTEXT_MANAGEMENT_BETA, SERVER_EDIT_PROVIDERS, server_edits
+from loop.context.microcompact import CONTEXT_MANAGEMENT_BETA, server_edits
 from loop.context.pipeline import ContextPipeline, Prepared, server_applied_event
 from loop.context.session import ContextSession
 from loop.context.settings import ContextSettings
 from loop.context.state import ContextState
 from loop.decide import after_completion, current_max_tokens, decide
-from loop.deps import Clock, LoopDeps, ModelCaller
 from loop.events import (
     AssistantMessage,
     LoopEvent,
     StatusEvent,
     StreamEvent,
-    Tombstone,
     ToolResults,
     TransitionEvent,
 )
 from loop.fallback import current_model
 from loop.guardrails import check_blocking, check_guardrails
 from loop.hooks import lifecycle, wiring
-from loop.hooks.settings import HookSettings
-from loop.messages import (
-    INTERRUPTION_MESSAGE,
-    INTERRUPTION_TOOLS_MESSAGE,
-    Block,
-    JSONObject,
-    Message,
-    tool_result_block,
-    tool_results_message,
-    user_message,
-)
-from loop.observer import RunObserver
-from loop.outcome import TurnOutcome
-from loop.request import SystemPrompt, build_request, system_blocks
+from loop.messages import Block, Message, user_message
+from loop.overload import overload_events, tombstone
+from loop.params import QueryParams
+from loop.request import build_request, system_blocks
 from loop.run import Run
+from loop.run_setup import resolve_caller, server_edits_enabled, system_prompt
 from loop.state import LoopState, initial_state
-from loop.stop_hooks import StopHook
 from loop.stream import TurnAccumulator
-from loop.structured import OutputSpec, check_output, with_instructions, with_output_format
-from loop.subagents.budget import NestedBudget
-from loop.subagents.definition import SubagentConfig
+from loop.structured import check_output, with_instructions, with_output_format
 from loop.subagents.pool import SubagentPool
 from loop.subagents.tool import AgentTool
-from loop.system_prompt import AgentPrompt
+from loop.subagents.wiring import run_pool
 from loop.tokens import estimate_json_tokens
-from loop.tools.base import Tool
 from loop.tools.builtin.read_tool_result import NAME as READ_TOOL_RESULT
 from loop.tools.builtin.read_tool_result import ReadToolResult
 from loop.tools.executor import StreamingToolExecutor
-from loop.tools.permissions import PermissionCallback, PermissionPolicy
 from loop.tools.registry import ToolRegistry
 from loop.transitions import (
-    AbortedStreaming,
-    AbortedTools,
     Completed,
     HookStopped,
     ModelFallback,
@@ -88,50 +69,11 @@ from loop.transitions import (
     PermissionDenied,
     StopHookLimit,
     StopHookPrevented,
-    SubmitInterrupt,
-    Terminal,
     Transition,
 )
+from loop.turn import Phase, Turn, aborted, appended, submit_interrupt
 
-log = logging.getLogger("switchyard.loop")
-KNOWN_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex", "foundry"})
-
-
-@dataclass(frozen=True, slots=True)
-class QueryParams:
-    messages: str | Sequence[Message]
-    """The conversation so far, or just the user's prompt."""
-    system: SystemPrompt | AgentPrompt = None
-    """Text, blocks, or an ``AgentPrompt`` assembled once per run from its sections (tools +
-    static part cached under one breakpoint, the session's part under another)."""
-    tools: Sequence[Tool[Any]] = ()
-    config: LoopConfig = field(default_factory=LoopConfig)
-    deps: LoopDeps = field(default_factory=LoopDeps)
-    permissions: PermissionPolicy = field(default_factory=PermissionPolicy)
-    can_use_tool: PermissionCallback | None = None
-    """Asked before a call the permission mode does not allow outright."""
-    session: ContextSession | None = None
-    """What outlives this run (circuit breaker, stored tool results): pass the same one to every
-    run of a conversation. ``None``: a new one for this run."""
-    stop_hooks: Sequence[StopHook] = ()
-    """Run, in order, when the model ends its turn without calling a tool."""
-    hooks: HookSettings | None = None
-    """Stop and lifecycle hooks in Claude Code's settings shape (:mod:`loop.hooks`)."""
-    observers: Sequence[RunObserver] = ()
-    """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
-    subagents: SubagentConfig | None = None
-    """Agents the model may start with the ``agent`` tool (:mod:`loop.subagents`)."""
-    tool_deps: object = None
-    """The application's dependencies, given to every tool call as ``ToolContext.deps``."""
-    output_type: type[BaseModel] | OutputSpec[Any] | None = None
-    """The final answer must validate against this model (``run.output`` holds the value); an
-    ``OutputSpec`` sets the retries and how the model is asked (see ``loop.structured``)."""
-
-    @property
-    def output_spec(self) -> OutputSpec[Any] | None:
-        if self.output_type is None or isinstance(self.output_type, OutputSpec):
-            return self.output_type
-        return OutputSpec(self.output_type)
+__all__ = ["QueryParams", "query"]
 
 
 def query(params: QueryParams) -> Run:
@@ -143,27 +85,6 @@ def query(params: QueryParams) -> Run:
     return Run(lambda run: _drive(params, run), messages, params.observers)
 
 
-class _Phase(enum.Enum):
-    STREAMING = "streaming"
-    TOOLS = "tools"
-
-
-@dataclass(slots=True)
-class _Turn:
-    """The pieces of the iteration in flight (what an abort has to wind down)."""
-
-    number: int
-    accumulator: TurnAccumulator
-    executor: StreamingToolExecutor
-    phase: _Phase = _Phase.STREAMING
-    outcome: TurnOutcome | None = None
-    settled: bool = False
-    """The state already holds this turn (an abort now has nothing left to wind down)."""
-
-    def partial(self) -> TurnOutcome:
-        return self.outcome if self.outcome is not None else self.accumulator.outcome()
-
-
 async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, None]:
     config, deps = params.config, params.deps
     clock = deps.clock
@@ -171,7 +92,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     tools = list(params.tools)
     if config.context.enabled and all(t.name != READ_TOOL_RESULT for t in tools):
         tools.append(ReadToolResult(session.store))
-    caller, close_caller = _resolve_caller(deps)
+    caller, close_caller = resolve_caller(deps)
     state = initial_state((*run.initial_messages, *run.take_submitted()), clock.now())
     hooks = wiring.hook_runner(  # an agent judge gets the read-only tools, never the agent tool
         params.hooks,
@@ -183,7 +104,14 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     )
     pool: SubagentPool | None = None
     if params.subagents is not None:
-        pool = _subagent_pool(params, replace(deps, call_model=caller), lambda: state)
+        pool = run_pool(
+            params.subagents,
+            config,
+            deps=replace(deps, call_model=caller),
+            permissions=params.permissions,
+            can_use_tool=params.can_use_tool,
+            current=lambda: state,
+        )
         tools = [*tools, AgentTool(pool)]  # the child's own deadline is the parent's
     registry = ToolRegistry(tools)
     tool_definitions = registry.definitions()
@@ -198,7 +126,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         tool_deps=params.tool_deps,
     )
     output = params.output_spec
-    system, system_betas = await _system(params.system, session, caller, tool_definitions)
+    system, system_betas = await system_prompt(params.system, session, caller, tool_definitions)
     if output is not None:
         system = with_instructions(system, output)
     overhead = estimate_json_tokens([*system_blocks(system, cache=False), *tool_definitions])
@@ -209,7 +137,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         {tool.name: tool.max_result_size_chars for tool in registry},
         overhead_tokens=overhead,
         thinking=config.thinking_budget_tokens is not None,
-        server_edits=_server_edits(config, caller),
+        server_edits=server_edits_enabled(config, caller),
     )
     pipeline = ContextPipeline(
         settings,
@@ -228,7 +156,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         context_message_count=covered,
         context=ContextState(overhead_tokens=overhead, learned_limit=session.learned_limit),
     )
-    turn: _Turn | None = None
+    turn: Turn | None = None
     reuse: dict[str, Block] = {}
     """Results of calls a dropped (tombstoned) response ran: the retry reuses them."""
     try:
@@ -293,7 +221,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             )
             if output is not None:
                 request = with_output_format(request, output)
-            turn = _Turn(
+            turn = Turn(
                 number=state.turn_count + 1,
                 accumulator=TurnAccumulator(),
                 executor=StreamingToolExecutor(
@@ -331,7 +259,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                         yield tool_event
             if run.has_submitted():
                 state = record_response(state, turn.partial())
-                async for event in _submitted(run, turn, state):
+                async for event in submit_interrupt(run, turn, state):
                     if isinstance(event, LoopState):
                         state = event
                     else:
@@ -361,11 +289,11 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 answered = Completed("end_turn") if kept else decision
                 state = conclude(state, answered, outcome)
                 run.settle(decision, state)
-                for event in _appended(turn.number, state, before, outcome):
+                for event in appended(turn.number, state, before, outcome):
                     yield event
                 return
             if isinstance(decision, NextTurn):
-                turn.phase = _Phase.TOOLS
+                turn.phase = Phase.TOOLS
                 yield AssistantMessage(
                     turn.number, outcome.assistant_message(), outcome.stop_reason, outcome.usage
                 )
@@ -376,7 +304,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                     state = replace(state, usage=state.usage + pool.budget.take_spent())
                 interrupted = run.has_submitted()
                 if interrupted:
-                    async for event in _submitted(run, turn, lifecycle.charge(state, hooks)):
+                    async for event in submit_interrupt(run, turn, lifecycle.charge(state, hooks)):
                         if isinstance(event, LoopState):
                             state = event
                         else:
@@ -405,19 +333,19 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                         yield tool_event
                     reuse = turn.executor.ran()
                     if outcome.message_id is not None or outcome.content:
-                        yield _tombstone(turn.number, outcome, reuse, decision.reason)
-                    async for event in _overloaded(decision, config, clock):
+                        yield tombstone(turn.number, outcome, reuse, decision.reason)
+                    async for event in overload_events(decision, config, clock):
                         yield event
                 await turn.executor.cancel()
                 before = len(state.messages)
                 state = advance(state, decision, outcome)
                 turn.settled = True
-                for event in _appended(turn.number, state, before, outcome):
+                for event in appended(turn.number, state, before, outcome):
                     yield event
             yield TransitionEvent(turn.number, decision)
     except (GeneratorExit, asyncio.CancelledError):
         if not run.finished:
-            run.settle(*await _aborted(state, turn))
+            run.settle(*await aborted(state, turn))
         raise
     finally:
         run.on_submit(None)
@@ -434,148 +362,3 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             await lifecycle.end(hooks, run.state.messages if run.finished else state.messages)
         if close_caller is not None:
             await close_caller()
-
-
-async def _aborted(state: LoopState, turn: _Turn | None) -> tuple[Terminal, LoopState]:
-    """The terminal and final state of a run closed or cancelled now."""
-    if turn is None:
-        return AbortedStreaming(turn=state.turn_count), state
-    await turn.executor.cancel()
-    final: LoopState = state
-    unfinished: tuple[str, ...] = ()
-    if not turn.settled:
-        unfinished = turn.executor.unfinished_ids()
-        final = interrupt(state, turn.partial(), turn.executor.finished_results())
-    if turn.phase is _Phase.TOOLS:
-        final = with_interruption(final, INTERRUPTION_TOOLS_MESSAGE)
-        return AbortedTools(turn=turn.number, interrupted_tool_use_ids=unfinished), final
-    return AbortedStreaming(turn=turn.number), with_interruption(final, INTERRUPTION_MESSAGE)
-
-
-async def _submitted(run: Run, turn: _Turn, state: LoopState) -> AsyncGenerator[LoopEvent | LoopState, None]:
-    """Stop ``turn`` for the messages submitted meanwhile: its events, then the new state."""
-    await turn.executor.cancel()
-    new = run.take_submitted()
-    transition = SubmitInterrupt(turn.number)
-    before = len(state.messages)
-    outcome = turn.partial()
-    state = submitted(state, outcome, turn.executor.finished_results(), new, transition)
-    turn.settled = True
-    for message in state.messages[before : len(state.messages) - len(new)]:
-        if message.get("role") == "assistant":
-            if turn.phase is _Phase.STREAMING:  # in the tools phase it was already yielded
-                yield AssistantMessage(turn.number, message, outcome.stop_reason, outcome.usage)
-        else:
-            yield ToolResults(turn.number, message)
-    yield TransitionEvent(turn.number, transition)
-    yield state
-
-
-def _tombstone(number: int, outcome: TurnOutcome, ran: dict[str, Block], reason: str) -> Tombstone:
-    """The dropped response and an answer for each of its calls (what ran, or a synthetic error)."""
-    by_id = {block.get("tool_use_id"): block for block in ran.values()}
-    results = [
-        by_id.get(tool_use.id) or tool_result_block(tool_use.id, fallback.FALLBACK_RESULT_TEXT, is_error=True)
-        for tool_use in outcome.tool_uses
-    ]
-    return Tombstone(number, outcome.assistant_message(), tool_results_message(results), reason)
-
-
-async def _overloaded(
-    decision: OverloadRetry | ModelFallback, config: LoopConfig, clock: Clock
-) -> AsyncGenerator[StatusEvent, None]:
-    if isinstance(decision, ModelFallback):
-        yield StatusEvent(
-            "fallback",
-            f"{decision.from_model} is overloaded: switching to {decision.to_model} for the rest of the run",
-            error_type=fallback.OVERLOADED_ERROR,
-            model=decision.to_model,
-        )
-        return
-    delay = fallback.retry_delay(config, decision.overloads)
-    yield StatusEvent(
-        "retry",
-        f"{decision.model} is overloaded: retrying in {delay:.2f}s (overload {decision.overloads})",
-        attempt=decision.overloads,
-        delay_s=delay,
-        error_type=fallback.OVERLOADED_ERROR,
-    )
-    await clock.sleep(delay)
-
-
-def _subagent_pool(params: QueryParams, deps: LoopDeps, current: Callable[[], LoopState]) -> SubagentPool:
-    """The run's sub-agent pool: children share its caller and clock, draw from its budgets
-    (``current()`` is the run's state as it is now) and ask it for permission."""
-    assert params.subagents is not None
-    config = params.config
-    started = current().started_at
-    budget = NestedBudget(
-        max_tokens=config.max_total_tokens,
-        deadline=None if config.max_wall_clock_s is None else started + config.max_wall_clock_s,
-        share=params.subagents.budget_share,
-        parent_spent=lambda: current().usage.billed,
-    )
-    return SubagentPool(
-        params.subagents,
-        parent_config=config,
-        deps=deps,
-        permissions=params.permissions,
-        can_use_tool=params.can_use_tool,
-        budget=budget,
-        parent_model=lambda: fallback.current_model(current(), config),
-    )
-
-
-def _appended(number: int, state: LoopState, before: int, outcome: TurnOutcome) -> list[LoopEvent]:
-    """Events for the messages the last step appended to the history."""
-    events: list[LoopEvent] = []
-    for message in state.messages[before:]:
-        if message.get("role") == "assistant":
-            events.append(AssistantMessage(number, message, outcome.stop_reason, outcome.usage))
-        elif any(b.get("type") == "tool_result" for b in message.get("content") or [] if isinstance(b, dict)):
-            events.append(ToolResults(number, message))
-    return events
-
-
-async def _system(
-    system: SystemPrompt | AgentPrompt,
-    session: ContextSession,
-    caller: ModelCaller,
-    tools: Sequence[JSONObject],
-) -> tuple[SystemPrompt, tuple[str, ...]]:
-    """The run's system prompt and the betas its cache markers need. An ``AgentPrompt`` is
-    assembled with the session's section memo, for the caller's upstream (the first-party API
-    when the caller does not say: an Anthropic-compatible URL); the global cache scope only when
-    the caller's upstream is the first-party API itself."""
-    if not isinstance(system, AgentPrompt):
-        return system, ()
-    provider = getattr(getattr(caller, "provider", None), "name", None)
-    assembled = await system.assemble(
-        session.sections,
-        provider if provider in KNOWN_PROVIDERS else "anthropic",
-        tools=tools,
-        global_scope=provider == "anthropic",
-    )
-    return assembled.blocks, assembled.betas
-
-
-def _server_edits(config: LoopConfig, caller: ModelCaller) -> bool:
-    """Whether microcompact is the upstream's: configured, or (``None``) when the caller's upstream
-    accepts the context-management beta (see :mod:`loop.context.microcompact`) and the model is
-    one context editing supports (Claude 4 and later: not the ``claude-3`` families)."""
-    if not config.context.enabled:
-        return False
-    if config.context.server_context_edits is not None:
-        return config.context.server_context_edits
-    provider = getattr(caller, "provider", None)
-    return getattr(provider, "name", None) in SERVER_EDIT_PROVIDERS and "claude-3" not in config.model
-
-
-def _resolve_caller(deps: LoopDeps) -> tuple[ModelCaller, Callable[[], Awaitable[None]] | None]:
-    """The injected caller, or the environment's provider (then owned, so closed, by the run)."""
-    if deps.call_model is not None:
-        return deps.call_model, None
-    from loop.callers.provider import ProviderModelCaller
-
-    caller = ProviderModelCaller.from_environ(os.environ)
-    return caller, caller.aclose
