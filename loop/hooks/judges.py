@@ -9,7 +9,9 @@ answer shape (``decision``, ``continue``, ``hookSpecificOutput``) is read as suc
 fails, runs out of time or answers something else is a non-blocking error.
 
 The agent judge is a plain nested ``query()`` (``subagent=True``, plan-mode permissions, so only
-read-only tools run): when the sub-agent API lands, it is the natural thing to run it through.
+read-only tools run; the ``agent`` tool is never among them), not a ``loop.subagents`` child: it
+needs one verdict under the hook's timeout, its spend charged through ``spend``, and no permission
+questions to bubble, none of which the pool's tasks, shares and ``TaskUpdate`` events add to.
 """
 
 from __future__ import annotations
