@@ -213,6 +213,9 @@ async def _stream(state: EmulatorState, request: web.Request, turn: Turn) -> web
                 await response.write(frame)
                 sent += 1
                 if not await faults.after_event(sent, request, clock, ping):
+                    failure = faults.stream_error(sent)
+                    if failure is not None:
+                        await response.write(sse_frame("error", failure))
                     await response.write_eof()
                     return response
         await response.write_eof()

@@ -18,7 +18,19 @@ counting directives, so "fail twice, then succeed" works across a client's retri
 ``retry_after_ms=MS``          add ``retry-after-ms: MS`` to the errors above
 ``first=N``                    apply the other directives to the first N requests with this key
                                only (later ones are answered normally)
+``overloaded_after=N``         stream N events, then the API's ``error`` event
+                               ``overloaded_error`` and the end of the body (HTTP 200 already
+                               sent: an overload in the middle of a stream, after content)
+``model=NAME``                 apply the other directives only to requests for model NAME (the
+                               body's ``model``, or the model in the URL path); others are
+                               answered normally, and do not count
 =============================  ==============================================================
+
+The mid-stream error is the shape Anthropic publishes for errors during a stream ("Error events"
+in https://docs.claude.com/en/docs/build-with-claude/streaming: ``event: error`` with data
+``{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}``, sent "when
+Anthropic is overloaded" where a non-streaming request would get a 529). First-party SSE only
+(Bedrock reports stream errors as event-stream exceptions: not emulated).
 
 Event counts include every event the wire format sends (``message_start``, ``ping`` ...).
 Stalls sleep on the emulator's clock, so tests use short durations or a manual clock.
@@ -27,6 +39,7 @@ Stalls sleep on the emulator's clock, so tests use short durations or a manual c
 from __future__ import annotations
 
 import collections
+import json
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -63,10 +76,12 @@ class FaultPlan:
     retry_after_s: str | None = None
     retry_after_ms: str | None = None
     first: int | None = None
+    overloaded_after: int | None = None
+    model: str | None = None
 
     @property
     def active(self) -> bool:
-        return self != FaultPlan(key=self.key)
+        return self != FaultPlan(key=self.key, model=self.model)
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str]) -> FaultPlan:
@@ -109,6 +124,12 @@ class FaultPlan:
                     fields["retry_after_ms"] = f"{float(value):g}"
                 elif name == "first":
                     fields["first"] = int(value)
+                elif name == "overloaded_after":
+                    fields["overloaded_after"] = int(value)
+                elif name == "model":
+                    if not value:
+                        raise ValueError(directive)
+                    fields["model"] = value
                 else:
                     raise ApiError(400, f"Unknown emulator fault {name!r}")
             except (IndexError, ValueError):
@@ -174,6 +195,8 @@ class FaultPlan:
             return False
         if self.stall_after is not None and sent == self.stall_after[0]:
             await clock.sleep(self.stall_after[1])
+        if self.overloaded_after is not None and sent >= self.overloaded_after:
+            return False
         if self.trickle is not None and sent == self.trickle[0]:
             _, interval, count = self.trickle
             for _ in range(count):
@@ -181,6 +204,12 @@ class FaultPlan:
                 if send_ping is not None:
                     await send_ping()
         return True
+
+    def stream_error(self, sent: int) -> dict[str, object] | None:
+        """The ``error`` event to send after ``sent`` events (``overloaded_after``), if any."""
+        if self.overloaded_after is None or sent < self.overloaded_after:
+            return None
+        return {"type": "error", "error": ApiError(529).error_object()}
 
 
 FAULT_PLAN: Final[web.RequestKey[FaultPlan]] = web.RequestKey("emulator_fault_plan", FaultPlan)
@@ -201,6 +230,8 @@ async def apply_faults(
     app's wire format.
     """
     plan = FaultPlan.from_headers(request.headers)
+    if plan.model is not None and plan.model not in await _request_models(request):
+        plan = FaultPlan()  # another model's request: answered normally
     request[FAULT_PLAN] = plan
     try:
         early = await plan.before_answer(request, get_state(request.app).config.clock)
@@ -212,6 +243,22 @@ async def apply_faults(
         return await handler(request)
     except ConnectionReset:
         return web.StreamResponse(status=200)
+
+
+async def _request_models(request: web.Request) -> set[str]:
+    """The model a request names: the JSON body's ``model`` and the URL's path segments (Bedrock
+    and Vertex put the model in the path)."""
+    models = set(request.path.split("/"))
+    for segment in list(models):
+        models.add(segment.split(":")[0].split("@")[0])
+    if request.body_exists:
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            models.add(body["model"])
+    return models
 
 
 def abort_connection(request: web.Request) -> None:

@@ -9,7 +9,10 @@ A scenario is selected, in order of precedence, by
 3. the configured default (``text``).
 
 Tool directives work the same way: ``x-emulator-tool: NAME`` / ``[[tool:NAME]]`` picks the tool of
-``tool_use``; ``x-emulator-tools: a,b`` / ``[[tools:a,b]]`` gives the call order of ``agent``.
+``tool_use``; ``x-emulator-tools: a,b`` / ``[[tools:a,b]]`` gives the call order of ``agent``;
+``[[input:NAME {"key": "value"}]]`` (one per tool, a JSON object without ``[``/``]``) is the input
+the scripted model sends when it calls tool ``NAME``, instead of one built from the tool's schema
+(a test then drives a real tool, e.g. an MCP server's, with arguments that make sense for it).
 Markers are removed from the text the model echoes.
 
 Scenario names: ``text``, ``tool_use``, ``agent``, ``thinking``, ``max_tokens``,
@@ -44,7 +47,8 @@ SCENARIOS: frozenset[str] = frozenset(
 )
 ERROR_PREFIX = "error:"
 
-_MARKER_RE = re.compile(r"\[\[(scenario|tools|tool):([^\[\]]*)\]\]")
+_MARKER_RE = re.compile(r"\[\[(scenario|tools|tool|input):([^\[\]]*)\]\]")
+_INPUT_RE = re.compile(r"\[\[input:\s*([^\s\[\]]+)\s+(\{[^\[\]]*\})\s*\]\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,12 @@ class Scenario:
     tools: tuple[str, ...] = ()
     explicit: bool = False
     """True when the request named the scenario (header or marker), false for the default."""
+    inputs: tuple[tuple[str, str], ...] = ()
+    """``(tool name, JSON object text)`` from ``[[input:NAME {...}]]`` markers."""
+
+    def input_for(self, tool: str) -> str | None:
+        """The scripted input (JSON text) for ``tool``, if the prompt gave one."""
+        return next((raw for name, raw in reversed(self.inputs) if name == tool), None)
 
 
 def parse_scenario_name(value: str) -> tuple[str, int | None]:
@@ -102,4 +112,5 @@ def select_scenario(
     name, status = parse_scenario_name(raw if raw else default)
     tool = header_tool.strip() if header_tool and header_tool.strip() else markers.get("tool") or None
     tools = _split_names(header_tools) if header_tools else _split_names(markers.get("tools", ""))
-    return Scenario(name, status, tool, tools, explicit)
+    inputs = tuple((m.group(1), m.group(2)) for m in _INPUT_RE.finditer(prompt))
+    return Scenario(name, status, tool, tools, explicit, inputs)

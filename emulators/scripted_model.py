@@ -120,10 +120,16 @@ def _first_tool(body: JSONObject, scenario_name: str) -> JSONObject:
     return tools[0]
 
 
-def tool_call(body: JSONObject, tool: JSONObject) -> tuple[JSONObject, ...]:
-    """A short preamble and a ``tool_use`` block with an input built from the tool's schema."""
+def tool_call(body: JSONObject, tool: JSONObject, scripted: str | None = None) -> tuple[JSONObject, ...]:
+    """A short preamble and a ``tool_use`` block with an input built from the tool's schema, or
+    ``scripted`` (the JSON object of an ``[[input:NAME {...}]]`` marker)."""
     schema = tool.get("input_schema")
     tool_input = example_object(schema) if isinstance(schema, dict) else {}
+    if scripted is not None:
+        try:
+            tool_input = orjson.loads(scripted)
+        except orjson.JSONDecodeError:
+            raise invalid_request(f"emulator: the [[input:{tool['name']} ...]] marker is not JSON") from None
     call_id = "toolu_emu_" + _digest("tool_use", body.get("messages"), tool["name"]).hex()[:24]
     return (
         _text(f"I'll use the {tool['name']} tool."),
@@ -195,7 +201,9 @@ def _agent_turn(body: JSONObject, scenario: Scenario, prompt: str, results: list
     start = order.index(last) + 1 if last in order else 0
     pending = [name for name in order[start:] if name not in answered]
     if pending:
-        return ModelOutput(tool_call(body, _find_tool(body, pending[0])), "tool_use")
+        return ModelOutput(
+            tool_call(body, _find_tool(body, pending[0]), scenario.input_for(pending[0])), "tool_use"
+        )
     summary = summarise_results(results) if results else f"Echo: {snippet(prompt, ECHO_LIMIT)}"
     return ModelOutput((_text(f"All tools finished ({', '.join(order)}). {summary}"),), "end_turn")
 
@@ -207,7 +215,7 @@ def _tool_use_turn(
     if _tool_choice_none(body) or (results and forced is None):
         return ModelOutput((_text(_answer_text(body, prompt, results)),), "end_turn")
     tool = _find_tool(body, scenario.tool) if scenario.tool else forced or _first_tool(body, "tool_use")
-    return ModelOutput(tool_call(body, tool), "tool_use")
+    return ModelOutput(tool_call(body, tool, scenario.input_for(tool["name"])), "tool_use")
 
 
 def _scenario_turn(request: ValidatedRequest, scenario: Scenario, prompt: str) -> ModelOutput:
@@ -223,7 +231,7 @@ def _scenario_turn(request: ValidatedRequest, scenario: Scenario, prompt: str) -
     if name in ("text", "thinking"):
         forced = _forced_tool(body)
         if forced is not None:
-            return ModelOutput(tool_call(body, forced), "tool_use")
+            return ModelOutput(tool_call(body, forced, scenario.input_for(forced["name"])), "tool_use")
         return ModelOutput((_text(_answer_text(body, prompt, results)),), "end_turn")
     if name == "max_tokens":
         return ModelOutput((_text(_fill_text(prompt, body["max_tokens"])),), "max_tokens")

@@ -18,7 +18,10 @@
 * ``loop_context_tokens``: histogram of the prompt size of each answered model call, as the
   upstream reported it (``AssistantMessage.usage.context_tokens``: input + cache read + cache
   write; summarisation side calls are not model calls of the run);
-* ``loop_tool_calls_total{tool,outcome}``: every finished tool call (``ok`` or ``error``).
+* ``loop_tool_calls_total{tool,outcome}``: every finished tool call (``ok`` or ``error``);
+* ``loop_subagents_total{outcome}``: sub-agents ended (``completed``, ``failed``, ``killed``), from
+  their final ``TaskUpdate`` on the parent's stream;
+* ``loop_recoveries_total{kind}`` also counts ``overload_retry`` and ``model_fallback``.
 
 ``prime()`` creates every label combination at zero (before the first scrape, so that
 ``increase()`` counts a series' first event). ``serving(metrics, host, port)`` serves them on their own (``switchyard agent --metrics-port``).
@@ -49,6 +52,8 @@ from loop.events import (
     Compaction,
     ContextBoundary,
     LoopEvent,
+    TaskState,
+    TaskUpdate,
     ToolFinished,
     TransitionEvent,
 )
@@ -59,6 +64,8 @@ from loop.transitions import (
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
     MaxTurns,
+    ModelFallback,
+    OverloadRetry,
     ReactiveCompactRetry,
     Terminal,
     ThinkingDowngrade,
@@ -100,7 +107,10 @@ RECOVERIES = (
     ThinkingDowngrade,
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
+    OverloadRetry,
+    ModelFallback,
 )
+SUBAGENT_OUTCOMES = tuple(state.value for state in TaskState if state.final)
 
 
 class LoopMetrics:
@@ -155,6 +165,12 @@ class LoopMetrics:
             ["tool", "outcome"],
             registry=r,
         )
+        self.subagents = Counter(
+            "loop_subagents_total",
+            "Sub-agents ended, by outcome (completed, failed, killed).",
+            ["outcome"],
+            registry=r,
+        )
         layers = [layer.value for layer in Layer]
         self._layer = BoundedLabel(MAX_REASONS, layers)
         self._compaction_outcome = BoundedLabel(MAX_REASONS, [o.value for o in Outcome])
@@ -176,6 +192,8 @@ class LoopMetrics:
             self.recoveries.labels(kind.reason)
         for terminal in typing.get_args(Terminal):
             self.terminals.labels(terminal.reason)
+        for ended in SUBAGENT_OUTCOMES:
+            self.subagents.labels(ended)
 
     # -- the observer (loop.observer.RunObserver) -------------------------------------------------
 
@@ -193,6 +211,8 @@ class LoopMetrics:
                 self.context_tokens.observe(usage.context_tokens)
             case ToolFinished(name=name):
                 self.tool_call(name, "error" if event.is_error else "ok")
+            case TaskUpdate(state=task_state) if task_state.final:
+                self.subagents.labels(task_state.value).inc()
             case _:
                 pass
 

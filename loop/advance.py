@@ -12,7 +12,9 @@ from dataclasses import replace
 
 import orjson
 
+from loop.budget import nudge_message
 from loop.context.state import Pending
+from loop.fallback import retried, switched
 from loop.messages import (
     INTERRUPTED_RESULT_TEXT,
     MISSING_RESULT_TEXT,
@@ -30,18 +32,24 @@ from loop.messages import (
 from loop.outcome import ToolUse, TurnOutcome
 from loop.state import LoopState
 from loop.stop_hooks import blocking_message
+from loop.structured import retry_message
 from loop.transitions import (
     CollapseDrain,
     Completed,
     MaxOutputTokensEscalate,
     MaxOutputTokensRecovery,
+    ModelFallback,
     NextTurn,
+    OverloadRetry,
     PauseTurnResume,
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
+    StructuredOutputRetry,
+    SubmitInterrupt,
     Terminal,
     ThinkingDowngrade,
+    TokenBudgetContinuation,
     Transition,
 )
 
@@ -66,6 +74,7 @@ def record_response(state: LoopState, outcome: TurnOutcome) -> LoopState:
         context=context,
         turn_count=state.turn_count + 1,
         usage=state.usage + outcome.usage,
+        budget=state.budget.record(outcome.usage.output_tokens),
         context_tokens=outcome.usage.total if outcome.usage.total else state.context_tokens,
         context_message_count=len(state.messages) + 1 if outcome.usage.total else state.context_message_count,
     )
@@ -132,7 +141,25 @@ def advance(
                 state,
                 messages=(*state.messages, assistant, blocking_message(errors)),
                 stop_hook_active=True,
+                stop_hook_blocks=state.stop_hook_blocks + 1,
             )
+        case TokenBudgetContinuation():
+            state = replace(
+                state,
+                messages=(*state.messages, assistant, nudge_message(transition)),
+                budget=state.budget.continued(),
+                stop_hook_blocks=0,
+            )
+        case StructuredOutputRetry(errors=errors):
+            state = replace(state, messages=(*state.messages, assistant, retry_message(errors)))
+        case OverloadRetry():
+            state = retried(state, transition)
+        case ModelFallback(to_model=model):
+            state = switched(state, model)
+        case SubmitInterrupt():
+            pass  # built by ``submitted``: the turn's remains and the new message
+    if state.consecutive_overloads and not isinstance(transition, OverloadRetry):
+        state = replace(state, consecutive_overloads=0)
     return replace(state, transition=transition, transitions=(*state.transitions, transition))
 
 
@@ -154,6 +181,45 @@ def interrupt(state: LoopState, outcome: TurnOutcome, finished: Mapping[str, Blo
     """The final state of an aborted run: the streamed part of the current response is kept, with
     the results of calls that finished and an "interrupted" error result for every other call."""
     return _append_turn(state, completed_content(outcome.content), finished, INTERRUPTED_RESULT_TEXT)
+
+
+def with_interruption(state: LoopState, text: str) -> LoopState:
+    """A hard abort's history ends with the interruption message (``text``): a text block added to
+    the final tool-results message, or a user message of its own."""
+    messages = list(state.messages)
+    last = messages[-1] if messages else None
+    content = last.get("content") if last is not None else None
+    if (
+        last is not None
+        and last.get("role") == "user"
+        and isinstance(content, list)
+        and content
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    ):
+        messages[-1] = {**last, "content": [*content, {"type": "text", "text": text}]}
+    else:
+        messages.append(user_message(text))
+    return replace(state, messages=tuple(messages))
+
+
+def submitted(
+    state: LoopState,
+    outcome: TurnOutcome | None,
+    finished: Mapping[str, Block],
+    new_messages: Sequence[Message],
+    transition: Transition,
+) -> LoopState:
+    """The state after a submit-interrupt: the stopped turn's remains (as for an abort, when
+    ``outcome`` is given: the turn was not in the history yet), then the new messages, and no
+    interruption message."""
+    if outcome is not None:
+        state = interrupt(state, outcome, finished)
+    return replace(
+        state,
+        messages=(*state.messages, *new_messages),
+        transition=transition,
+        transitions=(*state.transitions, transition),
+    )
 
 
 def _append_turn(

@@ -4,9 +4,13 @@ The model is reached through the gateway's provider layer as the environment con
 (``ANTHROPIC_*``, ``CLAUDE_CODE_USE_BEDROCK``...), or through any Anthropic-compatible URL with
 ``--base-url``/``--api-key`` (the official SDK). Prints the streamed text and the tool calls (or,
 with ``--json``, one JSON object per event, ``compaction`` and ``context_boundary`` included) and
-the terminal reason; exits 0 iff the run completed. The system prompt is ``loop.system_prompt``'s
+the terminal reason; exits 0 iff the run completed (3 when a tool call was refused in a
+non-interactive run: see :mod:`loop.headless` for ``--allow``, ``--yes`` and ``--mcp-config``).
+The system prompt is ``loop.system_prompt``'s
 (a static part cached across sessions and compactions, then the workspace's environment and its
 ``AGENTS.md``/``CLAUDE.md``). ``--metrics-port`` serves the ``loop_*`` metrics while it runs.
+``--hooks FILE`` loads hooks from a Claude Code settings file (:mod:`loop.hooks`); ``--budget N``
+sets the run's output-token budget (:mod:`loop.budget`). What it prints is :mod:`loop.cli_output`'s.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,27 +27,21 @@ import orjson
 
 from gateway.config import ConfigError
 from gateway.loop_metrics import LoopMetrics, serving
+from loop import headless
+from loop.cli_output import JsonPrinter, TextPrinter, event_json
 from loop.config import DEFAULT_MODEL, LoopConfig
 from loop.context.session import ContextSession
 from loop.deps import LoopDeps, ModelCaller
-from loop.events import (
-    AssistantMessage,
-    Compaction,
-    ContextBoundary,
-    LoopEvent,
-    StatusEvent,
-    StreamEvent,
-    ToolFinished,
-    ToolResults,
-    ToolStarted,
-    TransitionEvent,
-)
+from loop.hooks import HookSettings, load_hooks
 from loop.observer import RunObserver
 from loop.query import QueryParams, query
 from loop.system_prompt import AgentPrompt
+from loop.tools.base import Tool
 from loop.tools.builtin import builtin_tools
-from loop.tools.permissions import PermissionMode, PermissionPolicy, PermissionRequest, PermissionVerdict
-from loop.transitions import Completed, Terminal, describe
+from loop.tools.permissions import PermissionMode, PermissionRequest, PermissionVerdict
+from loop.transitions import Completed, PermissionDenied
+
+__all__ = ["build_parser", "event_json", "loop_config", "main"]  # event_json: loop.cli_output's
 
 EXIT_COMPLETED = 0
 EXIT_STOPPED = 1
@@ -54,7 +53,12 @@ DEFAULTS = LoopConfig()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="switchyard agent", description="Run a headless agent on a task.")
+    parser = argparse.ArgumentParser(
+        prog="switchyard agent",
+        description="Run a headless agent on a task.",
+        epilog=headless.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("task", help="what the agent should do")
     parser.add_argument(
         "--workspace", required=True, type=Path, help="directory the file tools are confined to"
@@ -107,6 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="enable extended thinking with this budget (>= 1024 tokens); off by default",
     )
     parser.add_argument(
+        "--budget",
+        type=int,
+        metavar="TOKENS",
+        help="output-token budget of the run: when the agent ends its turn below 90%% of it, it is told "
+        "how much is left and goes on, until it reaches 90%% or its continuations dwindle (two in a row "
+        "under 500 tokens after the third); off by default",
+    )
+    parser.add_argument(
+        "--hooks",
+        type=Path,
+        metavar="FILE",
+        help='hooks in Claude Code\'s settings shape: {"hooks": {"PreToolUse": [{"matcher": "<tool regex>", '
+        '"hooks": [{"type": "command", "command": "...", "timeout": SECONDS}]}], "Stop": [...], ...}}; '
+        "events PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd, PreCompact; "
+        "types command, http, prompt, agent, python. A command gets the event as JSON on stdin and runs "
+        "in the workspace; exit code 2 blocks (a tool call, the prompt, or the agent's stop) with its "
+        "stderr as the reason, 0 passes (stdout may be a JSON answer), anything else is logged",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         help=f"serve the loop_* Prometheus metrics on http://{METRICS_HOST}:PORT/metrics while the "
@@ -115,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     parser.add_argument("--base-url", help="an Anthropic-compatible URL, used through the official SDK")
     parser.add_argument("--api-key", help="API key for --base-url")
+    headless.add_arguments(parser)
     return parser
 
 
@@ -129,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--metrics-port must be between 0 and 65535")
     try:
         config = loop_config(args)
+        hooks = _hooks(args)
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        return asyncio.run(_run(args, config, sys.stdout))
+        return asyncio.run(_run(args, config, sys.stdout, hooks))
     except ConfigError as exc:
         print(f"switchyard agent: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -150,6 +175,8 @@ def loop_config(args: argparse.Namespace) -> LoopConfig:
         raise ValueError("--max-tokens-total must be >= 0")
     if args.max_wall_clock is not None and args.max_wall_clock < 0:
         raise ValueError("--max-wall-clock must be >= 0")
+    if args.budget is not None and args.budget < 1:
+        raise ValueError("--budget must be >= 1")
     budget = args.thinking_budget
     max_tokens = min(DEFAULTS.max_tokens, args.max_output_tokens)
     if budget is not None:
@@ -173,11 +200,24 @@ def loop_config(args: argparse.Namespace) -> LoopConfig:
         max_total_tokens=args.max_tokens_total or None,
         max_wall_clock_s=args.max_wall_clock or None,
         thinking_budget_tokens=budget,
+        token_budget=args.budget,
         source="sdk",
     )
 
 
-async def _run(args: argparse.Namespace, config: LoopConfig, out: TextIO) -> int:
+def _hooks(args: argparse.Namespace) -> HookSettings | None:
+    """The ``--hooks`` file, run in the workspace (``ValueError`` says what is wrong with it)."""
+    if args.hooks is None:
+        return None
+    try:
+        return load_hooks(args.hooks, cwd=args.workspace.resolve(), environ=os.environ)
+    except ValueError as exc:
+        raise ValueError(f"--hooks: {exc}") from exc
+
+
+async def _run(
+    args: argparse.Namespace, config: LoopConfig, out: TextIO, hooks: HookSettings | None = None
+) -> int:
     metrics = LoopMetrics() if args.metrics_port is not None else None
     async with contextlib.AsyncExitStack() as stack:
         if metrics is not None:
@@ -189,12 +229,16 @@ async def _run(args: argparse.Namespace, config: LoopConfig, out: TextIO) -> int
                       file=sys.stderr)  # fmt: skip
                 return EXIT_USAGE
             print(f"switchyard agent: metrics on http://{METRICS_HOST}:{port}/metrics", file=sys.stderr)
-        return await _agent(args, config, out, [metrics] if metrics is not None else [])
+        return await _agent(args, config, out, [metrics] if metrics is not None else [], hooks)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns
 
 
 async def _agent(
-    args: argparse.Namespace, config: LoopConfig, out: TextIO, observers: list[RunObserver]
+    args: argparse.Namespace,
+    config: LoopConfig,
+    out: TextIO,
+    observers: list[RunObserver],
+    hooks: HookSettings | None = None,
 ) -> int:
     root = args.workspace.resolve()
     caller: ModelCaller | None = None
@@ -202,29 +246,59 @@ async def _agent(
         from loop.callers.sdk import SdkModelCaller
 
         caller = SdkModelCaller(args.base_url, args.api_key)
-    params = QueryParams(
-        messages=args.task,
-        system=AgentPrompt(root, config.model),
-        tools=builtin_tools(root),
-        config=config,
-        deps=LoopDeps(call_model=caller),
-        permissions=PermissionPolicy(mode=PermissionMode(args.permission_mode)),
-        can_use_tool=_ask_on_terminal if sys.stdin.isatty() and not args.json else None,
-        session=ContextSession(),
-        observers=observers,
-    )
-    printer = _JsonPrinter(out) if args.json else _TextPrinter(out)
-    run = query(params)
+    printer = JsonPrinter(out) if args.json else TextPrinter(out)
     try:
-        async with run:
-            async for event in run:
-                printer.event(event)
+        async with contextlib.AsyncExitStack() as stack:
+            tools: list[Tool[Any]] = [*builtin_tools(root), *await _mcp_tools(args, stack)]
+            policy, ask = headless.permissions(
+                args.permission_mode,
+                args.allow,
+                tools,
+                yes=args.yes,
+                interactive=sys.stdin.isatty() and not args.json,
+                ask=_ask_on_terminal,
+            )
+            params = QueryParams(
+                messages=args.task,
+                system=AgentPrompt(root, config.model),
+                tools=tools,
+                config=config,
+                deps=LoopDeps(call_model=caller),
+                permissions=policy,
+                can_use_tool=ask,
+                session=ContextSession(),
+                observers=observers,
+                hooks=hooks,
+            )
+            run = query(params)
+            async with run:
+                async for event in run:
+                    printer.event(event)
     finally:
         close = getattr(caller, "aclose", None)
         if close is not None:
             await close()
     printer.terminal(run.terminal)
+    if isinstance(run.terminal, PermissionDenied):
+        return headless.EXIT_PERMISSION_DENIED
     return EXIT_COMPLETED if isinstance(run.terminal, Completed) else EXIT_STOPPED
+
+
+async def _mcp_tools(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> list[Tool[Any]]:
+    """The tools of ``--mcp-config``'s servers, connected for the life of ``stack``."""
+    if not args.mcp_config:
+        return []
+    try:
+        from loop.mcp import McpConfigError, McpServerError, connect, load_servers
+    except ImportError as exc:  # the optional dependency: switchyard[mcp]
+        raise ConfigError(
+            f"--mcp-config needs the mcp package (pip install 'switchyard[mcp]'): {exc}"
+        ) from None
+    try:
+        servers = load_servers(args.mcp_config)
+        return await stack.enter_async_context(connect(servers))
+    except (McpConfigError, McpServerError) as exc:
+        raise ConfigError(f"--mcp-config: {exc}") from None
 
 
 async def _ask_on_terminal(request: PermissionRequest) -> PermissionVerdict:
@@ -232,125 +306,6 @@ async def _ask_on_terminal(request: PermissionRequest) -> PermissionVerdict:
     answer = await asyncio.to_thread(input, f"\nAllow {request.tool_name} {shown[:300]}? [y/N] ")
     allowed = answer.strip().lower() in ("y", "yes")
     return PermissionVerdict(allowed, "approved at the terminal" if allowed else "refused at the terminal")
-
-
-class _TextPrinter:
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def event(self, event: LoopEvent) -> None:
-        match event:
-            case StreamEvent(
-                event={"type": "content_block_delta", "delta": {"type": "text_delta", "text": str(t)}}
-            ):
-                self._write(t)
-            case StreamEvent(event={"type": "content_block_stop"}):
-                self._write("\n")
-            case ToolStarted(name=name, tool_use_id=tool_use_id):
-                self._write(f"  -> {name} ({tool_use_id})\n")
-            case ToolFinished(name=name, result=result, duration_s=duration):
-                status = "error" if result.get("is_error") else "ok"
-                content = str(result.get("content", ""))
-                self._write(f"  <- {name} {status} ({len(content)} chars, {duration:.2f}s)\n")
-            case StatusEvent(kind=kind, message=message):
-                self._write(f"  [{kind}] {message}\n")
-            case TransitionEvent(transition=transition) if transition.reason != "next_turn":
-                self._write(f"  [{transition.reason}]\n")
-            case Compaction(layer=layer, outcome=outcome, tokens_before=before, tokens_after=after):
-                self._write(f"  [{layer.value} {outcome.value}: {before} -> {after} tokens]\n")
-            case ContextBoundary(layer=layer, messages_removed=removed, tokens_freed=freed):
-                self._write(f"  [{layer.value}: {removed} messages dropped, {freed} tokens freed]\n")
-
-    def terminal(self, terminal: Terminal) -> None:
-        details = {k: v for k, v in describe(terminal).items() if k != "reason"}
-        suffix = f" {orjson.dumps(details).decode()}" if details else ""
-        self._write(f"\n[{terminal.reason}]{suffix}\n")
-
-    def _write(self, text: str) -> None:
-        self._out.write(text)
-        self._out.flush()
-
-
-class _JsonPrinter:
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def event(self, event: LoopEvent) -> None:
-        self._line(event_json(event))
-
-    def terminal(self, terminal: Terminal) -> None:
-        self._line({"type": "terminal", **describe(terminal)})
-
-    def _line(self, payload: dict[str, Any]) -> None:
-        self._out.write(orjson.dumps(payload, default=str).decode() + "\n")
-        self._out.flush()
-
-
-def event_json(event: LoopEvent) -> dict[str, Any]:
-    """A loop event as one JSON object with a ``type`` naming the event."""
-    match event:
-        case StreamEvent(turn=turn, event=raw):
-            return {"type": "stream_event", "turn": turn, "event": raw}
-        case AssistantMessage(turn=turn, message=message, stop_reason=stop_reason, usage=usage):
-            return {
-                "type": "assistant",
-                "turn": turn,
-                "message": message,
-                "stop_reason": stop_reason,
-                "usage": usage.as_dict(),
-            }
-        case ToolStarted(turn=turn, tool_use_id=tool_use_id, name=name, started_at=started_at):
-            return {
-                "type": "tool_started",
-                "turn": turn,
-                "tool_use_id": tool_use_id,
-                "name": name,
-                "at": started_at,
-            }
-        case ToolFinished(turn=turn, tool_use_id=tool_use_id, name=name, result=result, duration_s=duration):
-            return {
-                "type": "tool_finished",
-                "turn": turn,
-                "tool_use_id": tool_use_id,
-                "name": name,
-                "result": result,
-                "duration_s": duration,
-            }
-        case ToolResults(turn=turn, message=message):
-            return {"type": "tool_results", "turn": turn, "message": message}
-        case TransitionEvent(turn=turn, transition=transition):
-            return {"type": "transition", "turn": turn, **describe(transition)}
-        case Compaction():
-            return {
-                "type": "compaction",
-                "turn": event.turn,
-                "layer": event.layer.value,
-                "tokens_before": event.tokens_before,
-                "tokens_after": event.tokens_after,
-                "outcome": event.outcome.value,
-                "detail": event.detail,
-                "breaker_tripped": event.breaker_tripped,
-                "usage": event.usage.as_dict() if event.usage is not None else None,
-            }
-        case ContextBoundary():
-            return {
-                "type": "context_boundary",
-                "turn": event.turn,
-                "layer": event.layer.value,
-                "tokens_freed": event.tokens_freed,
-                "messages_removed": event.messages_removed,
-                "detail": event.detail,
-            }
-        case StatusEvent():
-            return {
-                "type": "status",
-                "kind": event.kind,
-                "message": event.message,
-                "attempt": event.attempt,
-                "delay_s": event.delay_s,
-                "error_type": event.error_type,
-                "status": event.status,
-            }
 
 
 if __name__ == "__main__":

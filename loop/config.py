@@ -5,7 +5,9 @@ Defaults are the numbers of the design digest: an 8,000-token output cap escalat
 consecutive tool-error turns, five identical tool calls in a row, ten concurrent safe tools. The
 token guardrail counts billed tokens (uncached input, output and cache writes: 1,000,000 by
 default); cache reads are capped separately, and not by default, so a long cached session is not
-stopped for re-reading its own prefix. The context layers' settings are ``context``.
+stopped for re-reading its own prefix. The context layers' settings are ``context``. The token
+budget (seed-digest B) is off unless ``token_budget`` is set; stop hooks may block at most three
+completions in a row.
 """
 
 from __future__ import annotations
@@ -68,6 +70,27 @@ class LoopConfig:
     stream_events: bool = True
     """Yield every raw stream event (``StreamEvent``) as well as the complete messages."""
 
+    token_budget: int | None = None
+    """Output tokens the run should spend (``--budget``; :mod:`loop.budget`): an ``end_turn`` below
+    90% of it continues with a nudge, until the model's output per continuation dwindles.
+    ``None``: no budget."""
+    task_budget_upstream: bool | None = None
+    """Also send the budget upstream as ``output_config.task_budget`` (beta
+    ``task-budgets-2026-03-13``). ``None``: only when the caller's upstream is the first-party API."""
+    subagent: bool = False
+    """The run is a sub-agent's (:mod:`loop.subagents`, or a hook's agent judge): it never
+    continues on the token budget (the budget is the top-level run's)."""
+    max_stop_hook_blocks: int = 3
+    """Completions in a row stop hooks may block before the run ends with ``stop_hook_limit``."""
+    fallback_model: str | None = None
+    """Sticky model fallback (:mod:`loop.fallback`): after ``fallback_after_overloads`` overloads
+    in a row on the primary model, the run switches to this model for the rest of the run."""
+    fallback_after_overloads: int = 3
+    """Consecutive overloads (529 / ``overloaded_error``, before or during a stream) that switch to
+    ``fallback_model``; the earlier ones retry the primary after ``overload_retry_delay_s``."""
+    overload_retry_delay_s: float = 0.5
+    """Wait before retrying an overloaded primary (doubled per overload in a row, at most 8 s)."""
+
     def __post_init__(self) -> None:
         positive = {
             "max_tokens": self.max_tokens,
@@ -75,6 +98,8 @@ class LoopConfig:
             "max_turns": self.max_turns,
             "max_tool_concurrency": self.max_tool_concurrency,
             "context_window": self.context_window,
+            "max_stop_hook_blocks": self.max_stop_hook_blocks,
+            "fallback_after_overloads": self.fallback_after_overloads,
         }
         for name, value in positive.items():
             if value < 1:
@@ -86,6 +111,8 @@ class LoopConfig:
             )
         if self.max_output_recoveries < 0:
             raise ValueError("LoopConfig.max_output_recoveries must be >= 0")
+        if self.overload_retry_delay_s < 0:
+            raise ValueError("LoopConfig.overload_retry_delay_s must be >= 0")
         if self.tool_timeout_s <= 0:
             raise ValueError("LoopConfig.tool_timeout_s must be > 0")
         for name, limit in (
@@ -94,6 +121,7 @@ class LoopConfig:
             ("max_wall_clock_s", self.max_wall_clock_s),
             ("max_consecutive_errors", self.max_consecutive_errors),
             ("max_repeated_tool_calls", self.max_repeated_tool_calls),
+            ("token_budget", self.token_budget),
         ):
             if limit is not None and limit <= 0:
                 raise ValueError(f"LoopConfig.{name} must be > 0 or None, got {limit}")

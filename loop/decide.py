@@ -3,7 +3,8 @@
 ``stop_reason`` is the only signal (never the text): ``tool_use`` runs tools; ``end_turn`` and
 ``stop_sequence`` complete; ``pause_turn`` resumes; ``max_tokens`` escalates the cap once, then
 asks the model to continue up to ``max_output_recoveries`` times; ``refusal`` is ``refusal``;
-any other error is ``model_error``.
+an overload retries the model and then switches to the fallback model when one is configured
+(:mod:`loop.fallback`); any other error is ``model_error``.
 
 The context recovery ladder (each rung at most once, its use recorded in the new state):
 
@@ -18,14 +19,19 @@ The context recovery ladder (each rung at most once, its use recorded in the new
   request again (once), then ``prompt_too_long``.
 
 With ``context.enabled`` off, every context error is ``prompt_too_long`` at once.
+
+A completed turn then goes through :func:`after_completion`: the stop hooks' answers (prevent,
+block, or a block once too often: ``stop_hook_limit``), then the token budget (:mod:`loop.budget`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loop.budget import check_budget
 from loop.config import LoopConfig
 from loop.context.errors import ContextError, ContextErrorKind, classify
+from loop.fallback import after_overload
 from loop.outcome import ApiErrorInfo, TurnOutcome
 from loop.state import LoopState
 from loop.stop_hooks import StopHookResult
@@ -42,9 +48,11 @@ from loop.transitions import (
     ReactiveCompactRetry,
     Refusal,
     StopHookBlocking,
+    StopHookLimit,
     StopHookPrevented,
     Terminal,
     ThinkingDowngrade,
+    TokenBudgetContinuation,
     Transition,
 )
 
@@ -90,6 +98,23 @@ def after_stop_hooks(results: Sequence[StopHookResult]) -> StopHookBlocking | St
     return StopHookBlocking(errors) if errors else None
 
 
+def after_completion(
+    state: LoopState, completed: Completed, hook_results: Sequence[StopHookResult], config: LoopConfig
+) -> Completed | StopHookBlocking | StopHookPrevented | StopHookLimit | TokenBudgetContinuation:
+    """What a completed turn leads to, given the stop hooks' answers to it: a hook that prevents
+    continuation ends the run; blocking errors continue it (``max_stop_hook_blocks`` times in a
+    row at most, then ``stop_hook_limit``); otherwise the token budget may continue it."""
+    hooked = after_stop_hooks(hook_results)
+    if isinstance(hooked, StopHookPrevented):
+        return hooked
+    if isinstance(hooked, StopHookBlocking):
+        if state.stop_hook_blocks >= config.max_stop_hook_blocks:
+            return StopHookLimit(config.max_stop_hook_blocks, hooked.errors)
+        return hooked
+    continuation = check_budget(state.budget, config.token_budget, subagent=config.subagent)
+    return continuation if continuation is not None else completed
+
+
 def recover(state: LoopState, error: ContextError, config: LoopConfig) -> Transition | Terminal:
     """The next unused rung of the ladder for ``error``, or ``prompt_too_long``."""
     kind = error.kind.value
@@ -117,6 +142,9 @@ def recover(state: LoopState, error: ContextError, config: LoopConfig) -> Transi
 def _from_error(state: LoopState, error: ApiErrorInfo, config: LoopConfig) -> Transition | Terminal:
     context_error = classify(error)
     if context_error is None:
+        overloaded = after_overload(state, error, config)
+        if overloaded is not None:
+            return overloaded
         return ModelError(error.error_type, error.message, error.status)
     return recover(state, context_error, config)
 

@@ -13,16 +13,21 @@ Before a model call come the events of the context layers that acted, in layer o
 (``ContextBoundary`` for snip, ``Compaction`` for the others). A ``Compaction`` of the upstream's
 own clearing (``server_applied``) follows the response that reported it. The size each response's
 prompt really had is its ``AssistantMessage.usage.context_tokens``.
+
+A response dropped after an overload (retried, or retried on the fallback model) is followed by a
+``Tombstone``: remove what it streamed. Sub-agents started by the ``agent`` tool report their state
+changes as ``TaskUpdate`` events among the tool events of the turn.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from loop.context.kinds import Layer, Outcome
 from loop.messages import JSONObject
-from loop.transitions import Transition
+from loop.transitions import Terminal, Transition
 from loop.usage import TokenUsage
 
 
@@ -38,6 +43,8 @@ class StatusEvent:
     delay_s: float | None = None
     error_type: str | None = None
     status: int | None = None
+    model: str | None = None
+    """``fallback``: the model the caller switched to (the loop keeps it for the rest of the run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +134,58 @@ class Compaction:
         return max(0, self.tokens_before - self.tokens_after)
 
 
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """Drop what this turn streamed: the response failed mid-stream and is being retried (an
+    overload, a model fallback). ``message`` is the partial assistant message as it stood;
+    ``results`` answers each of its ``tool_use`` blocks (the result of a call that already ran,
+    which the retried response reuses, or a synthetic error), so a transcript that kept the partial
+    message still pairs. Neither is in the history the next request sends."""
+
+    turn: int
+    message: JSONObject
+    results: JSONObject
+    reason: str
+
+
+class TaskState(enum.StrEnum):
+    """A sub-agent's lifecycle: pending → running → completed | failed | killed."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    KILLED = "killed"
+
+    @property
+    def final(self) -> bool:
+        return self in (TaskState.COMPLETED, TaskState.FAILED, TaskState.KILLED)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskUpdate:
+    """A sub-agent task changed state (``loop.subagents``). ``handle`` can ``kill()`` it; the
+    final update carries the child's typed ``terminal``, its usage and its result text."""
+
+    task_id: str
+    agent: str
+    description: str
+    state: TaskState
+    handle: TaskHandle
+    terminal: Terminal | None = None
+    usage: TokenUsage | None = None
+    result: str = ""
+
+
+class TaskHandle(Protocol):
+    @property
+    def task_id(self) -> str: ...
+
+    def kill(self) -> bool:
+        """Cancel this task alone; ``False`` when it had already finished."""
+        ...
+
+
 ToolEvent = ToolStarted | ToolFinished
 ContextEvent = ContextBoundary | Compaction
 LoopEvent = (
@@ -139,4 +198,6 @@ LoopEvent = (
     | StatusEvent
     | ContextBoundary
     | Compaction
+    | Tombstone
+    | TaskUpdate
 )

@@ -20,6 +20,10 @@ Block = JSONObject
 MISSING_RESULT_TEXT = "No result: this tool call did not complete."
 INTERRUPTED_RESULT_TEXT = "Interrupted: the run was stopped before this tool call produced a result."
 NOT_EXECUTED_RESULT_TEXT = "Not executed: the model response failed before this tool call could run."
+INTERRUPTION_MESSAGE = "[Request interrupted by user]"
+"""Ends the history of a run aborted while the model answered (not after a ``Run.submit``)."""
+INTERRUPTION_TOOLS_MESSAGE = "[Request interrupted by user for tool use]"
+"""Ends the history of a run aborted while its tools ran."""
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
@@ -61,7 +65,7 @@ def tool_use_ids(message: Message) -> list[str]:
     return seen
 
 
-def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False) -> Block:
+def tool_result_block(tool_use_id: str, content: str | list[Block], *, is_error: bool = False) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
     if is_error:
         block["is_error"] = True

@@ -6,30 +6,32 @@ normaliser) → the blocking limit on what they produced → request → stream 
 arrive, except ``error`` events, held back until the loop knows it cannot recover; safe tool calls
 start as their blocks complete) → ``decide`` (pure) → stop hooks after a completed turn → tools →
 ``advance`` (pure) → next iteration, or a terminal reported to the ``Run``. Every decision lives
-in ``decide``, ``guardrails``, ``advance`` and the layers.
+in ``decide``, ``guardrails``, ``advance`` and the layers. A new user message (``Run.submit``) stops
+the turn without an interruption message; an overload drops the response (tombstone) and retries or
+switches model for good (:mod:`loop.fallback`); the ``agent`` tool runs sub-agents (:mod:`loop.subagents`).
+
+Helpers live next door: ``loop.params`` (``QueryParams``), ``loop.run_setup`` (caller, system
+prompt, server-side edits), ``loop.turn`` (the turn in flight, aborts and submit-interrupts),
+``loop.overload`` (tombstones, retry and fallback events), ``loop.subagents.wiring`` (the run's pool).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import logging
-import os
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
-from loop.advance import advance, conclude, interrupt, record_response
+from loop import fallback
+from loop.advance import advance, conclude, record_response
+from loop.budget import TASK_BUDGET_BETA, history_rewritten, send_task_budget, task_budget
 from loop.calls import guarded
-from loop.config import LoopConfig
-from loop.context.microcompact import CONTEXT_MANAGEMENT_BETA, SERVER_EDIT_PROVIDERS, server_edits
+from loop.context.microcompact import CONTEXT_MANAGEMENT_BETA, server_edits
 from loop.context.pipeline import ContextPipeline, Prepared, server_applied_event
 from loop.context.session import ContextSession
 from loop.context.settings import ContextSettings
 from loop.context.state import ContextState
-from loop.decide import after_stop_hooks, current_max_tokens, decide
-from loop.deps import LoopDeps, ModelCaller
+from loop.decide import after_completion, current_max_tokens, decide
 from loop.events import (
     AssistantMessage,
     LoopEvent,
@@ -38,58 +40,40 @@ from loop.events import (
     ToolResults,
     TransitionEvent,
 )
+from loop.fallback import current_model
 from loop.guardrails import check_blocking, check_guardrails
-from loop.messages import JSONObject, Message, user_message
-from loop.observer import RunObserver
-from loop.outcome import TurnOutcome
-from loop.request import SystemPrompt, build_request, system_blocks
+from loop.hooks import lifecycle, wiring
+from loop.messages import Block, Message, user_message
+from loop.overload import overload_events, tombstone
+from loop.params import QueryParams
+from loop.request import build_request, system_blocks
 from loop.run import Run
+from loop.run_setup import resolve_caller, server_edits_enabled, system_prompt
 from loop.state import LoopState, initial_state
-from loop.stop_hooks import StopHook, StopHookResult
 from loop.stream import TurnAccumulator
-from loop.system_prompt import AgentPrompt
+from loop.structured import check_output, with_instructions, with_output_format
+from loop.subagents.pool import SubagentPool
+from loop.subagents.tool import AgentTool
+from loop.subagents.wiring import run_pool
 from loop.tokens import estimate_json_tokens
-from loop.tools.base import Tool
 from loop.tools.builtin.read_tool_result import NAME as READ_TOOL_RESULT
 from loop.tools.builtin.read_tool_result import ReadToolResult
-from loop.tools.dispatcher import ToolDispatcher
 from loop.tools.executor import StreamingToolExecutor
-from loop.tools.permissions import PermissionCallback, PermissionPolicy
 from loop.tools.registry import ToolRegistry
 from loop.transitions import (
-    AbortedStreaming,
-    AbortedTools,
     Completed,
+    HookStopped,
+    ModelFallback,
     NextTurn,
+    OverloadRetry,
+    PermissionDenied,
+    StopHookLimit,
     StopHookPrevented,
-    Terminal,
     Transition,
 )
+from loop.turn import Phase, Turn, aborted, appended, submit_interrupt
 
-log = logging.getLogger("switchyard.loop")
-KNOWN_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex", "foundry"})
-
-
-@dataclass(frozen=True, slots=True)
-class QueryParams:
-    messages: str | Sequence[Message]
-    """The conversation so far, or just the user's prompt."""
-    system: SystemPrompt | AgentPrompt = None
-    """Text, blocks, or an ``AgentPrompt`` assembled once per run from its sections (tools +
-    static part cached under one breakpoint, the session's part under another)."""
-    tools: Sequence[Tool[Any]] = ()
-    config: LoopConfig = field(default_factory=LoopConfig)
-    deps: LoopDeps = field(default_factory=LoopDeps)
-    permissions: PermissionPolicy = field(default_factory=PermissionPolicy)
-    can_use_tool: PermissionCallback | None = None
-    """Asked before a call the permission mode does not allow outright."""
-    session: ContextSession | None = None
-    """What outlives this run (circuit breaker, stored tool results): pass the same one to every
-    run of a conversation. ``None``: a new one for this run."""
-    stop_hooks: Sequence[StopHook] = ()
-    """Run, in order, when the model ends its turn without calling a tool."""
-    observers: Sequence[RunObserver] = ()
-    """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
+__all__ = ["QueryParams", "query"]
 
 
 def query(params: QueryParams) -> Run:
@@ -101,27 +85,6 @@ def query(params: QueryParams) -> Run:
     return Run(lambda run: _drive(params, run), messages, params.observers)
 
 
-class _Phase(enum.Enum):
-    STREAMING = "streaming"
-    TOOLS = "tools"
-
-
-@dataclass(slots=True)
-class _Turn:
-    """The pieces of the iteration in flight (what an abort has to wind down)."""
-
-    number: int
-    accumulator: TurnAccumulator
-    executor: StreamingToolExecutor
-    phase: _Phase = _Phase.STREAMING
-    outcome: TurnOutcome | None = None
-    settled: bool = False
-    """The state already holds this turn (an abort now has nothing left to wind down)."""
-
-    def partial(self) -> TurnOutcome:
-        return self.outcome if self.outcome is not None else self.accumulator.outcome()
-
-
 async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, None]:
     config, deps = params.config, params.deps
     clock = deps.clock
@@ -129,18 +92,43 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     tools = list(params.tools)
     if config.context.enabled and all(t.name != READ_TOOL_RESULT for t in tools):
         tools.append(ReadToolResult(session.store))
+    caller, close_caller = resolve_caller(deps)
+    state = initial_state((*run.initial_messages, *run.take_submitted()), clock.now())
+    hooks = wiring.hook_runner(  # an agent judge gets the read-only tools, never the agent tool
+        params.hooks,
+        caller=caller,
+        clock=clock,
+        model=lambda: current_model(state, config),
+        permissions=params.permissions,
+        tools=tools,
+    )
+    pool: SubagentPool | None = None
+    if params.subagents is not None:
+        pool = run_pool(
+            params.subagents,
+            config,
+            deps=replace(deps, call_model=caller),
+            permissions=params.permissions,
+            can_use_tool=params.can_use_tool,
+            current=lambda: state,
+        )
+        tools = [*tools, AgentTool(pool)]  # the child's own deadline is the parent's
     registry = ToolRegistry(tools)
     tool_definitions = registry.definitions()
-    dispatcher = ToolDispatcher(
+    dispatcher = wiring.dispatcher(
         registry,
+        hooks,
         clock=clock,
         policy=params.permissions,
         can_use_tool=params.can_use_tool,
         default_timeout_s=config.tool_timeout_s,
         truncate_results=not config.context.enabled,
+        tool_deps=params.tool_deps,
     )
-    caller, close_caller = _resolve_caller(deps)
-    system, system_betas = await _system(params.system, session, caller, tool_definitions)
+    output = params.output_spec
+    system, system_betas = await system_prompt(params.system, session, caller, tool_definitions)
+    if output is not None:
+        system = with_instructions(system, output)
     overhead = estimate_json_tokens([*system_blocks(system, cache=False), *tool_definitions])
     settings = ContextSettings(
         config.context,
@@ -149,36 +137,62 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         {tool.name: tool.max_result_size_chars for tool in registry},
         overhead_tokens=overhead,
         thinking=config.thinking_budget_tokens is not None,
-        server_edits=_server_edits(config, caller),
+        server_edits=server_edits_enabled(config, caller),
     )
     pipeline = ContextPipeline(
-        settings, config, session=session, caller=caller, clock=clock, uuid=deps.uuid, layers=deps.layers
+        settings,
+        config,
+        session=session,
+        caller=wiring.model_caller(caller, hooks),
+        clock=clock,
+        uuid=deps.uuid,
+        layers=deps.layers,
     )
-    state = initial_state(run.initial_messages, clock.now())
-    tokens, covered = session.reported_context(run.initial_messages, overhead) or (overhead, 0)
+    send_budget = send_task_budget(config, getattr(getattr(caller, "provider", None), "name", None))
+    tokens, covered = session.reported_context(state.messages, overhead) or (overhead, 0)
     state = replace(
         state,
         context_tokens=tokens,
         context_message_count=covered,
         context=ContextState(overhead_tokens=overhead, learned_limit=session.learned_limit),
     )
-    turn: _Turn | None = None
+    turn: Turn | None = None
+    reuse: dict[str, Block] = {}
+    """Results of calls a dropped (tombstoned) response ran: the retry reuses them."""
     try:
+        if hooks is not None:
+            started, stopped = await lifecycle.begin(hooks, state.messages)
+            state = lifecycle.charge(state, hooks)
+            if stopped is not None:
+                run.settle(stopped, state)
+                return
+            if started != state.messages:
+                covered = min(state.context_message_count, len(started) - 1)
+                state = replace(state, messages=started, context_message_count=covered)
         while True:
             turn = None
+            queued = run.take_submitted()
+            if queued:  # submitted between turns: nothing to interrupt
+                state = replace(state, messages=(*state.messages, *queued))
             stop = check_guardrails(state, config, clock.now())
             if stop is not None:
                 run.settle(stop, state)
                 return
             prepared: Prepared | None = None
+            rewritten = False
             async for step in pipeline.run(state):
                 if isinstance(step, Prepared):
                     prepared = step
                 else:
+                    rewritten = rewritten or history_rewritten(step)
                     yield step
             if prepared is None:  # pragma: no cover - the pass always ends with one
                 raise RuntimeError("the context pass ended without a result")
             state = prepared.state
+            if rewritten:
+                state = replace(state, budget=state.budget.compacted())
+            if hooks is not None:
+                hooks.note_history(state.messages)
             blocked = check_blocking(prepared.tokens, prepared.thresholds.blocking, config)
             if blocked is not None:
                 run.settle(blocked, state)
@@ -195,9 +209,19 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 context_management=server_edits(settings, state.context.learned_limit)
                 if settings.server_edits
                 else None,
-                extra_betas=(*system_betas, *((CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else ())),
+                extra_betas=(
+                    *system_betas,
+                    *((CONTEXT_MANAGEMENT_BETA,) if settings.server_edits else ()),
+                    *((TASK_BUDGET_BETA,) if send_budget else ()),
+                ),
+                task_budget=task_budget(state.budget, config.token_budget)
+                if send_budget and config.token_budget is not None
+                else None,
+                model=current_model(state, config),
             )
-            turn = _Turn(
+            if output is not None:
+                request = with_output_format(request, output)
+            turn = Turn(
                 number=state.turn_count + 1,
                 accumulator=TurnAccumulator(),
                 executor=StreamingToolExecutor(
@@ -205,12 +229,22 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                     turn=state.turn_count + 1,
                     clock=clock,
                     max_concurrency=config.max_tool_concurrency,
+                    reuse=reuse,
                 ),
             )
+            reuse = {}
+            run.on_submit(turn.executor.interrupt)
+            if pool is not None:
+                pool.sink = turn.executor.emit
             held: list[StreamEvent] = []
+            switched_to: str | None = None
             async with aclosing(guarded(caller, request)) as stream:
                 async for item in stream:
+                    if run.has_submitted():
+                        break
                     if isinstance(item, StatusEvent):
+                        if item.kind == "fallback" and item.model is not None:
+                            switched_to = item.model  # the caller fell back by itself: sticky
                         yield item
                         continue
                     tool_use = turn.accumulator.feed(item)
@@ -223,53 +257,100 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                         turn.executor.submit(tool_use)
                     for tool_event in turn.executor.drain():
                         yield tool_event
+            if run.has_submitted():
+                state = record_response(state, turn.partial())
+                async for event in submit_interrupt(run, turn, state):
+                    if isinstance(event, LoopState):
+                        state = event
+                    else:
+                        yield event
+                continue
             outcome = turn.outcome = turn.accumulator.outcome()
-            state = record_response(state, outcome)
+            state = fallback.sticky(record_response(state, outcome), switched_to)
             if outcome.context_cleared_tokens:
                 yield server_applied_event(
                     turn.number, outcome.usage.context_tokens, outcome.context_cleared_tokens
                 )
             decision = decide(state, outcome, config)
-            if isinstance(decision, Completed) and params.stop_hooks:
-                hooked = after_stop_hooks(await _run_stop_hooks(params.stop_hooks, state, outcome))
-                if hooked is not None:
-                    decision = hooked
+            if isinstance(decision, Completed):
+                answers = await lifecycle.stop_answers(params.stop_hooks, hooks, state, outcome, config)
+                state = lifecycle.charge(state, hooks)
+                decision = after_completion(state, decision, answers, config)
+            if isinstance(decision, Completed) and output is not None:
+                checked = check_output(state, outcome.content, output)
+                decision, run.output = checked.decision or decision, checked.value
             if not isinstance(decision, Transition):
                 await turn.executor.cancel()
                 if config.stream_events:
                     for held_error in held:  # every recovery rung failed: shown now
                         yield held_error
                 before = len(state.messages)
-                answered = Completed("end_turn") if isinstance(decision, StopHookPrevented) else decision
+                kept = isinstance(decision, StopHookPrevented | StopHookLimit)
+                answered = Completed("end_turn") if kept else decision
                 state = conclude(state, answered, outcome)
                 run.settle(decision, state)
-                for event in _appended(turn.number, state, before, outcome):
+                for event in appended(turn.number, state, before, outcome):
                     yield event
                 return
             if isinstance(decision, NextTurn):
-                turn.phase = _Phase.TOOLS
+                turn.phase = Phase.TOOLS
                 yield AssistantMessage(
                     turn.number, outcome.assistant_message(), outcome.stop_reason, outcome.usage
                 )
                 async with aclosing(turn.executor.finish()) as tool_events:
                     async for tool_event in tool_events:
                         yield tool_event
-                state = advance(state, decision, outcome, turn.executor.results())
-                turn.settled = True
-                yield ToolResults(turn.number, state.messages[-1])
+                if pool is not None:  # what the children spent counts for the run's guardrails
+                    state = replace(state, usage=state.usage + pool.budget.take_spent())
+                interrupted = run.has_submitted()
+                if interrupted:
+                    async for event in submit_interrupt(run, turn, lifecycle.charge(state, hooks)):
+                        if isinstance(event, LoopState):
+                            state = event
+                        else:
+                            yield event
+                else:
+                    state = lifecycle.charge(
+                        advance(state, decision, outcome, turn.executor.results()), hooks
+                    )
+                    turn.settled = True
+                    yield ToolResults(turn.number, state.messages[-1])
+                if hooks is not None and hooks.stop_requested is not None:
+                    run.settle(HookStopped(*hooks.stop_requested), state)
+                    return
+                if dispatcher.interruptions:  # a refusal that ends the run (a headless --json run)
+                    refused = dispatcher.interruptions[0]
+                    run.settle(
+                        PermissionDenied(refused.tool_name, refused.tool_use_id, refused.message), state
+                    )
+                    return
+                if interrupted:  # its transition was yielded with the turn's remains
+                    continue
             else:
+                if isinstance(decision, OverloadRetry | ModelFallback):
+                    await turn.executor.wait_started()  # what ran is reused, never run twice
+                    for tool_event in turn.executor.drain():
+                        yield tool_event
+                    reuse = turn.executor.ran()
+                    if outcome.message_id is not None or outcome.content:
+                        yield tombstone(turn.number, outcome, reuse, decision.reason)
+                    async for event in overload_events(decision, config, clock):
+                        yield event
                 await turn.executor.cancel()
                 before = len(state.messages)
                 state = advance(state, decision, outcome)
                 turn.settled = True
-                for event in _appended(turn.number, state, before, outcome):
+                for event in appended(turn.number, state, before, outcome):
                     yield event
             yield TransitionEvent(turn.number, decision)
     except (GeneratorExit, asyncio.CancelledError):
         if not run.finished:
-            run.settle(*await _aborted(state, turn))
+            run.settle(*await aborted(state, turn))
         raise
     finally:
+        run.on_submit(None)
+        if pool is not None:
+            await pool.aclose()
         if run.finished:
             final = run.state
             session.remember_context(
@@ -277,89 +358,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             )
         if turn is not None:
             await turn.executor.cancel()
+        if hooks is not None:
+            await lifecycle.end(hooks, run.state.messages if run.finished else state.messages)
         if close_caller is not None:
             await close_caller()
-
-
-async def _run_stop_hooks(
-    hooks: Sequence[StopHook], state: LoopState, outcome: TurnOutcome
-) -> list[StopHookResult]:
-    """The hooks' answers to the completed turn (a hook that raises is logged and ignored)."""
-    history = (*state.messages, outcome.assistant_message())
-    results: list[StopHookResult] = []
-    for hook in hooks:
-        try:
-            results.append(await hook(history))
-        except Exception:
-            log.exception("stop hook %r failed; ignored", hook)
-    return results
-
-
-async def _aborted(state: LoopState, turn: _Turn | None) -> tuple[Terminal, LoopState]:
-    """The terminal and final state of a run closed or cancelled now."""
-    if turn is None:
-        return AbortedStreaming(turn=state.turn_count), state
-    await turn.executor.cancel()
-    final: LoopState = state
-    unfinished: tuple[str, ...] = ()
-    if not turn.settled:
-        unfinished = turn.executor.unfinished_ids()
-        final = interrupt(state, turn.partial(), turn.executor.finished_results())
-    if turn.phase is _Phase.TOOLS:
-        return AbortedTools(turn=turn.number, interrupted_tool_use_ids=unfinished), final
-    return AbortedStreaming(turn=turn.number), final
-
-
-def _appended(number: int, state: LoopState, before: int, outcome: TurnOutcome) -> list[LoopEvent]:
-    """Events for the messages the last step appended to the history."""
-    events: list[LoopEvent] = []
-    for message in state.messages[before:]:
-        if message.get("role") == "assistant":
-            events.append(AssistantMessage(number, message, outcome.stop_reason, outcome.usage))
-        elif any(b.get("type") == "tool_result" for b in message.get("content") or [] if isinstance(b, dict)):
-            events.append(ToolResults(number, message))
-    return events
-
-
-async def _system(
-    system: SystemPrompt | AgentPrompt,
-    session: ContextSession,
-    caller: ModelCaller,
-    tools: Sequence[JSONObject],
-) -> tuple[SystemPrompt, tuple[str, ...]]:
-    """The run's system prompt and the betas its cache markers need. An ``AgentPrompt`` is
-    assembled with the session's section memo, for the caller's upstream (the first-party API
-    when the caller does not say: an Anthropic-compatible URL); the global cache scope only when
-    the caller's upstream is the first-party API itself."""
-    if not isinstance(system, AgentPrompt):
-        return system, ()
-    provider = getattr(getattr(caller, "provider", None), "name", None)
-    assembled = await system.assemble(
-        session.sections,
-        provider if provider in KNOWN_PROVIDERS else "anthropic",
-        tools=tools,
-        global_scope=provider == "anthropic",
-    )
-    return assembled.blocks, assembled.betas
-
-
-def _server_edits(config: LoopConfig, caller: ModelCaller) -> bool:
-    """Whether microcompact is the upstream's: configured, or (``None``) when the caller's upstream
-    accepts the context-management beta (see :mod:`loop.context.microcompact`) and the model is
-    one context editing supports (Claude 4 and later: not the ``claude-3`` families)."""
-    if not config.context.enabled:
-        return False
-    if config.context.server_context_edits is not None:
-        return config.context.server_context_edits
-    provider = getattr(caller, "provider", None)
-    return getattr(provider, "name", None) in SERVER_EDIT_PROVIDERS and "claude-3" not in config.model
-
-
-def _resolve_caller(deps: LoopDeps) -> tuple[ModelCaller, Callable[[], Awaitable[None]] | None]:
-    """The injected caller, or the environment's provider (then owned, so closed, by the run)."""
-    if deps.call_model is not None:
-        return deps.call_model, None
-    from loop.callers.provider import ProviderModelCaller
-
-    caller = ProviderModelCaller.from_environ(os.environ)
-    return caller, caller.aclose

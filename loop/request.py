@@ -29,7 +29,8 @@ class ModelRequest:
     """Sent as the ``anthropic-beta`` header."""
     request_id: str
     source: str = "sdk"
-    """Who asked: the run's ``LoopConfig.source``, or ``compact`` for a summarisation call."""
+    """Who asked: the run's ``LoopConfig.source``, ``compact`` for a summarisation call, ``hook``
+    for a prompt hook's judge."""
 
 
 def build_request(
@@ -43,10 +44,13 @@ def build_request(
     thinking_budget: int | None = None,
     context_management: JSONObject | None = None,
     extra_betas: Sequence[str] = (),
+    task_budget: JSONObject | None = None,
+    model: str | None = None,
 ) -> ModelRequest:
     """``thinking_budget`` enables extended thinking (the caller passes the config's, or the
-    downgraded one)."""
-    body: JSONObject = {"model": config.model, "max_tokens": max_tokens}
+    downgraded one); ``task_budget`` is sent as ``output_config.task_budget``; ``model`` overrides
+    ``config.model`` (after a sticky fallback)."""
+    body: JSONObject = {"model": model or config.model, "max_tokens": max_tokens}
     blocks = system_blocks(system, cache=config.prompt_caching)
     if blocks:
         body["system"] = blocks
@@ -61,6 +65,8 @@ def build_request(
         body["temperature"] = config.temperature
     if context_management is not None:
         body["context_management"] = context_management
+    if task_budget is not None:
+        body["output_config"] = {**body.get("output_config", {}), "task_budget": task_budget}
     body["stream"] = True
     betas = (*config.betas, *(b for b in extra_betas if b not in config.betas))
     return ModelRequest(body=body, betas=betas, request_id=request_id, source=config.source)

@@ -6,16 +6,21 @@ that owns it (``terminal`` and the final ``state``) before it stops. Observers
 the terminal. Nothing starts before the
 first ``__anext__``; the generator only advances when the consumer pulls. ``aclose()`` (or leaving
 ``async with``) and cancelling the consuming task abort the run; the terminal is then
-``AbortedStreaming`` or ``AbortedTools`` and the final history is still well-formed.
+``AbortedStreaming`` or ``AbortedTools``, the final history is still well-formed and ends with an
+interruption message. ``submit(message)`` is the other kind of interruption: a new user message
+while the run works stops the current turn (what streamed and the tool calls that finished are
+kept) and the run goes on with the message appended, without an interruption message
+(``SubmitInterrupt``). It takes effect at the next stream event, or at once while tools run.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
 from types import TracebackType
+from typing import Any
 
 from loop.events import LoopEvent
-from loop.messages import Message
+from loop.messages import Message, user_message
 from loop.observer import RunObserver, notify_event, notify_terminal
 from loop.state import LoopState, initial_state
 from loop.transitions import AbortedStreaming, Terminal
@@ -35,6 +40,33 @@ class Run:
         self.initial_messages = initial_messages
         self._terminal: Terminal | None = None
         self._state: LoopState | None = None
+        self.output: Any = None
+        """The validated final answer of a run with an output type (``QueryParams.output_type``);
+        ``None`` otherwise, and until the run completes."""
+        self._submitted: list[Message] = []
+        self._on_submit: Callable[[], None] | None = None
+
+    def submit(self, message: str | Message) -> None:
+        """A new user message for the running agent (see the module docstring). Before the run
+        starts, it is simply appended to the initial messages; after it ends, ``RuntimeError``."""
+        if self.finished:
+            raise RuntimeError("the run has finished: start a new one with its messages")
+        self._submitted.append(user_message(message) if isinstance(message, str) else message)
+        if self._on_submit is not None:
+            self._on_submit()
+
+    def has_submitted(self) -> bool:
+        """Messages were submitted that the loop has not taken yet."""
+        return bool(self._submitted)
+
+    def take_submitted(self) -> tuple[Message, ...]:
+        """For the loop: the submitted messages, once."""
+        taken, self._submitted = tuple(self._submitted), []
+        return taken
+
+    def on_submit(self, callback: Callable[[], None] | None) -> None:
+        """For the loop: called on every ``submit`` (wakes a turn waiting for its tools)."""
+        self._on_submit = callback
 
     def __aiter__(self) -> Run:
         return self

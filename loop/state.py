@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from loop.budget import BudgetState
 from loop.context.state import ContextState
 from loop.messages import Message
 from loop.transitions import Transition
@@ -35,6 +36,15 @@ class LoopState:
     """How many times in a row ``last_tool_signature`` was called."""
     stop_hook_active: bool = False
     """Set by stop-hook continuations (the loop went round again because a stop hook blocked)."""
+    stop_hook_blocks: int = 0
+    """Completions in a row the stop hooks blocked (reset when they let one through)."""
+    budget: BudgetState = field(default_factory=BudgetState)
+    """The token budget's bookkeeping (output tokens, continuations, the last deltas)."""
+    model: str = ""
+    """The model requests go to now (``""``: ``config.model``); the fallback model once a sticky
+    fallback happened (:mod:`loop.fallback`)."""
+    consecutive_overloads: int = 0
+    """Overloaded responses in a row on the current model."""
     transition: Transition | None = None
     """Why the loop last continued (``None`` before the first continuation)."""
     transitions: tuple[Transition, ...] = ()

@@ -15,9 +15,8 @@ Callers match exhaustively::
         case _ as unreachable:
             assert_never(unreachable)
 
-Each class carries a ``reason`` string (the wire name used in JSON output and logs). The
-token-budget work adds its continue reason here (``token_budget_continuation``); nothing else in
-the package lists them.
+Each class carries a ``reason`` string (the wire name used in JSON output and logs); nothing else
+in the package lists them.
 """
 
 from __future__ import annotations
@@ -100,6 +99,60 @@ class StopHookBlocking:
     errors: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class TokenBudgetContinuation:
+    """The model ended its turn below 90% of the run's token budget (and was not producing less
+    and less): the answer was kept, a nudge saying how much budget is left was appended, and the
+    model goes on. ``continuation`` counts them (1 for the first)."""
+
+    reason: ClassVar[Literal["token_budget_continuation"]] = "token_budget_continuation"
+    turn_tokens: int
+    budget: int
+    continuation: int
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredOutputRetry:
+    """The final answer did not validate against the run's output type
+    (``QueryParams.output_type``): the validation errors were appended and the model answers
+    again (at most ``QueryParams.output_retries`` times)."""
+
+    reason: ClassVar[Literal["structured_output_retry"]] = "structured_output_retry"
+    attempt: int
+    errors: str
+
+
+@dataclass(frozen=True, slots=True)
+class OverloadRetry:
+    """The model was overloaded (a 529 after the caller's retries, or an ``overloaded_error``
+    mid-stream): the response is dropped (tombstoned) and the request sent again to the same model
+    after a backoff. ``overloads``: overloads in a row so far."""
+
+    reason: ClassVar[Literal["overload_retry"]] = "overload_retry"
+    model: str
+    overloads: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFallback:
+    """Repeated overloads on the primary: the run switched to the fallback model for good (the
+    partial response tombstoned, thinking blocks stripped: their signatures are model-bound)."""
+
+    reason: ClassVar[Literal["model_fallback"]] = "model_fallback"
+    from_model: str
+    to_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitInterrupt:
+    """A new user message arrived mid-turn (``Run.submit``): the turn stopped (what streamed and
+    the tools that finished kept, the others answered as interrupted) and the message appended,
+    without an interruption message."""
+
+    reason: ClassVar[Literal["submit_interrupt"]] = "submit_interrupt"
+    turn: int
+
+
 Transition = (
     NextTurn
     | PauseTurnResume
@@ -109,6 +162,11 @@ Transition = (
     | ReactiveCompactRetry
     | ThinkingDowngrade
     | StopHookBlocking
+    | TokenBudgetContinuation
+    | StructuredOutputRetry
+    | OverloadRetry
+    | ModelFallback
+    | SubmitInterrupt
 )
 
 
@@ -226,6 +284,50 @@ class StopHookPrevented:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class StopHookLimit:
+    """Stop hooks blocked the model's completion again after ``limit`` blocking continuations in a
+    row (``LoopConfig.max_stop_hook_blocks``): the model could not satisfy them, so the run ends
+    instead of looping. The answer is kept; ``errors`` are the last block's."""
+
+    reason: ClassVar[Literal["stop_hook_limit"]] = "stop_hook_limit"
+    limit: int
+    errors: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HookStopped:
+    """A lifecycle hook stopped the run: ``continue: false`` from a ``PreToolUse`` /
+    ``PostToolUse`` / ``SessionStart`` / ``UserPromptSubmit`` hook, or a ``UserPromptSubmit`` hook
+    that blocked the prompt (exit code 2, ``decision: "block"``). ``event`` names the hook event,
+    ``message`` is its ``stopReason`` / reason / stderr."""
+
+    reason: ClassVar[Literal["hook_stopped"]] = "hook_stopped"
+    event: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredOutputInvalid:
+    """The final answer still did not validate against the output type after every retry."""
+
+    reason: ClassVar[Literal["structured_output_invalid"]] = "structured_output_invalid"
+    attempts: int
+    errors: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDenied:
+    """A tool call was refused by a verdict that asked to stop the run
+    (``PermissionVerdict.interrupt``: a headless run that cannot ask anyone); the refusal is the
+    call's result in the final history."""
+
+    reason: ClassVar[Literal["permission_denied"]] = "permission_denied"
+    tool_name: str
+    tool_use_id: str
+    message: str
+
+
 Terminal = (
     Completed
     | AbortedStreaming
@@ -237,6 +339,10 @@ Terminal = (
     | Guardrail
     | BlockingLimit
     | StopHookPrevented
+    | StopHookLimit
+    | HookStopped
+    | StructuredOutputInvalid
+    | PermissionDenied
 )
 
 

@@ -72,6 +72,10 @@ class ToolResultStore:
     def get(self, tool_use_id: str) -> StoredText | None:
         return self._texts.get(tool_use_id)
 
+    def items(self) -> list[StoredText]:
+        """Every stored result, in the order they were stored (a saved session keeps them)."""
+        return list(self._texts.values())
+
     def __contains__(self, tool_use_id: object) -> bool:
         return tool_use_id in self._texts
 

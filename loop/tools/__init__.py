@@ -2,8 +2,10 @@
 streaming executor."""
 
 from loop.tools.base import Tool, ToolContext, ToolError, ToolInput
+from loop.tools.content import Image, ToolResultContent
 from loop.tools.dispatcher import ToolDispatcher
 from loop.tools.executor import StreamingToolExecutor
+from loop.tools.function import FunctionTool, tool
 from loop.tools.permissions import (
     PermissionCallback,
     PermissionMode,
@@ -15,6 +17,8 @@ from loop.tools.permissions import (
 from loop.tools.registry import ToolRegistry
 
 __all__ = [
+    "FunctionTool",
+    "Image",
     "PermissionCallback",
     "PermissionMode",
     "PermissionPolicy",
@@ -28,4 +32,6 @@ __all__ = [
     "ToolError",
     "ToolInput",
     "ToolRegistry",
+    "ToolResultContent",
+    "tool",
 ]

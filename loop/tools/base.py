@@ -1,15 +1,23 @@
-"""What a tool declares: identity, input schema, safety flags, limits, and how to run it."""
+"""What a tool declares: identity, input schema, safety flags, limits, and how to run it.
+
+A tool is a ``Tool`` subclass (class attributes and ``call``) or a plain function turned into one
+by ``loop.tools.function.tool``. ``call`` returns text or content blocks (``loop.tools.content``).
+``ToolContext[Deps]`` carries the call's identity, the clock and the run's user dependencies
+(``QueryParams.tool_deps``).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar
 
 from loop.deps import Clock
 from loop.messages import JSONObject
+from loop.tools.content import ToolResultContent
 
 
 class ToolInput(BaseModel):
@@ -23,14 +31,22 @@ class ToolError(Exception):
     model as an error result, without the "crashed" wording an unexpected exception gets."""
 
 
+DepsT = TypeVar("DepsT", default=Any)
+NO_DEPS: Any = None
+"""The type of the user's dependencies (``ToolContext[MyDeps]``; bare ``ToolContext``: ``Any``)."""
+
+
 @dataclass(frozen=True, slots=True)
-class ToolContext:
+class ToolContext(Generic[DepsT]):
     tool_use_id: str
     turn: int
     clock: Clock
     timeout_s: float | None = None
     """The dispatcher's timeout for this call: a tool that can stop early with partial results
     (a search) plans to finish before it."""
+    deps: DepsT = NO_DEPS
+    """The run's user dependencies (``QueryParams.tool_deps``): a database handle, an HTTP client,
+    settings... whatever the application injects; ``None`` when it injects nothing."""
 
 
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -72,5 +88,6 @@ class Tool(ABC, Generic[InputT]):
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema()}
 
     @abstractmethod
-    async def call(self, tool_input: InputT, context: ToolContext) -> str:
-        """Run the call; return the result text. Raise ``ToolError`` for expected failures."""
+    async def call(self, tool_input: InputT, context: ToolContext) -> ToolResultContent:
+        """Run the call; return the result: text, or a list of content blocks (``text``,
+        ``image``, ``document``, ``search_result``). Raise ``ToolError`` for expected failures."""

@@ -28,6 +28,7 @@ from loop.deps import Clock
 from loop.messages import Block, tool_result_block
 from loop.outcome import ToolUse
 from loop.tools.base import Tool, ToolContext, ToolError
+from loop.tools.content import ToolResultContent, to_content
 from loop.tools.permissions import PermissionCallback, PermissionPolicy, PermissionRequest, resolve
 from loop.tools.registry import ToolRegistry
 
@@ -43,6 +44,13 @@ class PreparedCall:
     tool_input: BaseModel
 
 
+def truncate_content(content: ToolResultContent, limit: int | None) -> ToolResultContent:
+    """``truncate`` for text, or for each text block of a list of blocks."""
+    if isinstance(content, str):
+        return truncate(content, limit)
+    return [{**b, "text": truncate(str(b["text"]), limit)} if b.get("type") == "text" else b for b in content]
+
+
 def truncate(text: str, limit: int | None) -> str:
     if limit is None or len(text) <= limit:
         return text
@@ -51,6 +59,16 @@ def truncate(text: str, limit: int | None) -> str:
         text[:limit] + f"\n\n[Result truncated: {omitted} of {len(text)} characters omitted "
         f"(limit {limit}). Narrow the request to see the rest.]"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """A denied call whose verdict asked to end the run (a headless run refusing a destructive
+    tool): the loop ends with ``PermissionDenied`` once the turn's results are in."""
+
+    tool_use_id: str
+    tool_name: str
+    message: str
 
 
 class ToolDispatcher:
@@ -63,6 +81,7 @@ class ToolDispatcher:
         can_use_tool: PermissionCallback | None = None,
         default_timeout_s: float = 120.0,
         truncate_results: bool = True,
+        tool_deps: object = None,
     ) -> None:
         self._registry = registry
         self._clock = clock
@@ -70,6 +89,9 @@ class ToolDispatcher:
         self._can_use_tool = can_use_tool
         self._default_timeout_s = default_timeout_s
         self._truncate_results = truncate_results
+        self._tool_deps = tool_deps
+        self.interruptions: list[Interruption] = []
+        """Denials that asked to stop the run (``PermissionVerdict.interrupt``), in order."""
 
     def prepare(self, tool_use: ToolUse) -> PreparedCall | Block:
         """The validated call, or the error result that answers it. Never raises."""
@@ -140,9 +162,13 @@ class ToolDispatcher:
             return _error(tool_use, f"Permission denied ({reason}): the {tool.name} call was cancelled.")
         if not verdict.allowed:
             reason = verdict.message or "permission denied"
+            if verdict.interrupt:
+                self.interruptions.append(Interruption(tool_use.id, tool.name, reason))
             return _error(tool_use, f"Permission denied ({reason}): the {tool.name} call was cancelled.")
         timeout_s = tool.timeout_s if tool.timeout_s is not None else self._default_timeout_s
-        context = ToolContext(tool_use_id=tool_use.id, turn=turn, clock=self._clock, timeout_s=timeout_s)
+        context: ToolContext = ToolContext(
+            tool_use_id=tool_use.id, turn=turn, clock=self._clock, timeout_s=timeout_s, deps=self._tool_deps
+        )
         try:
             async with self._clock.timeout(timeout_s):
                 result = await _capture(tool, call.tool_input, context)
@@ -150,11 +176,11 @@ class ToolDispatcher:
             return _error(tool_use, f"Tool {tool.name!r} timed out after {timeout_s:g}s.")
         if isinstance(result, ToolError):
             return _error(tool_use, truncate(str(result), tool.max_result_size_chars))
-        if not isinstance(result, str):
+        if isinstance(result, BaseException):
             _log_failure("call", tool_use, result)
             return _error(tool_use, f"Tool {tool.name!r} failed: {describe_exception(result)}")
         if self._truncate_results:
-            result = truncate(result, tool.max_result_size_chars)
+            result = truncate_content(result, tool.max_result_size_chars)
         return tool_result_block(tool_use.id, result)
 
     async def dispatch(self, tool_use: ToolUse, turn: int) -> Block:
@@ -166,11 +192,12 @@ class ToolDispatcher:
 
 async def _capture(
     tool: Tool[Any], tool_input: BaseModel, context: ToolContext
-) -> str | Exception | SystemExit:
-    """The tool's result text or the exception it raised (cancellation and ``KeyboardInterrupt``
-    still propagate; ``SystemExit``, from a tool that calls ``sys.exit`` or argparse, does not)."""
+) -> ToolResultContent | Exception | SystemExit:
+    """The tool's result (text or content blocks, see ``loop.tools.content``) or the exception it
+    raised (cancellation and ``KeyboardInterrupt`` still propagate; ``SystemExit``, from a tool
+    that calls ``sys.exit`` or argparse, does not)."""
     try:
-        return str(await tool.call(tool_input, context))
+        return to_content(await tool.call(tool_input, context))
     except (Exception, SystemExit) as exc:
         return exc
 

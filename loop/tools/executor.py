@@ -7,7 +7,13 @@
   consecutive safe calls together (at most ``max_concurrency`` at a time), state-changing calls
   one at a time once everything before them has finished;
 * ``results``: one ``tool_result`` per call, in call order, whatever order they finished in;
-* ``cancel``: stops everything (a response that did not end with ``tool_use``, an abort).
+* ``cancel``: stops everything (a response that did not end with ``tool_use``, an abort);
+* ``interrupt``: ``finish`` stops at once, starting nothing more (a submit-interrupt);
+* ``reuse``: results of calls a dropped response already ran (``loop.fallback``): a call with the
+  same tool and input in this response gets that result instead of running again.
+
+Tools (a sub-agent's ``agent`` tool) may ``emit`` events of their own while they run; they come out
+with the progress events.
 
 Progress is reported as ``ToolStarted`` / ``ToolFinished`` events: ``drain`` returns the ones
 ready now (the loop calls it between stream events), ``finish`` yields them as they happen.
@@ -16,11 +22,11 @@ ready now (the loop calls it between stream events), ``finish`` yields them as t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 
 from loop.deps import Clock
-from loop.events import ToolEvent, ToolFinished, ToolStarted
+from loop.events import TaskUpdate, ToolEvent, ToolFinished, ToolStarted
 from loop.messages import Block
 from loop.outcome import ToolUse
 from loop.tools.dispatcher import PreparedCall, ToolDispatcher
@@ -34,18 +40,41 @@ class _Call:
     safe: bool
     result: Block | None = None
     task: asyncio.Task[None] | None = None
+    reused: bool = False
+
+
+ExecutorEvent = ToolEvent | TaskUpdate
 
 
 class StreamingToolExecutor:
-    def __init__(self, dispatcher: ToolDispatcher, *, turn: int, clock: Clock, max_concurrency: int) -> None:
+    def __init__(
+        self,
+        dispatcher: ToolDispatcher,
+        *,
+        turn: int,
+        clock: Clock,
+        max_concurrency: int,
+        reuse: Mapping[str, Block] | None = None,
+    ) -> None:
         self._dispatcher = dispatcher
         self._turn = turn
         self._clock = clock
         self._calls: list[_Call] = []
-        self._events: asyncio.Queue[ToolEvent] = asyncio.Queue()
+        self._events: asyncio.Queue[ExecutorEvent | None] = asyncio.Queue()
         self._slots = asyncio.Semaphore(max_concurrency)
+        self._reuse = dict(reuse or {})
+        self._interrupted = False
 
     def submit(self, tool_use: ToolUse) -> None:
+        if self._reuse:
+            from loop.advance import tool_signature
+
+            earlier = self._reuse.pop(tool_signature(tool_use), None)
+            if earlier is not None:
+                self._calls.append(
+                    _Call(tool_use, None, True, {**earlier, "tool_use_id": tool_use.id}, reused=True)
+                )
+                return
         prepared = self._dispatcher.prepare(tool_use)
         if isinstance(prepared, PreparedCall):
             call = _Call(tool_use, prepared, self._dispatcher.is_concurrency_safe(prepared))
@@ -55,14 +84,31 @@ class StreamingToolExecutor:
         if call.prepared is not None and all(c.safe for c in self._calls):
             self._start(call)
 
-    def drain(self) -> list[ToolEvent]:
-        events: list[ToolEvent] = []
+    def emit(self, event: TaskUpdate) -> None:
+        """Put a tool's own event (a sub-agent's state change) on the progress stream."""
+        self._events.put_nowait(event)
+
+    def interrupt(self) -> None:
+        """Make ``finish`` return at once (a submit-interrupt); running calls go on until
+        ``cancel``."""
+        self._interrupted = True
+        self._events.put_nowait(None)  # wakes ``_next_event``
+
+    def _stopped(self) -> bool:
+        return self._interrupted
+
+    def drain(self) -> list[ExecutorEvent]:
+        events: list[ExecutorEvent] = []
         while not self._events.empty():
-            events.append(self._events.get_nowait())
+            event = self._events.get_nowait()
+            if event is not None:
+                events.append(event)
         return events
 
-    async def finish(self) -> AsyncGenerator[ToolEvent, None]:
+    async def finish(self) -> AsyncGenerator[ExecutorEvent, None]:
         for call in self._calls:
+            if self._stopped():
+                return
             if call.prepared is None:
                 assert call.result is not None
                 self._events.put_nowait(self._finished(call, call.result, 0.0))
@@ -71,6 +117,8 @@ class StreamingToolExecutor:
             elif call.task is None:
                 while (event := await self._next_event()) is not None:  # everything before it...
                     yield event
+                if self._stopped():
+                    return
                 self._start(call)
                 while (event := await self._next_event()) is not None:  # ...then the call alone
                     yield event
@@ -90,6 +138,22 @@ class StreamingToolExecutor:
 
     def unfinished_ids(self) -> tuple[str, ...]:
         return tuple(c.tool_use.id for c in self._calls if c.result is None)
+
+    async def wait_started(self) -> None:
+        """Let the calls already running finish (nothing new starts)."""
+        running = [t for t in self._tasks() if not t.done()]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
+    def ran(self) -> dict[str, Block]:
+        """The results of calls that ran (or reused an earlier run), by ``tool_signature``."""
+        from loop.advance import tool_signature
+
+        return {
+            tool_signature(c.tool_use): c.result
+            for c in self._calls
+            if c.result is not None and (c.task is not None or c.reused)
+        }
 
     async def cancel(self) -> None:
         tasks = [t for t in self._tasks() if not t.done()]
@@ -117,11 +181,17 @@ class StreamingToolExecutor:
     def _finished(self, call: _Call, result: Block, duration_s: float) -> ToolFinished:
         return ToolFinished(self._turn, call.tool_use.id, call.tool_use.name, result, duration_s)
 
-    async def _next_event(self) -> ToolEvent | None:
-        """The next progress event; ``None`` once every started call is done and none is left."""
+    async def _next_event(self) -> ExecutorEvent | None:
+        """The next progress event; ``None`` once every started call is done and none is left
+        (or after ``interrupt``)."""
         while True:
+            if self._stopped():
+                return None
             if not self._events.empty():
-                return self._events.get_nowait()
+                event = self._events.get_nowait()
+                if event is None:
+                    continue
+                return event
             pending = [t for t in self._tasks() if not t.done()]
             if not pending:
                 return None
@@ -135,4 +205,7 @@ class StreamingToolExecutor:
                 if task.done() and not task.cancelled():
                     task.result()  # dispatcher.run never raises: a failure here is a bug, surface it
             if getter.done() and not getter.cancelled():
-                return getter.result()
+                event = getter.result()
+                if event is None:
+                    continue
+                return event

@@ -85,6 +85,9 @@ class PermissionRequest:
 class PermissionVerdict:
     allowed: bool
     message: str = ""
+    interrupt: bool = False
+    """With ``allowed=False``: end the run after this turn (terminal ``permission_denied``)
+    instead of letting the model carry on without the call (a headless run's refusal)."""
 
 
 PermissionCallback = Callable[[PermissionRequest], Awaitable[PermissionVerdict]]

@@ -404,6 +404,10 @@ async def test_the_terminal_can_be_matched_exhaustively() -> None:
                 return f"guardrail {kind}"
             case loop.StopHookPrevented(message=message):
                 return message
+            case loop.StopHookLimit(limit=limit):
+                return f"stop hooks blocked more than {limit} times"
+            case loop.HookStopped(event=event, message=message):
+                return f"{event} hook: {message}"
             case _:
                 assert_never(t)
 

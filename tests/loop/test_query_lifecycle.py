@@ -9,7 +9,7 @@ import pytest
 
 import loop
 from loop.events import StreamEvent, ToolStarted
-from loop.messages import INTERRUPTED_RESULT_TEXT
+from loop.messages import INTERRUPTED_RESULT_TEXT, INTERRUPTION_MESSAGE
 from loop.request import ModelRequest
 from loop.testing import FakeModel, FakeResponse, FakeTool, VirtualClock, text, tool_use
 from loop.tools.base import Tool, ToolContext
@@ -192,4 +192,7 @@ async def test_cancelling_the_consumer_while_the_model_streams() -> None:
     with pytest.raises(asyncio.CancelledError):
         await consumer
     assert run.terminal == AbortedStreaming(turn=1)
-    assert run.messages == [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    assert run.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "user", "content": [{"type": "text", "text": INTERRUPTION_MESSAGE}]},  # a hard abort
+    ]

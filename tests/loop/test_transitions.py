@@ -29,6 +29,10 @@ def test_the_sets_and_their_wire_names() -> None:
         "guardrail",
         "blocking_limit",
         "stop_hook_prevented",
+        "stop_hook_limit",
+        "hook_stopped",
+        "structured_output_invalid",
+        "permission_denied",
     }
     transitions = {cls.reason for cls in typing.get_args(Transition)}
     assert transitions == {
@@ -38,8 +42,13 @@ def test_the_sets_and_their_wire_names() -> None:
         "max_output_tokens_recovery",
         "collapse_drain",
         "reactive_compact_retry",
+        "structured_output_retry",
         "thinking_downgrade",
         "stop_hook_blocking",
+        "token_budget_continuation",
+        "overload_retry",
+        "model_fallback",
+        "submit_interrupt",
     }
 
 

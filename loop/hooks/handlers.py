@@ -1,0 +1,114 @@
+"""Running one command, HTTP or Python hook under its timeout; never raises (but cancellation).
+
+A command runs through ``/bin/sh -c`` in the hooks' working directory, in its own process group
+(killed whole at the timeout), with ``CLAUDE_PROJECT_DIR`` set as Claude Code sets it; the input
+JSON is its stdin. Timeouts of commands and webhooks are wall-clock (real I/O); a Python callback's
+runs on the loop's injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import re
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from loop.hooks.context import HookContext
+from loop.hooks.output import HookOutput, cut, from_json, from_stdout
+from loop.hooks.settings import CommandHook, HttpHook, PythonHook
+
+log = logging.getLogger("switchyard.loop.hooks")
+
+BLOCKING_EXIT_CODE = 2
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+async def run_command(hook: CommandHook, payload: bytes, *, cwd: str, timeout_s: float) -> HookOutput:
+    try:
+        process = await asyncio.create_subprocess_shell(
+            hook.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env={**os.environ, "CLAUDE_PROJECT_DIR": cwd},
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return HookOutput(error=f"the hook command could not start: {exc.strerror or exc}")
+    try:
+        async with asyncio.timeout(timeout_s):
+            stdout, stderr = await process.communicate(payload)
+    except TimeoutError:
+        _kill(process)
+        await process.wait()
+        return HookOutput(error=f"the hook command timed out after {timeout_s:g}s")
+    except BaseException:
+        _kill(process)
+        raise
+    out, err = stdout.decode(errors="replace"), stderr.decode(errors="replace")
+    if process.returncode == 0:
+        return from_stdout(out)
+    if process.returncode == BLOCKING_EXIT_CODE:
+        return HookOutput(blocked=True, reason=cut(err) or "blocked by a hook (exit code 2)")
+    return HookOutput(error=f"the hook command exited with {process.returncode}: {cut(err)[:500]}")
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+async def run_http(
+    hook: HttpHook, payload: bytes, *, environ: Mapping[str, str], timeout_s: float
+) -> HookOutput:
+    headers = {"Content-Type": "application/json"}
+    headers.update(
+        {name: _expand(value, hook.allowed_env_vars, environ) for name, value in hook.headers.items()}
+    )
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+            session.post(hook.url, data=payload, headers=headers, allow_redirects=False) as response,
+        ):
+            body = await response.text(errors="replace")
+            status = response.status
+    except TimeoutError:
+        return HookOutput(error=f"the hook webhook timed out after {timeout_s:g}s")
+    except aiohttp.ClientError as exc:
+        return HookOutput(error=f"the hook webhook failed: {type(exc).__name__}")
+    if not 200 <= status < 300:
+        return HookOutput(error=f"the hook webhook answered HTTP {status}")
+    return from_stdout(body)
+
+
+def _expand(value: str, allowed: tuple[str, ...], environ: Mapping[str, str]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return environ.get(name, "") if name in allowed else ""
+
+    return _ENV_REFERENCE.sub(replace, value)
+
+
+async def run_python(
+    hook: PythonHook, data: dict[str, Any], tool_use_id: str | None, context: HookContext, *, timeout_s: float
+) -> HookOutput:
+    try:
+        async with context.clock.timeout(timeout_s):
+            answer: Any = hook.function(data, tool_use_id, context)
+            if inspect.isawaitable(answer):
+                answer = await answer
+    except TimeoutError:
+        return HookOutput(error=f"the hook function timed out after {timeout_s:g}s")
+    except Exception as exc:
+        log.debug("hook function %r failed", hook.function, exc_info=exc)
+        return HookOutput(error=f"the hook function raised {type(exc).__name__}: {cut(str(exc))[:500]}")
+    return from_json(answer)

@@ -1,0 +1,113 @@
+"""The MCP servers file: the ``{"mcpServers": {...}}`` JSON Claude Code and claude-agent-sdk read.
+
+::
+
+    {"mcpServers": {
+        "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
+                  "env": {"DEBUG": "0"}, "permission": "readOnly"},
+        "tickets": {"type": "http", "url": "http://127.0.0.1:8931/mcp",
+                    "headers": {"Authorization": "Bearer ..."},
+                    "toolPermissions": {"close_ticket": "destructive"}}
+    }}
+
+A server is ``stdio`` (``command``, ``args``, ``env``, optional ``cwd``; ``"type": "stdio"`` or
+no type) or streamable HTTP (``"type": "http"``, ``url``, ``headers``). ``sse`` servers (the
+deprecated transport) are refused with a clear error. Three keys are switchyard's own:
+``permission``, the level of every tool of the server; ``toolPermissions``, per-tool levels by
+the server's tool name; ``timeout``, seconds to start the server and list its tools (30). Levels:
+``readOnly`` (never asks; may run concurrently), ``edit`` (allowed in ``acceptEdits``) and
+``destructive`` (asks even in ``acceptEdits``), the default: like Claude Code, an MCP tool is
+confirmed unless it is allowed (``--allow mcp__server__tool``) or declared otherwise here. The
+servers' own ``readOnlyHint``/``destructiveHint`` annotations are not trusted (the MCP
+specification calls them untrusted hints).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class Permission(enum.StrEnum):
+    READ_ONLY = "readOnly"
+    EDIT = "edit"
+    DESTRUCTIVE = "destructive"
+
+
+class _Server(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    permission: Permission = Permission.DESTRUCTIVE
+    tool_permissions: dict[str, Permission] = Field(default_factory=dict, alias="toolPermissions")
+    timeout_s: float = Field(default=30.0, gt=0, alias="timeout")
+    """Seconds to start the server and list its tools."""
+
+    def permission_of(self, tool: str) -> Permission:
+        return self.tool_permissions.get(tool, self.permission)
+
+
+class StdioServer(_Server):
+    type: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class HttpServer(_Server):
+    type: Literal["http", "streamable-http", "streamableHttp"]
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+ServerConfig = Annotated[StdioServer | HttpServer, Field(discriminator="type")]
+_SERVER: TypeAdapter[StdioServer | HttpServer] = TypeAdapter(ServerConfig)
+
+
+class McpConfigError(ValueError):
+    """The MCP servers file is unreadable or invalid (the message names the server and field)."""
+
+
+def parse_servers(data: Any) -> dict[str, StdioServer | HttpServer]:
+    """The servers of an ``{"mcpServers": {...}}`` value, in file order."""
+    if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
+        raise McpConfigError('expected a JSON object {"mcpServers": {name: server, ...}}')
+    servers: dict[str, StdioServer | HttpServer] = {}
+    for name, raw in data["mcpServers"].items():
+        if not SERVER_NAME.match(name):
+            raise McpConfigError(f"server name {name!r}: use 1-64 letters, digits, '_' or '-'")
+        if not isinstance(raw, dict):
+            raise McpConfigError(f"server {name!r}: expected an object")
+        entry = dict(raw)
+        if entry.get("type") == "sse":
+            raise McpConfigError(
+                f"server {name!r}: the SSE transport is deprecated and not supported; use http"
+            )
+        entry.setdefault("type", "stdio")
+        try:
+            servers[name] = _SERVER.validate_python(entry)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'][1:]) or 'server'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            raise McpConfigError(f"server {name!r}: {problems}") from None
+    return servers
+
+
+def load_servers(path: str | os.PathLike[str]) -> dict[str, StdioServer | HttpServer]:
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise McpConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise McpConfigError(f"{path} is not JSON: {exc}") from None
+    return parse_servers(data)

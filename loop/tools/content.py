@@ -1,0 +1,106 @@
+"""What a tool may return: text, images, or a list of content blocks, as ``tool_result`` accepts.
+
+The Messages API takes a ``tool_result``'s ``content`` as a string or as a list of ``text``,
+``image``, ``document`` and ``search_result`` blocks. ``to_content`` turns what a tool returned
+into one of those two shapes:
+
+* ``str``: the text itself;
+* ``Image`` (bytes and a media type): one base64 ``image`` block;
+* a pydantic model, or any other JSON value (dict, list, number...) that is not a content
+  block: its JSON as text (structured content the model reads);
+* a content-block dict (``{"type": "image", ...}``), or a list mixing blocks, strings, images and
+  models: a list of blocks, each item converted as above.
+
+A dict whose ``type`` is not one the API accepts in a tool result is serialised as JSON, never
+sent as a block (an ``{"type": "tool_use"}`` from a tool cannot forge a call).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from loop.messages import Block
+
+ToolResultContent = str | list[Block]
+"""A ``tool_result``'s ``content``: text, or a list of content blocks."""
+
+RESULT_BLOCK_TYPES = frozenset({"text", "image", "document", "search_result"})
+"""The block types the Messages API accepts inside a ``tool_result``."""
+IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """Image bytes a tool returns (PNG, JPEG, GIF or WebP)."""
+
+    data: bytes
+    media_type: str = "image/png"
+
+    def __post_init__(self) -> None:
+        if self.media_type not in IMAGE_MEDIA_TYPES:
+            raise ValueError(
+                f"unsupported image media type {self.media_type!r}: one of {sorted(IMAGE_MEDIA_TYPES)}"
+            )
+
+    def block(self) -> Block:
+        return image_block(base64.b64encode(self.data).decode("ascii"), self.media_type)
+
+
+def text_block(text: str) -> Block:
+    return {"type": "text", "text": text}
+
+
+def image_block(base64_data: str, media_type: str) -> Block:
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": base64_data}}
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return orjson.dumps(value, default=_default).decode()
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"a tool returned a {type(value).__name__}, which is not JSON")
+
+
+def _is_block(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in RESULT_BLOCK_TYPES
+
+
+def _block(item: Any) -> Block:
+    if isinstance(item, str):
+        return text_block(item)
+    if isinstance(item, Image):
+        return item.block()
+    if _is_block(item):
+        return dict(item)
+    return text_block(_json_text(item))
+
+
+def to_content(value: Any) -> ToolResultContent:
+    """A tool's return value as ``tool_result`` content (``TypeError`` when it is not JSON)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Image) or _is_block(value):
+        return [_block(value)]
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray) and value:
+        items = list(value)
+        if any(isinstance(i, str | Image) or _is_block(i) for i in items):
+            return [_block(i) for i in items]
+    return _json_text(value)
+
+
+def content_text(content: ToolResultContent) -> str:
+    """The text of a result (its text blocks joined), for logs and truncation."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
