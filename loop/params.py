@@ -3,7 +3,7 @@ config, dependencies, permissions, hooks, sub-agents, the output type)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ from loop.hooks.settings import HookSettings
 from loop.messages import Message
 from loop.observer import RunObserver
 from loop.request import SystemPrompt
+from loop.run import Run
 from loop.stop_hooks import StopHook
 from loop.structured import OutputSpec
 from loop.subagents.definition import SubagentConfig
@@ -59,3 +60,8 @@ class QueryParams:
         if self.output_type is None or isinstance(self.output_type, OutputSpec):
             return self.output_type
         return OutputSpec(self.output_type)
+
+
+QueryFunction = Callable[[QueryParams], Run]
+"""``loop.query.query``'s type: what runs a nested loop (a sub-agent, an agent judge) is given it,
+so the modules the loop itself uses never import the loop (no import cycle)."""

@@ -101,6 +101,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         model=lambda: current_model(state, config),
         permissions=params.permissions,
         tools=tools,
+        run_query=query,
     )
     pool: SubagentPool | None = None
     if params.subagents is not None:
@@ -111,6 +112,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             permissions=params.permissions,
             can_use_tool=params.can_use_tool,
             current=lambda: state,
+            run_query=query,
         )
         tools = [*tools, AgentTool(pool)]  # the child's own deadline is the parent's
     registry = ToolRegistry(tools)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -34,6 +34,9 @@ from loop.request import ModelRequest
 from loop.stream import TurnAccumulator
 from loop.tools.base import Tool
 from loop.usage import TokenUsage
+
+if TYPE_CHECKING:
+    from loop.params import QueryFunction
 
 Spend = Callable[[TokenUsage], None]
 """Told what a judge's model calls were billed (the run's token guardrail counts them)."""
@@ -107,8 +110,10 @@ async def run_agent_judge(
     model: str,
     timeout_s: float,
     spend: Spend,
+    run_query: QueryFunction,
 ) -> HookOutput:
-    from loop.query import QueryParams, query  # the judge is a run of the loop itself
+    """``run_query``: ``loop.query.query`` (the judge is a run of the loop itself)."""
+    from loop.params import QueryParams  # not at import: loop.params imports what imports this
     from loop.tools.permissions import PermissionMode, PermissionPolicy
     from loop.transitions import Completed
 
@@ -119,7 +124,7 @@ async def run_agent_judge(
         subagent=True,
         source="agent:hook-judge",
     )
-    run = query(
+    run = run_query(
         QueryParams(
             messages=judge_prompt(hook.prompt, data),
             system=AGENT_JUDGE_SYSTEM,

@@ -20,7 +20,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -44,6 +44,9 @@ from loop.messages import Message
 from loop.tools.base import Tool
 from loop.usage import TokenUsage
 
+if TYPE_CHECKING:
+    from loop.params import QueryFunction
+
 log = logging.getLogger("switchyard.loop.hooks")
 
 
@@ -58,6 +61,7 @@ class HookRunner:
         permission_mode: str,
         tools: Sequence[Tool[Any]] = (),
         session_id: str | None = None,
+        run_query: QueryFunction | None = None,
     ) -> None:
         self.settings = settings
         self.session_id = session_id or str(uuid.uuid4())
@@ -69,6 +73,7 @@ class HookRunner:
         fallback): an agent judge's default."""
         self._permission_mode = permission_mode
         self._tools = tuple(tools)
+        self._run_query = run_query  # ``loop.query.query``, for agent judges
         self._history: Sequence[Message] = ()
         self._written: tuple[int, int] | None = None
         self._directory: str | None = None
@@ -149,9 +154,14 @@ class HookRunner:
                         spend=self.spend,
                     )
                 case AgentHook():
+                    if self._run_query is None:
+                        return HookOutput(
+                            error="an agent hook needs the runner's run_query (loop.query.query)"
+                        )
                     return await run_agent_judge(
                         hook, data, caller=self._caller, clock=self._clock, tools=self._tools,
                         model=self._current_model(), timeout_s=timeout_s, spend=self.spend,
+                        run_query=self._run_query,
                     )  # fmt: skip
         except Exception as exc:  # a bug in a handler must not end the run
             log.exception("%s hook %s failed", event.value, _describe(hook))

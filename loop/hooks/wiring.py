@@ -4,7 +4,7 @@ model caller that raises ``PreCompact``. Without hook settings, the run's parts 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loop.deps import Clock, ModelCaller
 from loop.hooks.lifecycle import PreCompactCaller
@@ -16,6 +16,9 @@ from loop.tools.dispatcher import ToolDispatcher
 from loop.tools.permissions import PermissionPolicy
 from loop.tools.registry import ToolRegistry
 
+if TYPE_CHECKING:
+    from loop.params import QueryFunction
+
 
 def hook_runner(
     settings: HookSettings | None,
@@ -25,6 +28,7 @@ def hook_runner(
     model: Callable[[], str],
     permissions: PermissionPolicy,
     tools: Sequence[Tool[Any]],
+    run_query: QueryFunction,
 ) -> HookRunner | None:
     if settings is None or not any(settings.has(event) for event in HookEvent):
         return None
@@ -35,6 +39,7 @@ def hook_runner(
         model=model,
         permission_mode=permissions.mode.value,
         tools=tools,
+        run_query=run_query,
     )
 
 

@@ -19,7 +19,7 @@ import contextlib
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loop.config import LoopConfig
 from loop.deps import LoopDeps
@@ -46,6 +46,9 @@ from loop.transitions import (
     describe,
 )
 from loop.usage import TokenUsage
+
+if TYPE_CHECKING:
+    from loop.params import QueryFunction
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +95,14 @@ class SubagentPool:
         permissions: PermissionPolicy,
         can_use_tool: PermissionCallback | None,
         budget: NestedBudget,
+        run_query: QueryFunction,
         parent_model: Callable[[], str] | None = None,
         sink: Callable[[TaskUpdate], None] | None = None,
     ) -> None:
         """``deps``: the parent's (its model caller resolved: children share it). ``permissions``
-        and ``can_use_tool``: the parent's, asked by children in ``bubble`` mode."""
+        and ``can_use_tool``: the parent's, asked by children in ``bubble`` mode. ``run_query``:
+        ``loop.query.query`` (a child is a run of the loop itself)."""
+        self._run_query = run_query
         self.config = config
         self.budget = budget
         self.sink = sink
@@ -119,6 +125,7 @@ class SubagentPool:
         permissions: PermissionPolicy | None = None,
         can_use_tool: PermissionCallback | None = None,
         sink: Callable[[TaskUpdate], None] | None = None,
+        run_query: QueryFunction,
     ) -> SubagentPool:
         """A pool for Python code (no parent run): the children share ``loop_config``'s token
         budget and wall clock from now, and ask ``permissions`` / ``can_use_tool``."""
@@ -140,6 +147,7 @@ class SubagentPool:
             can_use_tool=can_use_tool,
             budget=budget,
             sink=sink,
+            run_query=run_query,
         )
 
     def spawn(
@@ -274,8 +282,6 @@ class SubagentPool:
         model: str | None,
         allowance: Allowance,
     ) -> Run:
-        from loop.query import QueryParams, query  # the pool is used by the loop itself
-
         parent = self._parent_config
         config = replace(
             parent,
@@ -289,7 +295,9 @@ class SubagentPool:
             stream_events=False,
         )
         permissions = PermissionPolicy(mode=agent.permission_mode, parent=self._ask_parent)
-        return query(
+        from loop.params import QueryParams  # not at import: loop.params imports this package
+
+        return self._run_query(
             QueryParams(
                 messages=prompt,
                 system=agent.system,

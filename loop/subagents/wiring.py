@@ -4,6 +4,7 @@ clock, draw from its budgets, run on its current model, and ask it for permissio
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from loop import fallback
 from loop.config import LoopConfig
@@ -14,6 +15,9 @@ from loop.subagents.definition import SubagentConfig
 from loop.subagents.pool import SubagentPool
 from loop.tools.permissions import PermissionCallback, PermissionPolicy
 
+if TYPE_CHECKING:
+    from loop.params import QueryFunction
+
 
 def run_pool(
     subagents: SubagentConfig,
@@ -23,6 +27,7 @@ def run_pool(
     permissions: PermissionPolicy,
     can_use_tool: PermissionCallback | None,
     current: Callable[[], LoopState],
+    run_query: QueryFunction,
 ) -> SubagentPool:
     """The run's sub-agent pool (``current()`` is the run's state as it is now; ``deps`` carry its
     resolved model caller)."""
@@ -41,4 +46,5 @@ def run_pool(
         can_use_tool=can_use_tool,
         budget=budget,
         parent_model=lambda: fallback.current_model(current(), config),
+        run_query=run_query,
     )

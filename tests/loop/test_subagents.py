@@ -257,6 +257,7 @@ async def test_the_python_api_runs_children_without_a_parent_run() -> None:
         loop_config=loop.LoopConfig(),
         deps=loop.LoopDeps(call_model=Routed(routes), clock=clock),
         sink=updates.append,
+        run_query=loop.query,
     )
     tasks = [pool.spawn(p) for p in ("one", "two")]
     results = [await pool.wait(t) for t in tasks]
