@@ -138,6 +138,7 @@ class StreamRelay:
             return await self._run(upstream, extra_headers)
         finally:
             stall.cancel()
+            self._stall = None  # it holds ``self._stalled``: no cycle left for the collector
 
     async def _run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
         self._headers = [*upstream.headers, *extra_headers.items()]
