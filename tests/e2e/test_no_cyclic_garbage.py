@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from gateway.config import Settings
-from gateway.emulator import DEFAULT_API_KEY, emulator_in_thread
+from emulators import DEFAULT_API_KEY, emulator_in_thread
 from gateway.server import create_app
 from gateway.service import running
 from tests.support.threaded import LoopThread
