@@ -54,7 +54,16 @@ def test_the_wheel_holds_the_gateway_and_the_loop_only(wheel: zipfile.ZipFile) -
 def test_the_base_requirements_leave_out_the_sdk_and_the_tools(wheel: zipfile.ZipFile) -> None:
     requirements = _metadata(wheel)
     base = {r.name for r in requirements if "extra" not in str(r.marker)}
-    assert base == {"aiohttp", "orjson", "prometheus-client", "pydantic", "google-re2", "uvloop"}
+    # docstring-parser: loop's @tool reads parameter descriptions from the docstring at run time
+    assert base == {
+        "aiohttp",
+        "orjson",
+        "prometheus-client",
+        "pydantic",
+        "google-re2",
+        "docstring-parser",
+        "uvloop",
+    }
 
     def extra(name: str) -> set[str]:
         return {
