@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from gateway.config import Settings
 from emulators import DEFAULT_API_KEY, emulator_in_thread
+from gateway.config import Settings
 from gateway.server import create_app
 from gateway.service import running
 from tests.support.threaded import LoopThread
