@@ -109,9 +109,7 @@ class Gateway:
         self.team_slots = TeamSlots(settings.team_max_inflight, settings.upstream_pool_size, metrics.registry)
         self.keys = KeyRing(settings.inbound_keys)
         self.auth = Authenticator(self.keys, settings.allow_unauthenticated)
-        self.key_reloader = KeyReloader.for_settings(
-            settings, self.keys, on_reload=self._keys_reloaded
-        )
+        self.key_reloader = KeyReloader.for_settings(settings, self.keys, on_reload=self._keys_reloaded)
         self.new_request_id = request_id_factory
         self.prices = load_price_table(settings.pricing_file)  # validated with the settings
         self.clock = clock

@@ -87,7 +87,9 @@ async def test_the_oldest_incomplete_of_that_address_is_shed_and_other_addresses
             newest = await connect(server, A, PARTIAL)
             status, error = error_of(await closed_with(mine[0][0]))
             assert (status, error["type"]) == (503, "overloaded_error")
-            assert "GATEWAY_MAX_CONNECTIONS_PER_IP" in str(error["message"]) and A not in str(error["message"])
+            assert "GATEWAY_MAX_CONNECTIONS_PER_IP" in str(error["message"]) and A not in str(
+                error["message"]
+            )
             alive = [*mine[1:], newest, *others]
             assert [await still_open(reader) for reader, _ in alive] == [True] * 6
             assert (guard.peer_connections(A), guard.peer_connections(B), guard.open) == (3, 3, 6)
@@ -139,10 +141,13 @@ async def test_an_idle_keepalive_connection_of_that_address_makes_room() -> None
 
 
 async def test_without_the_setting_one_address_is_not_capped() -> None:
-    async with silent_upstream() as upstream, gateway(upstream, 0, GATEWAY_MAX_INCOMPLETE_CONNECTIONS="64") as (
-        server,
-        guard,
-        _,
+    async with (
+        silent_upstream() as upstream,
+        gateway(upstream, 0, GATEWAY_MAX_INCOMPLETE_CONNECTIONS="64") as (
+            server,
+            guard,
+            _,
+        ),
     ):
         conns = [await connect(server, A, PARTIAL) for _ in range(20)]
         await until(lambda: guard.incomplete == 20)
