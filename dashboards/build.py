@@ -3,14 +3,17 @@
     python dashboards/build.py           # rewrite the JSON files
     python dashboards/build.py --check   # exit 1 if a committed file differs from this source
 
-Every panel queries the metrics of ``gateway/metrics.py`` (and, in the reliability dashboard's
-"Agent loop" row, ``gateway/loop_metrics.py``) through the ``$datasource`` variable,
+Every panel queries the metrics of ``gateway/metrics.py`` (in the reliability dashboard's
+"Connections" row, the connection layer's collector ``gateway/connection_events.py`` and the team
+in-flight cap of ``gateway/transport.py``; in its "Agent loop" row, ``gateway/loop_metrics.py``)
+through the ``$datasource`` variable,
 honours the ``$job``, ``$namespace`` and ``$instance`` variables (the scrape target: one deployment
 among several on one Prometheus, one pod) in every selector, and ``$provider``, ``$model`` and
 ``$team`` wherever the metric has that label. No panel shows NaN: a ratio's denominator is
 filtered to ``> 0`` (a team or window without traffic shows nothing, not 0/0), and latency
 quantiles to ``>= 0`` (``histogram_quantile`` of empty buckets is NaN).
 ``tests/observability`` evaluates every expression against a real Prometheus.
+The building blocks (targets, panels, selectors) are in ``panel_kit.py``.
 """
 
 from __future__ import annotations
@@ -21,17 +24,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parent / "grafana"
-DS = {"type": "prometheus", "uid": "${datasource}"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # panel_kit beside this file, however it runs
+from panel_kit import (
+    DS,
+    PER_HOUR,
+    PM,
+    PMT,
+    J,
+    P,
+    Panel,
+    bars,
+    panel,
+    quantile,
+    quantiles,
+    ratio,
+    row,
+    series,
+    stat,
+    target,
+)
 
-# the scrape target: Prometheus attaches job and instance, the Prometheus Operator namespace too
-# (a target without a namespace label still matches the "All" value, .*)
-J = 'job=~"$job",namespace=~"$namespace",instance=~"$instance"'
-P = f'{J},provider=~"$provider"'
-PM = f'{P},model=~"$model"'
-PMT = f'{PM},team=~"$team"'
+OUT = Path(__file__).resolve().parent / "grafana"
 PROMPT_KINDS = 'kind=~"input|cache_read|cache_write_5m|cache_write_1h"'
-PER_HOUR = " * 3600"
 LINKS = {
     "type": "dashboards",
     "title": "Switchyard",
@@ -40,92 +54,6 @@ LINKS = {
     "includeVars": True,
     "keepTime": True,
 }
-
-Panel = dict[str, Any]
-
-
-def target(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> dict[str, Any]:
-    return {
-        "datasource": DS,
-        "expr": expr,
-        "legendFormat": legend or "__auto",
-        "range": not instant,
-        "instant": instant,
-        "format": "table" if table else "time_series",
-    }
-
-
-def panel(
-    kind: str,
-    title: str,
-    description: str,
-    targets: list[dict[str, Any]],
-    *,
-    unit: str = "short",
-    width: int = 8,
-    height: int = 8,
-    decimals: int | None = None,
-) -> Panel:
-    defaults: dict[str, Any] = {"unit": unit}
-    if decimals is not None:
-        defaults["decimals"] = decimals
-    options: dict[str, Any] = {}
-    if kind == "timeseries":
-        defaults["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}
-        options = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True}}
-    elif kind in ("stat", "bargauge"):
-        options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}
-        if kind == "bargauge":
-            options |= {"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True}
-    return {
-        "type": kind,
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": [{"refId": chr(ord("A") + i), **t} for i, t in enumerate(targets)],
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": options,
-        "gridPos": {"w": width, "h": height},
-    }
-
-
-def row(title: str) -> Panel:
-    """A full-width section header (Grafana ``row``; no query of its own)."""
-    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"w": 24, "h": 1}}
-
-
-def stat(title: str, description: str, expr: str, unit: str, decimals: int | None = None) -> Panel:
-    return panel("stat", title, description, [target(expr, instant=True)], unit=unit, width=6, height=4,
-                 decimals=decimals)  # fmt: skip
-
-
-def series(title: str, description: str, unit: str, *targets: dict[str, Any], width: int = 12) -> Panel:
-    return panel("timeseries", title, description, list(targets), unit=unit, width=width)
-
-
-def bars(title: str, description: str, expr: str, legend: str, unit: str) -> Panel:
-    return panel("bargauge", title, description, [target(expr, legend, instant=True)], unit=unit)
-
-
-def ratio(numerator: str, denominator: str) -> str:
-    """``numerator / denominator`` where the denominator is positive: no traffic gives no sample
-    (an empty panel or a missing team), never NaN (0/0) or Inf."""
-    return f"{numerator} / ({denominator} > 0)"
-
-
-def quantile(q: float, buckets: str) -> str:
-    """``histogram_quantile`` without its NaN for empty buckets (NaN >= 0 is false: dropped)."""
-    return f"histogram_quantile({q}, {buckets}) >= 0"
-
-
-def quantiles(metric: str, selector: str, by: str, legend: str) -> list[dict[str, Any]]:
-    return [
-        target(
-            quantile(q, f"sum by (le{by}) (rate({metric}_bucket{{{selector}}}[$__rate_interval]))"),
-            f"p{round(q * 100)}{legend}",
-        )
-        for q in (0.5, 0.99)
-    ]
 
 
 def hit_ratio(by: str, window: str, fn: str = "rate") -> str:
@@ -253,7 +181,58 @@ def reliability_dashboard() -> list[Panel]:
         series("Session store errors", "Failed session-store reads or writes per interval.", "short",
                target(f"sum(increase(gateway_session_store_errors_total{{{J}}}[$__rate_interval]))", "errors"),
                width=8),
+        *connection_panels(),
         *loop_panels(),
+    ]  # fmt: skip
+
+
+def connection_panels() -> list[Panel]:
+    """The listener's defence (``gateway/connection_events.py``: caps, shedding, timeouts, malformed
+    HTTP, accept errors) and the per-team in-flight cap (``gateway/transport.py``). Only the team
+    rejections carry a label of the dashboard's variables (``team``)."""
+    closed = f"gateway_connections_closed_total{{{J}}}"
+    shed = f'gateway_connections_closed_total{{{J},reason=~"shed_incomplete|shed_idle|refused|ip_.*"}}'
+    timeouts = f'gateway_connections_closed_total{{{J},reason=~"header_timeout|body_timeout"}}'
+    parse = f"gateway_http_parse_errors_total{{{J}}}"
+    rejected = f'gateway_team_inflight_rejected_total{{{J},team=~"$team"}}'
+    return [
+        row("Connections: caps, shedding, slow clients and malformed HTTP"),
+        stat("Connections shed or refused (range)", "Closed to stay under a connection cap (the "
+             "process-wide caps or GATEWAY_MAX_CONNECTIONS_PER_IP) or refused at one.",
+             f"sum(increase({shed}[$__range]))", "short", 0),
+        stat("Slow clients timed out (range)", "Connections closed with a 408: headers not in within "
+             "GATEWAY_HEADER_TIMEOUT_S, or a body below GATEWAY_BODY_MIN_RATE.",
+             f"sum(increase({timeouts}[$__range]))", "short", 0),
+        stat("Malformed HTTP (range)", "Requests the HTTP parser refused (answered 400/414/431 JSON).",
+             f"sum(increase({parse}[$__range]))", "short", 0),
+        stat("Team in-flight 429s (range)", "Requests refused because their team had "
+             "GATEWAY_TEAM_MAX_INFLIGHT requests in flight.",
+             f"sum(increase({rejected}[$__range]))", "short", 0),
+        series("Open connections vs caps", "Open client connections by state, and the caps in force "
+               "(GATEWAY_MAX_CONNECTIONS, GATEWAY_MAX_INCOMPLETE_CONNECTIONS; summed over the "
+               "selected instances).", "short",
+               target(f"sum by (state) (gateway_connections_open{{{J}}})", "{{state}}"),
+               target(f'sum(gateway_connections_limit{{{J},kind="open"}})', "cap"),
+               target(f'sum(gateway_connections_limit{{{J},kind="incomplete"}})', "incomplete cap"),
+               width=8),
+        series("Share of the connection cap in use", "Open connections over GATEWAY_MAX_CONNECTIONS; "
+               "near 1 the oldest incomplete, then idle, connections are shed.", "percentunit",
+               target(ratio(f"sum(gateway_connections_open{{{J}}})",
+                            f'sum(gateway_connections_limit{{{J},kind="open"}})'), "in use"), width=8),
+        series("Closed by the gateway, by reason", "Per interval: timeouts (header_timeout, "
+               "body_timeout), sheds and refusals at the process-wide caps (shed_incomplete, "
+               "shed_idle, refused) and at the per-address cap (ip_*).", "short",
+               target(f"sum by (reason) (increase({closed}[$__rate_interval]))", "{{reason}}"), width=8),
+        series("Connections accepted and accept errors (per s)", "New client connections, and accept() "
+               "calls that failed for lack of descriptors or memory (asyncio's loop).", "short",
+               target(f"sum(rate(gateway_connections_accepted_total{{{J}}}[$__rate_interval]))", "accepted"),
+               target(f"sum by (errno) (rate(gateway_accept_errors_total{{{J}}}[$__rate_interval]))",
+                      "accept error {{errno}}"), width=8),
+        series("Malformed HTTP by kind", "Per interval, by the parser's error kind.", "short",
+               target(f"sum by (kind) (increase({parse}[$__rate_interval]))", "{{kind}}"), width=8),
+        series("Team in-flight 429s by team", "Per interval: requests refused at "
+               "GATEWAY_TEAM_MAX_INFLIGHT (the team's series start at zero).", "short",
+               target(f"sum by (team) (increase({rejected}[$__rate_interval]))", "{{team}}"), width=8),
     ]  # fmt: skip
 
 
@@ -370,8 +349,8 @@ def dashboards() -> dict[str, dict[str, Any]]:
             "Prompt-cache hit ratio, cache spend, cache breaks and dropped betas.", cache_dashboard()),
         "switchyard-reliability.json": dashboard(
             "switchyard-reliability", "Switchyard / Reliability and latency",
-            "Errors, retries, fallbacks, the stream watchdog, latency and gateway overhead; the agent "
-            "loop's context management and recovery.",
+            "Errors, retries, fallbacks, the stream watchdog, latency and gateway overhead; connection "
+            "caps, shedding and malformed HTTP; the agent loop's context management and recovery.",
             reliability_dashboard()),
     }  # fmt: skip
 

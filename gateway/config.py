@@ -79,6 +79,8 @@ class Settings(BaseModel):
     """Open client connections at most (0: from the open-file limit, leaving room for upstream connections)."""
     max_incomplete_connections: int = Field(0, alias="GATEWAY_MAX_INCOMPLETE_CONNECTIONS", ge=0)
     """Connections still sending their request at most; the oldest are shed first (0: half of the connection cap)."""
+    max_connections_per_ip: int = Field(0, alias="GATEWAY_MAX_CONNECTIONS_PER_IP", ge=0)
+    """Open connections per client address (IPv6: per /64) at most; that address's oldest incomplete go first (0: no cap)."""
     max_request_line_bytes: int = Field(8190, alias="GATEWAY_MAX_REQUEST_LINE_BYTES", ge=256)
     """Longest request line; longer gets `414`."""
     max_header_bytes: int = Field(8190, alias="GATEWAY_MAX_HEADER_BYTES", ge=256)

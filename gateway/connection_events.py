@@ -30,6 +30,10 @@ CLOSE_REASONS: Final = (
     "shed_incomplete",  # an incomplete request shed for a newer connection (answered 503)
     "shed_idle",  # an idle keep-alive connection closed to make room
     "refused",  # over the connection cap with nothing to shed (answered 503)
+    # GATEWAY_MAX_CONNECTIONS_PER_IP: one client address at its own cap (never the address as a label)
+    "ip_shed_incomplete",  # that address's oldest incomplete connection, shed for its newer one (503)
+    "ip_shed_idle",  # that address's oldest idle keep-alive connection, closed for its newer one
+    "ip_refused",  # the address at its cap with nothing of its own to shed (answered 503)
 )
 # kinds of malformed HTTP (gateway.http_errors.classify)
 PARSE_ERROR_KINDS: Final = (
@@ -53,6 +57,12 @@ _CLOSE_MESSAGES: Final = {
     "shed_incomplete": "shed the oldest incomplete connection(s): too many clients still sending (503)",
     "shed_idle": "closed idle keep-alive connection(s) to stay under the connection cap",
     "refused": "refused connection(s): at the connection cap with nothing to shed (503)",
+    "ip_shed_incomplete": "shed a client address's oldest incomplete connection(s): "
+    "that address is at GATEWAY_MAX_CONNECTIONS_PER_IP (503)",
+    "ip_shed_idle": "closed a client address's idle keep-alive connection(s): "
+    "that address is at GATEWAY_MAX_CONNECTIONS_PER_IP",
+    "ip_refused": "refused connection(s) of a client address at GATEWAY_MAX_CONNECTIONS_PER_IP "
+    "with nothing of its own to shed (503)",
 }
 
 
@@ -69,6 +79,8 @@ class OpenCounts(Protocol):
     def max_connections(self) -> int: ...
     @property
     def max_incomplete(self) -> int: ...
+    @property
+    def max_per_ip(self) -> int: ...
 
 
 class RateLimitedLog:
@@ -172,10 +184,13 @@ class ConnectionCollector:
         open_.add_metric(["idle"], idle)
         open_.add_metric(["busy"], max(counts.open - incomplete - idle, 0))
         limits = GaugeMetricFamily(
-            "gateway_connections_limit", "The connection caps in force.", labels=["kind"]
+            "gateway_connections_limit",
+            "The connection caps in force (per_ip: per client address, 0 when unset).",
+            labels=["kind"],
         )
         limits.add_metric(["open"], counts.max_connections)
         limits.add_metric(["incomplete"], counts.max_incomplete)
+        limits.add_metric(["per_ip"], counts.max_per_ip)  # 0: no per-address cap
         return [accepted, closed, parse, accept, open_, limits]
 
 

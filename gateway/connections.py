@@ -18,11 +18,19 @@ cap sheds the *oldest incomplete* connection (a slowloris victim is the oldest b
 then the oldest idle one; only with neither is the new one refused. Shed and refused clients that
 sent no complete request get ``503 overloaded_error`` with ``retry-after``. Admission runs when the
 loop accepts (the protocol factory), so descriptors are freed before the next accept.
+
+``GATEWAY_MAX_CONNECTIONS_PER_IP`` (0, the default: no cap) caps one client address's open
+connections. A new connection from an address at its cap sheds that address's own oldest
+incomplete connection, then its oldest idle one; with neither it is refused (the same ``503``).
+The peer is known once the transport is made (``connection_made``): one dict lookup per accept,
+nothing per request. Addresses are keyed by :func:`peer_key` (IPv6 by its /64) and never appear in
+a metric label or a log line.
 """
 
 from __future__ import annotations
 
 import resource
+import socket
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -40,6 +48,26 @@ MIN_CONNECTIONS: Final = 16
 # not descriptors, bounds a process then; raise GATEWAY_MAX_CONNECTIONS deliberately beyond it
 AUTO_CEILING: Final = 10_000
 UNLIMITED_FDS: Final = 1 << 20
+_V4_MAPPED: Final = bytes(10) + b"\xff\xff"  # ::ffff:a.b.c.d, an IPv4 client of a dual-stack socket
+
+
+def peer_key(peername: object) -> str | bytes | None:
+    """What the per-address cap counts a peer under: an IPv4 address as its text; an IPv6 address
+    by its /64 (one host or subscriber is usually given a whole /64 and can pick any address in it,
+    so a per-address cap keyed by the full 128 bits would not hold); an IPv4-mapped IPv6 address as
+    the IPv4 address. ``None`` (not capped): a Unix socket or an unknown peer."""
+    if not isinstance(peername, tuple) or not peername or not isinstance(peername[0], str):
+        return None
+    host: str = peername[0]
+    if ":" not in host:
+        return host
+    try:
+        packed = socket.inet_pton(socket.AF_INET6, host.partition("%")[0])  # without a zone index
+    except OSError:
+        return None
+    if packed.startswith(_V4_MAPPED):
+        return socket.inet_ntoa(packed[12:])
+    return packed[:8]
 
 
 def open_file_limit() -> int:
@@ -66,6 +94,7 @@ class ConnectionLimits:
     keepalive_timeout_s: float = 75.0
     max_connections: int = 1024
     max_incomplete: int = 512
+    max_per_ip: int = 0  # open connections per client address (0: no cap)
     max_request_line_bytes: int = 8190
     max_header_bytes: int = 8190
     max_headers: int = 100
@@ -87,6 +116,7 @@ class ConnectionLimits:
             keepalive_timeout_s=settings.keepalive_timeout_s,
             max_connections=maximum,
             max_incomplete=min(incomplete, maximum),
+            max_per_ip=settings.max_connections_per_ip,
             max_request_line_bytes=settings.max_request_line_bytes,
             max_header_bytes=settings.max_header_bytes,
             max_headers=settings.max_headers,
@@ -105,8 +135,9 @@ class ConnectionLimits:
     def describe(self) -> str:
         rate = f" then {self.body_min_rate} B/s" if self.body_min_rate else ""
         source = f" (open-file limit {self.fd_limit})" if self.fd_limit else ""
+        per_ip = f", {self.max_per_ip} per client address" if self.max_per_ip else ""
         return (
-            f"at most {self.max_connections} connections{source}, {self.max_incomplete} still sending; "
+            f"at most {self.max_connections} connections{source}, {self.max_incomplete} still sending{per_ip}; "
             f"timeouts: headers {self.header_timeout_s:g}s, body {self.body_timeout_s:g}s{rate}, "
             f"keep-alive {self.keepalive_timeout_s:g}s"
         )
@@ -121,6 +152,9 @@ class ConnectionGuard:
         self._open = 0
         self._incomplete: OrderedDict[GuardedHandler, None] = OrderedDict()  # oldest first
         self._idle: OrderedDict[GuardedHandler, None] = OrderedDict()
+        # client address (peer_key) -> its open connections, oldest first; only with a per-IP cap
+        self._by_peer: dict[str | bytes, dict[GuardedHandler, None]] = {}
+        self.per_ip = limits.max_per_ip
         # answers written by the connection layer itself (no request object to answer through)
         self.header_timeout_response = raw_response(
             408, "timeout_error", f"request headers not received within {limits.header_timeout_s:g}s"
@@ -129,6 +163,13 @@ class ConnectionGuard:
             503,
             "overloaded_error",
             "the gateway has too many connections open: this one was closed before its request was complete; retry",
+            {"retry-after": "1", "x-should-retry": "true"},
+        )
+        self.per_ip_response = raw_response(
+            503,
+            "overloaded_error",
+            "too many connections from this client address (GATEWAY_MAX_CONNECTIONS_PER_IP): "
+            "this one was closed before its request was complete; retry",
             {"retry-after": "1", "x-should-retry": "true"},
         )
 
@@ -153,6 +194,14 @@ class ConnectionGuard:
     def max_incomplete(self) -> int:
         return self.limits.max_incomplete
 
+    @property
+    def max_per_ip(self) -> int:
+        return self.limits.max_per_ip
+
+    def peer_connections(self, key: str | bytes) -> int:
+        """Open connections counted for one client address (``peer_key``)."""
+        return len(self._by_peer.get(key, ()))
+
     # -- transitions, called by the handler ----------------------------------------------------
     def admit(self, conn: GuardedHandler) -> None:
         """A connection was accepted (it starts incomplete); shed what the caps require."""
@@ -170,6 +219,30 @@ class ConnectionGuard:
                 self.shed(next(iter(self._idle)), "shed_idle")
             else:
                 self.shed(conn, "refused")
+
+    def admit_peer(self, conn: GuardedHandler, key: str | bytes) -> bool:
+        """The accepted ``conn`` comes from ``key`` (per-IP cap in force): over the cap, that
+        address's oldest incomplete connection is shed, else its oldest idle one, else ``conn``
+        is refused (``False``). A few dict operations; a scan of that address's connections
+        (at most the cap) only when over it."""
+        conns = self._by_peer.get(key)
+        if conns is None:
+            conns = self._by_peer[key] = {}
+        conns[conn] = None
+        conn.peer = key
+        if len(conns) <= self.per_ip:
+            return True
+        incomplete, idle = self._incomplete, self._idle
+        victim = next((c for c in conns if c in incomplete and c is not conn), None)
+        if victim is not None:
+            self.shed(victim, "ip_shed_incomplete", self.per_ip_response)
+            return True
+        victim = next((c for c in conns if c in idle), None)
+        if victim is not None:
+            self.shed(victim, "ip_shed_idle", self.per_ip_response)
+            return True
+        self.shed(conn, "ip_refused", self.per_ip_response)
+        return False
 
     def incomplete_again(self, conn: GuardedHandler) -> None:
         """A new request started arriving on a kept-alive connection: it is the newest incomplete."""
@@ -197,8 +270,16 @@ class ConnectionGuard:
             self._open -= 1
             self._incomplete.pop(conn, None)
             self._idle.pop(conn, None)
+            key = conn.peer
+            if key is not None:
+                conns = self._by_peer[key]
+                del conns[conn]
+                if not conns:
+                    del self._by_peer[key]
 
-    def shed(self, conn: GuardedHandler, reason: str) -> None:
+    def shed(self, conn: GuardedHandler, reason: str, response: bytes | None = None) -> None:
+        """Close ``conn`` to make room; one that sent no complete request is answered ``response``
+        (the connection cap's ``503`` by default)."""
         self.forget(conn)
         self.events.connection_closed(reason)
-        conn.shed()
+        conn.shed(response or self.shed_response)

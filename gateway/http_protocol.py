@@ -32,7 +32,7 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
 
 from gateway.connection_events import ConnectionEvents
-from gateway.connections import ConnectionGuard
+from gateway.connections import ConnectionGuard, peer_key
 from gateway.egress import scrub
 from gateway.errors import GatewayError, error_body, error_type_for_status
 from gateway.http_errors import ParseFailure, classify
@@ -64,6 +64,7 @@ class GuardedHandler(RequestHandler):
         "_since",
         "_timer",
         "counted",
+        "peer",
     )
 
     def __init__(self, manager: Server, *, guard: ConnectionGuard, **kwargs: Any) -> None:
@@ -81,6 +82,7 @@ class GuardedHandler(RequestHandler):
         self._failure: tuple[BaseException, ParseFailure] | None = None  # classified at parse time
         self._pending: bytes | None = None  # the answer of a connection shed before it was handed over
         self.counted = True  # still counted by the guard (not shed, not lost)
+        self.peer: str | bytes | None = None  # the client address the per-IP cap counts it under
         guard.admit(self)  # at accept time: may shed older connections, or this one
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -89,6 +91,12 @@ class GuardedHandler(RequestHandler):
         if not self.counted:  # shed or refused between the accept and now
             self._write_and_close(self._pending)
             return
+        guard = self._guard
+        if guard.per_ip:
+            key = peer_key(transport.get_extra_info("peername"))
+            # admitting may shed an older connection of this address, or refuse this one
+            if key is not None and not guard.admit_peer(self, key):
+                return
         self._headers_deadline()
 
     def connection_lost(self, exc: BaseException | None) -> None:
@@ -267,11 +275,12 @@ class GuardedHandler(RequestHandler):
         self._failed = (body, error)
         body.set_exception(error)
 
-    def shed(self) -> None:
-        """Close this connection to make room (the guard no longer counts it)."""
+    def shed(self, answer: bytes) -> None:
+        """Close this connection to make room (the guard no longer counts it); ``answer`` is written
+        first when no request of it was complete."""
         self._cancel_timer()
         quiet = self._request_in_progress or bool(self._messages)  # an answer may be on the wire
-        response = self._guard.shed_response if self._phase == HEADERS and not quiet else None
+        response = answer if self._phase == HEADERS and not quiet else None
         if self.transport is None:  # accepted but not handed over yet: closed in connection_made
             self._pending = response
             return

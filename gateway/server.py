@@ -105,11 +105,11 @@ class Gateway:
         self.settings = settings
         self.provider = provider
         self.metrics = metrics
+        # one team's in-flight upstream requests are capped (429 beyond): it cannot hold the whole pool
+        self.team_slots = TeamSlots(settings.team_max_inflight, settings.upstream_pool_size, metrics.registry)
         self.keys = KeyRing(settings.inbound_keys)
         self.auth = Authenticator(self.keys, settings.allow_unauthenticated)
-        self.key_reloader = KeyReloader.for_settings(
-            settings, self.keys, on_reload=lambda ring: metrics.prime(provider.name, ring)
-        )
+        self.key_reloader = KeyReloader.for_settings(settings, self.keys, on_reload=self._keys_reloaded)
         self.new_request_id = request_id_factory
         self.prices = load_price_table(settings.pricing_file)  # validated with the settings
         self.clock = clock
@@ -126,6 +126,7 @@ class Gateway:
             write_stall_s=settings.write_stall_timeout_s,
         )
         metrics.prime(provider.name, self.keys)
+        self.team_slots.prime(self.keys.teams)
         store = build_store(
             settings, on_error=metrics.session_store_errors.inc, teams=lambda: len(self.keys.teams)
         )
@@ -136,8 +137,11 @@ class Gateway:
             on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
         )
         self.preparation = RequestPreparation(self.cache, provider)
-        # one team's in-flight upstream requests are capped (429 beyond): it cannot hold the whole pool
-        self.team_slots = TeamSlots(settings.team_max_inflight, settings.upstream_pool_size, metrics.registry)
+
+    def _keys_reloaded(self, ring: KeyRing) -> None:
+        """New keys in force (SIGHUP): series of teams that appeared start at zero."""
+        self.metrics.prime(self.provider.name, ring)
+        self.team_slots.prime(ring.teams)
 
     # -- health and operations -------------------------------------------------------------
     async def healthz(self, request: web.Request) -> web.Response:

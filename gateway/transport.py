@@ -305,6 +305,12 @@ class TeamSlots:
             )
         self._inflight[team] = inflight + 1
 
+    def prime(self, teams: Iterable[str]) -> None:
+        """Start the rejection counts of ``teams`` (the key file's) at zero: ``increase()`` misses a
+        counter's first increment when its series is born with it. Bounded by the key file."""
+        for team in teams:
+            self.rejected.setdefault(team, 0)
+
     def release(self, team: str) -> None:
         left = self._inflight.get(team, 0) - 1
         if left > 0:

@@ -81,11 +81,11 @@ def _metric(gateway: GatewayProcess, name: str, labels: str = "") -> float:
 class Slowloris:
     """``count`` connections that each sent a partial request and send one more byte per round."""
 
-    def __init__(self, port: int, count: int) -> None:
+    def __init__(self, port: int, count: int, source: str | None = None) -> None:
         self.port = port
         self.sockets: list[socket.socket] = []
         for _ in range(count):
-            sock = socket.create_connection((HOST, port), timeout=5)
+            sock = socket.create_connection((HOST, port), timeout=5, source_address=(source, 0) if source else None)
             sock.sendall(PARTIAL)
             sock.setblocking(False)
             self.sockets.append(sock)

@@ -4,7 +4,8 @@ Two gateways share one metrics registry (one process, as in a pod): one in front
 first-party emulator, one in front of the Bedrock emulator. Prometheus scrapes ``/metrics`` every
 second with a bearer key and evaluates the alert rules every second. The traffic covers normal and
 streamed requests for two teams, cache writes (5m and 1h) and reads, retries, a model fallback, a
-watchdog abort replaced by a non-streaming fallback, 4xx and 5xx answers and a dropped beta, and
+watchdog abort replaced by a non-streaming fallback, 4xx and 5xx answers and a dropped beta, a
+malformed HTTP request and a team over its in-flight cap (429; the connection row), and
 agent-loop runs (``loop_traffic``: a compaction, a recovered-then-refused prompt, a max_turns stop)
 counted into the same registry. Then
 every expression of every dashboard panel must parse and return a finite value, every rule must
@@ -194,6 +195,35 @@ async def faulty_traffic(gateway_url: str, spend: Spend, round: int) -> None:
         await client("", "none").messages.create(model="claude-imaginary-9", max_tokens=32, messages=USER)
 
 
+async def team_rejection(rig: Any, spend: Spend, round: int) -> None:
+    """A second request of a team while its first is in flight (the upstream holds its answer
+    0.5 s): over GATEWAY_TEAM_MAX_INFLIGHT=1, answered 429 by the gateway."""
+    slow = rig.client(
+        TEAM_KEY, **{"x-emulator-fault": "stall_headers=0.5", "x-emulator-fault-key": f"slow-{round}"}
+    )
+    held = asyncio.create_task(slow.messages.create(model=HAIKU, max_tokens=32, messages=USER))
+    inflight, deadline = rig.value("gateway_inflight_requests"), time.monotonic() + 5
+    while rig.value("gateway_inflight_requests") <= inflight:  # the held request reached the gateway
+        assert time.monotonic() < deadline, "the held request never arrived"
+        await asyncio.sleep(0.01)
+    second = rig.client(TEAM_KEY)
+    with pytest.raises(anthropic.RateLimitError):
+        await second.messages.create(model=HAIKU, max_tokens=32, messages=USER)
+    spend.append(("anthropic", HAIKU, TEAM, (await held).usage))
+    await asyncio.gather(slow.close(), second.close())
+
+
+async def malformed_request(gateway_url: str) -> None:
+    """A request line aiohttp's parser refuses: answered 400 JSON, counted by kind."""
+    host, port = gateway_url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"GET /v1/models HTTP/1.1 extra\r\nHost: g\r\n\r\n")
+    answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ", 2)[1] == b"400" and orjson.loads(body)["type"] == "error"
+
+
 async def bedrock_traffic(gateway_url: str, spend: Spend, round: int) -> None:
     client = anthropic.AsyncAnthropic(api_key=TEAM_KEY, base_url=gateway_url, max_retries=0)
     for _ in range(2):
@@ -264,7 +294,7 @@ async def check_rules(prometheus: Prometheus) -> None:
         if len(evaluated) == len(expected) and all(r["health"] != "unknown" for r in rules):
             break
         await asyncio.sleep(0.25)
-    assert len(rules) == len(expected) == 5
+    assert len(rules) == len(expected) == 7
     for rule in rules:
         assert rule["health"] == "ok", (rule["name"], rule.get("lastError"))
         await prometheus.query(rule["query"])  # parses and evaluates through the query API too
@@ -295,7 +325,11 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
     started = time.monotonic()
     metrics = GatewayMetrics()
     loop_metrics = LoopMetrics(metrics.registry)  # an agent loop in the gateway's process
-    env = {"GATEWAY_FALLBACK_MODEL": HAIKU, "GATEWAY_FALLBACK_AFTER_OVERLOADS": "3"}
+    env = {
+        "GATEWAY_FALLBACK_MODEL": HAIKU,
+        "GATEWAY_FALLBACK_AFTER_OVERLOADS": "3",
+        "GATEWAY_TEAM_MAX_INFLIGHT": "1",  # the traffic is sequential per team but for team_rejection
+    }
     async with gateway_rig(tmp_path, env, metrics=metrics) as rig, bedrock_upstream(tmp_path) as (aws, _):
         apply_aws_env(monkeypatch, aws)
         settings = Settings.from_environ(
@@ -344,6 +378,8 @@ async def _traffic(rig: Any, bedrock_url: str, spend: Spend, round: int) -> None
         spend.append(("anthropic", SONNET, QUIET_TEAM, message.usage))
         await quiet.close()
     await faulty_traffic(rig.base_url, spend, round)
+    await team_rejection(rig, spend, round)
+    await malformed_request(rig.base_url)
     await bedrock_traffic(bedrock_url, spend, round)
     await asyncio.gather(client.close(), team_client.close())
     assert isinstance(rig.emulator, RunningEmulator)
@@ -381,6 +417,13 @@ def _check_traffic_shape(results: dict[tuple[str, str], list[dict[str, Any]]]) -
     assert labelled("Cache efficiency", "Cache breaks (range)", "")[""] >= 1
     assert labelled("Cache efficiency", "Cache breaks by reason", "reason")["system_changed"] > 0
     assert labelled("Reliability and latency", "Session store errors", "")[""] > 0
+    # the connection row: one malformed request and one team 429 per round, nothing shed
+    assert labelled("Reliability and latency", "Malformed HTTP (range)", "")[""] == 2
+    assert labelled("Reliability and latency", "Team in-flight 429s (range)", "")[""] == 2
+    assert labelled("Reliability and latency", "Team in-flight 429s by team", "team")[TEAM] > 0
+    assert labelled("Reliability and latency", "Connections shed or refused (range)", "")[""] == 0
+    states = labelled("Reliability and latency", "Open connections vs caps", "state")
+    assert states.keys() == {"incomplete", "idle", "busy", ""} and states[""] > 0  # "": the caps
     retries = labelled("Reliability and latency", "Retries by reason (retries/s)", "reason")
     assert retries.keys() == {"status_529", "status_500"}
     assert labelled("Reliability and latency", "Fallbacks by kind", "kind").keys() == {

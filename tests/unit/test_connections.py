@@ -20,7 +20,7 @@ import pytest
 from gateway.config import Settings
 from gateway.connection_events import RateLimitedLog
 from gateway.connections import ConnectionLimits, auto_max_connections
-from gateway.server import create_app
+from gateway.server import METRICS_KEY, create_app
 from gateway.service import RunningServer, running
 from tests.support.log_lines import LogLines
 
@@ -222,6 +222,12 @@ async def test_a_team_over_its_inflight_cap_gets_429(tmp_path: Path) -> None:
         assert b"retry-after: 1" in answer.lower()
         other, other_writer = await connect(server, request(key="sk-team-b"))  # another team is not limited
         assert await still_open(other)
+        registry = server.runner.app[METRICS_KEY].registry
+        rejected = {
+            team: registry.get_sample_value("gateway_team_inflight_rejected_total", {"team": team})
+            for team in ("alpha", "beta")
+        }
+        assert rejected == {"alpha": 1.0, "beta": 0.0}  # the key file's teams start at zero
         for _, w in [*held, (reader, writer), (other, other_writer)]:
             w.close()
 
