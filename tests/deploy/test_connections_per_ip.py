@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.emulator import EmulatorConfig, RunningEmulator
-from gateway.emulator.runner import emulator_in_thread
+from emulators import EmulatorConfig, RunningEmulator
+from emulators.runner import emulator_in_thread
 from tests.deploy.test_slow_clients import (
     LEGIT_BOUND_S,
     METRICS_KEY,
