@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
 from gateway.server import create_app
 from gateway.service import running
+from loop.callers import ProviderModelCaller, SdkModelCaller
+from loop.deps import ModelCaller
 
 GATEWAY_KEY = "sk-gw-loop-tests"
 UPSTREAM_KEY = "sk-upstream-loop-tests"
@@ -22,6 +26,10 @@ MAX_RETRIES = 2
 class LoopStack:
     emulator: RunningEmulator
     gateway_url: str
+
+    def message_bodies(self) -> list[dict[str, Any]]:
+        """The Messages request bodies the emulator received, in order."""
+        return [orjson.loads(r.body) for r in self.emulator.requests if r.path.startswith("/v1/messages")]
 
     def upstream_environ(self) -> dict[str, str]:
         """The environment that points the in-process provider at the emulator."""
@@ -54,3 +62,15 @@ async def stack(emulator: RunningEmulator) -> AsyncIterator[LoopStack]:
     )
     async with running(create_app(settings), "127.0.0.1", 0) as server:
         yield LoopStack(emulator, server.base_url)
+
+
+@pytest.fixture(params=["sdk", "provider"])
+async def caller(request: pytest.FixtureRequest, stack: LoopStack) -> AsyncIterator[ModelCaller]:
+    """The loop's two model callers, each against the stack: the SDK through the gateway, and the
+    in-process provider caller straight to the emulator."""
+    if request.param == "sdk":
+        async with SdkModelCaller(stack.gateway_url, GATEWAY_KEY, max_retries=0) as sdk:
+            yield sdk
+    else:
+        async with ProviderModelCaller.from_environ(stack.upstream_environ()) as provider:
+            yield provider

@@ -7,11 +7,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 import loop
@@ -35,16 +33,6 @@ from tests.loop.conftest import GATEWAY_KEY, MAX_RETRIES, LoopStack
 from tests.loop.support import pairing_violations, run_to_end
 
 
-@pytest.fixture(params=["sdk", "provider"])
-async def caller(request: pytest.FixtureRequest, stack: LoopStack) -> AsyncIterator[ModelCaller]:
-    if request.param == "sdk":
-        async with SdkModelCaller(stack.gateway_url, GATEWAY_KEY, max_retries=0) as sdk:
-            yield sdk
-    else:
-        async with ProviderModelCaller.from_environ(stack.upstream_environ()) as provider:
-            yield provider
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     (tmp_path / "README.md").write_text("# project\n")
@@ -65,10 +53,6 @@ def params(
     )
 
 
-def recorded_bodies(stack: LoopStack) -> list[dict[str, Any]]:
-    return [orjson.loads(r.body) for r in stack.emulator.requests if r.path.startswith("/v1/messages")]
-
-
 async def test_an_agent_calls_tools_in_order_and_completes(
     caller: ModelCaller, stack: LoopStack, workspace: Path
 ) -> None:
@@ -78,7 +62,7 @@ async def test_an_agent_calls_tools_in_order_and_completes(
     events = await run_to_end(run)
     assert run.terminal == Completed("end_turn")
     assert run.state.transitions == (NextTurn(1), NextTurn(1))
-    bodies = recorded_bodies(stack)
+    bodies = stack.message_bodies()
     assert len(bodies) == 3
     for body in bodies:
         assert pairing_violations(body["messages"]) == []
@@ -119,7 +103,7 @@ async def test_retries_are_bounded_and_the_in_process_caller_reports_them(
     run = loop.query(params(caller, "[[scenario:error:529]] hi"))
     events = await run_to_end(run)
     assert run.terminal == ModelError("overloaded_error", "Overloaded", 529)
-    assert len(recorded_bodies(stack)) == MAX_RETRIES + 1
+    assert len(stack.message_bodies()) == MAX_RETRIES + 1
     statuses = [e for e in events if isinstance(e, StatusEvent)]
     if isinstance(caller, ProviderModelCaller):  # through the gateway server, retries are its own
         assert [(s.kind, s.attempt, s.status, s.error_type) for s in statuses] == [
@@ -153,7 +137,7 @@ async def test_pause_turn_resumes_until_the_safety_net(caller: ModelCaller, stac
     await run.wait()
     assert run.terminal == MaxTurns(3)
     assert run.state.transitions == (PauseTurnResume(), PauseTurnResume(), PauseTurnResume())
-    bodies = recorded_bodies(stack)
+    bodies = stack.message_bodies()
     assert [m["role"] for m in bodies[2]["messages"]] == ["user", "assistant", "assistant"]
 
 
@@ -164,7 +148,7 @@ async def test_max_tokens_escalates_then_continues(caller: ModelCaller, stack: L
     # scenario marker is in the original prompt, not in the continue message, so it answers.
     assert run.state.transitions == (MaxOutputTokensEscalate(64_000), MaxOutputTokensRecovery(1))
     assert run.terminal == Completed("end_turn")
-    bodies = recorded_bodies(stack)
+    bodies = stack.message_bodies()
     assert [b["max_tokens"] for b in bodies] == [8_000, 64_000, 64_000]
     assert bodies[1]["messages"] == bodies[0]["messages"]
     assert bodies[2]["messages"][-2]["role"] == "assistant"
@@ -184,7 +168,7 @@ async def test_thinking_signatures_survive_the_round_trip(
     )
     await run.wait()
     assert run.terminal == Completed("end_turn")
-    first_reply = recorded_bodies(stack)[1]["messages"][1]["content"]
+    first_reply = stack.message_bodies()[1]["messages"][1]["content"]
     assert first_reply[0]["type"] == "thinking" and first_reply[0]["signature"]
     assert run.messages[1]["content"][0] == {k: v for k, v in first_reply[0].items() if k != "cache_control"}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +16,14 @@ import pytest
 
 import loop
 from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
-from loop.callers import ProviderModelCaller, SdkModelCaller
+from loop.callers import ProviderModelCaller
 from loop.cli import main
 from loop.deps import ModelCaller
 from loop.hooks import load_hooks
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.tools.builtin import builtin_tools
 from loop.transitions import Completed, NextTurn, StopHookBlocking, TokenBudgetContinuation
-from tests.loop.conftest import GATEWAY_KEY, LoopStack
+from tests.loop.conftest import LoopStack
 from tests.loop.support import pairing_violations
 
 # What a hook script written for Claude Code looks like: no jq, the event name read with python3,
@@ -77,20 +77,6 @@ def settings_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(params=["sdk", "provider"])
-async def caller(request: pytest.FixtureRequest, stack: LoopStack) -> AsyncIterator[ModelCaller]:
-    if request.param == "sdk":
-        async with SdkModelCaller(stack.gateway_url, GATEWAY_KEY, max_retries=0) as sdk:
-            yield sdk
-    else:
-        async with ProviderModelCaller.from_environ(stack.upstream_environ()) as provider:
-            yield provider
-
-
-def bodies(stack: LoopStack) -> list[dict[str, Any]]:
-    return [orjson.loads(r.body) for r in stack.emulator.requests if r.path.startswith("/v1/messages")]
-
-
 def texts(message: dict[str, Any]) -> str:
     content = message["content"]
     if isinstance(content, str):
@@ -113,7 +99,7 @@ async def test_the_script_blocks_a_write_and_a_stop_through_the_gateway(
     assert await run.wait() == Completed("end_turn")
     assert run.state.transitions == (NextTurn(1), StopHookBlocking((STOP_FEEDBACK,)))
     assert await asyncio.to_thread(lambda: sorted(p.name for p in workspace.iterdir())) == ["README.md"]
-    sent = bodies(stack)
+    sent = stack.message_bodies()
     assert len(sent) == 3
     result = sent[1]["messages"][-1]["content"][0]
     assert result["type"] == "tool_result" and result["is_error"] is True
@@ -135,7 +121,7 @@ async def test_the_task_budget_goes_upstream_and_the_emulator_takes_it(stack: Lo
         )
         run = loop.query(params)
         assert await run.wait() == Completed("end_turn")
-    sent = bodies(stack)
+    sent = stack.message_bodies()
     assert [b["output_config"]["task_budget"] for b in sent] == [{"type": "tokens", "total": 50_000}] * 4
     assert [type(t) for t in run.state.transitions] == [TokenBudgetContinuation] * 3
 
