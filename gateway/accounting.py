@@ -28,6 +28,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from gateway.errors import error_type_of
+from gateway.fleet.principal import Principal
 from gateway.providers.base import ClientRequest, Operation
 from gateway.relay import Outcome
 from gateway.write_stall import may_wait, send_bounded, stall_failure
@@ -50,6 +51,7 @@ class RequestScope:
     outcome: Outcome = field(default_factory=Outcome)
     client: ClientRequest | None = None  # set once the body is parsed
     team: str = ""  # set once the caller is authenticated
+    principal: Principal | None = None  # who the caller is, once authenticated
     upstream_error: str | None = None  # the error type, when the failure is the upstream's
 
     def request(self) -> ClientRequest:

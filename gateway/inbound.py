@@ -12,6 +12,7 @@ header value the HTTP client could not send upstream (not UTF-8) is a 400, not a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote
@@ -23,10 +24,19 @@ from aiohttp.web_protocol import RequestPayloadError
 from gateway.config import Settings
 from gateway.content_coding import BodyDecoder, check_inflated, content_coding, too_large
 from gateway.errors import GatewayError
+from gateway.fleet.principal import Principal, Source
 from gateway.headers import forwardable_request_headers
 from gateway.json_limits import is_depth_error, nests_deeper_than
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.providers.base import ClientRequest, Operation
+
+OPEN_PRINCIPAL = Principal(subject="anonymous", team=DEFAULT_TEAM, groups=(DEFAULT_TEAM,), source=Source.OPEN)
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_principal(team: str) -> Principal:
+    """One ``Principal`` per team, made once (the request path allocates nothing for it)."""
+    return Principal.for_key(team)
 
 
 class Authenticator:
@@ -60,17 +70,21 @@ class Authenticator:
             raise GatewayError(401, "invalid x-api-key", should_retry=False)
         return key
 
-    def team_for(self, request: web.Request) -> str:
+    def principal_for(self, request: web.Request) -> Principal:
+        """The caller of a model endpoint (client keys only; a metrics key gets 403)."""
         key = self._authenticate(request)
         if key is None:
-            return DEFAULT_TEAM
+            return OPEN_PRINCIPAL
         if key.role is not Role.CLIENT:
             raise GatewayError(
                 403,
                 f"this API key has the {key.role.value} role: it may read /metrics only",
                 should_retry=False,
             )
-        return key.team
+        return _key_principal(key.team)
+
+    def team_for(self, request: web.Request) -> str:
+        return self.principal_for(request).team
 
     def check_metrics(self, request: web.Request) -> None:
         key = self._authenticate(request)

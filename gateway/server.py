@@ -213,7 +213,8 @@ class Gateway:
         scope = request[SCOPE_KEY]  # opened by the accounting middleware, closed by ``_close``
         outcome = scope.outcome
         try:
-            scope.team = self.auth.team_for(request)
+            principal = scope.principal = self.auth.principal_for(request)
+            scope.team = principal.team
             scope.client = await client_request(request, operation, self.settings, scope.request_id)
             self.team_slots.acquire(scope.team, len(self.keys.teams))
             try:
