@@ -9,7 +9,7 @@
   upstream's own clearing, ``server_applied``, the figure it reported);
 * ``loop_breaker_trips_total{breaker}``: safety stops — ``autocompact`` when a summarisation
   failure opened the auto-compact circuit breaker, ``max_turns`` and the guardrail kinds
-  (``tokens``, ``cache_read_tokens``, ``wall_clock``, ``consecutive_errors``,
+  (``tokens``, ``cache_read_tokens``, ``cost``, ``wall_clock``, ``consecutive_errors``,
   ``repeated_tool_calls``) when one ended a run;
 * ``loop_recoveries_total{kind}``: recovery transitions (``reactive_compact_retry``,
   ``collapse_drain``, ``thinking_downgrade``, ``max_output_tokens_escalate``,

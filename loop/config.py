@@ -5,7 +5,7 @@ Defaults are the numbers of the design digest: an 8,000-token output cap escalat
 consecutive tool-error turns, five identical tool calls in a row, ten concurrent safe tools. The
 token guardrail counts billed tokens (uncached input, output and cache writes: 1,000,000 by
 default); cache reads are capped separately, and not by default, so a long cached session is not
-stopped for re-reading its own prefix. The context layers' settings are ``context``. The token
+stopped for re-reading its own prefix. A cost cap in USD (``max_cost_usd``) is off by default. The context layers' settings are ``context``. The token
 budget (seed-digest B) is off unless ``token_budget`` is set; stop hooks may block at most three
 completions in a row.
 """
@@ -38,6 +38,10 @@ class LoopConfig:
     included). Cache reads do not count: see ``max_cache_read_tokens``."""
     max_cache_read_tokens: int | None = None
     """Cache-read tokens over the run (``None``: no cap)."""
+    max_cost_usd: float | None = None
+    """USD over the run (``None``: no cap): every response priced with ``LoopDeps.prices`` for the
+    model it came from (:mod:`loop.cost`), summarisation, hook-judge and sub-agent calls included.
+    Checked before each call, like the token guardrail."""
     max_wall_clock_s: float | None = 300.0
     """Seconds since the run started, on the injected clock."""
     max_consecutive_errors: int | None = 3
@@ -118,6 +122,7 @@ class LoopConfig:
         for name, limit in (
             ("max_total_tokens", self.max_total_tokens),
             ("max_cache_read_tokens", self.max_cache_read_tokens),
+            ("max_cost_usd", self.max_cost_usd),
             ("max_wall_clock_s", self.max_wall_clock_s),
             ("max_consecutive_errors", self.max_consecutive_errors),
             ("max_repeated_tool_calls", self.max_repeated_tool_calls),

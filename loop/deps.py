@@ -9,6 +9,8 @@
 * ``uuid``: request ids.
 * ``clock``: ``now``, ``sleep`` and ``timeout``; guardrails and tool timeouts use it, so a
   ``loop.testing.VirtualClock`` makes them deterministic.
+* ``prices``: the price table responses are priced with (``TokenUsage.cost_usd``, the
+  ``max_cost_usd`` guardrail; :mod:`loop.cost`). Default: the gateway's built-in table.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.pricing import DEFAULT_TABLE, PriceTable
 from loop.context.layers import DEFAULT_LAYERS, ContextLayer
 from loop.events import StatusEvent
 from loop.messages import JSONObject
@@ -74,3 +77,4 @@ class LoopDeps:
     layers: tuple[ContextLayer, ...] = DEFAULT_LAYERS
     uuid: Callable[[], str] = new_request_id
     clock: Clock = field(default_factory=SystemClock)
+    prices: PriceTable = DEFAULT_TABLE

@@ -16,7 +16,7 @@ COMPACT_SOURCE = "compact"
 def check_guardrails(state: LoopState, config: LoopConfig, now: float) -> Terminal | None:
     """The first limit ``state`` has reached, or ``None`` when the next call may go ahead.
 
-    Order: max_turns, billed tokens, cache-read tokens, wall clock, consecutive error turns,
+    Order: max_turns, billed tokens, cache-read tokens, cost, wall clock, consecutive error turns,
     repeated tool calls.
     """
     turns = state.turn_count
@@ -39,6 +39,15 @@ def check_guardrails(state: LoopState, config: LoopConfig, now: float) -> Termin
             reads,
             turns,
             f"{reads} cache-read tokens, limit {config.max_cache_read_tokens}",
+        )
+    cost = state.usage.cost_usd
+    if config.max_cost_usd is not None and cost >= config.max_cost_usd:
+        return _guardrail(
+            GuardrailKind.COST,
+            config.max_cost_usd,
+            cost,
+            turns,
+            f"${cost:.4f} spent on model calls, limit ${config.max_cost_usd:g}",
         )
     elapsed = now - state.started_at
     if config.max_wall_clock_s is not None and elapsed >= config.max_wall_clock_s:

@@ -31,6 +31,7 @@ from loop.context.pipeline import ContextPipeline, Prepared, server_applied_even
 from loop.context.session import ContextSession
 from loop.context.settings import ContextSettings
 from loop.context.state import ContextState
+from loop.cost import Pricing
 from loop.decide import after_completion, current_max_tokens, decide
 from loop.events import (
     AssistantMessage,
@@ -50,7 +51,6 @@ from loop.request import build_request, system_blocks
 from loop.run import Run
 from loop.run_setup import resolve_caller, server_edits_enabled, system_prompt
 from loop.state import LoopState, initial_state
-from loop.stream import TurnAccumulator
 from loop.structured import check_output, with_instructions, with_output_format
 from loop.subagents.pool import SubagentPool
 from loop.subagents.tool import AgentTool
@@ -93,6 +93,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     if config.context.enabled and all(t.name != READ_TOOL_RESULT for t in tools):
         tools.append(ReadToolResult(session.store))
     caller, close_caller = resolve_caller(deps)
+    pricing = Pricing.for_caller(deps.prices, caller)
     state = initial_state((*run.initial_messages, *run.take_submitted()), clock.now())
     hooks = wiring.hook_runner(  # an agent judge gets the read-only tools, never the agent tool
         params.hooks,
@@ -102,6 +103,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         permissions=params.permissions,
         tools=tools,
         run_query=query,
+        pricing=pricing,
     )
     pool: SubagentPool | None = None
     if params.subagents is not None:
@@ -149,6 +151,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         clock=clock,
         uuid=deps.uuid,
         layers=deps.layers,
+        pricing=pricing,
     )
     send_budget = send_task_budget(config, getattr(getattr(caller, "provider", None), "name", None))
     tokens, covered = session.reported_context(state.messages, overhead) or (overhead, 0)
@@ -225,7 +228,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 request = with_output_format(request, output)
             turn = Turn(
                 number=state.turn_count + 1,
-                accumulator=TurnAccumulator(),
+                accumulator=pricing.accumulator(request),
                 executor=StreamingToolExecutor(
                     dispatcher,
                     turn=state.turn_count + 1,

@@ -12,8 +12,9 @@
 A session holds what outlives a run: the history (each run starts from the previous run's final
 history plus the new prompt), the context session (auto-compact circuit breaker, tool results the
 layers stored, the learned prompt limit, the last reported context size) and the budgets: the
-billed tokens used so far against ``max_total_tokens`` (each run may use what is left; a run
-started with nothing left ends at once with the ``tokens`` guardrail), and the model the
+billed tokens used so far against ``max_total_tokens`` and the USD spent against ``max_cost_usd``
+(each run may use what is left; a run started with nothing left ends at once with the ``tokens``
+or ``cost`` guardrail), and the model the
 conversation is on: after a sticky fallback (:mod:`loop.fallback`) the later runs stay on the
 fallback model, as the history may hold thinking blocks it signed (replaying them to another model
 is a 400). What stays per run: the token budget (``LoopConfig.token_budget`` is a budget per
@@ -89,6 +90,7 @@ class _Usage(_Strict):
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cost_usd: float = 0.0
 
 
 class SessionFile(_Strict):
@@ -102,6 +104,7 @@ class SessionFile(_Strict):
     max_total_tokens: int | None
     context: _Context
     model: str | None = None
+    max_cost_usd: float | None = None
 
 
 @dataclass(slots=True)
@@ -127,6 +130,8 @@ class Session:
     deps: LoopDeps = field(default_factory=LoopDeps)
     max_total_tokens: int | None = None
     """Billed tokens over every run of the session (``None``: only each run's own limit)."""
+    max_cost_usd: float | None = None
+    """USD over every run of the session (``None``: only each run's own limit)."""
     messages: list[Message] = field(default_factory=list)
     usage: TokenUsage = field(default_factory=TokenUsage)
     """Totals over every run so far."""
@@ -146,6 +151,12 @@ class Session:
             return None
         return max(self.max_total_tokens - self.usage.billed, 0)
 
+    @property
+    def remaining_cost_usd(self) -> float | None:
+        if self.max_cost_usd is None:
+            return None
+        return max(self.max_cost_usd - self.usage.cost_usd, 0.0)
+
     def query(self, prompt: str | Sequence[Block] | Message, **overrides: Any) -> Run:
         """Start the next run: the history so far plus ``prompt`` (text, blocks, or a user message).
         ``overrides`` replace ``QueryParams`` fields for this run only."""
@@ -164,14 +175,16 @@ class Session:
         config = options.pop("config", self.config)
         if self.model is not None and self.model != config.model:
             config = replace(config, model=self.model)  # on the fallback model: it stays there
-        remaining = self.remaining_tokens
-        if remaining is not None and remaining <= 0:
+        remaining, cost_left = self.remaining_tokens, self.remaining_cost_usd
+        if (remaining is not None and remaining <= 0) or (cost_left is not None and cost_left <= 0):
             run = Run(lambda r: _exhausted(r, self, history, config), history, observers)
         else:
             if remaining is not None and (
                 config.max_total_tokens is None or remaining < config.max_total_tokens
             ):
                 config = replace(config, max_total_tokens=remaining)
+            if cost_left is not None and (config.max_cost_usd is None or cost_left < config.max_cost_usd):
+                config = replace(config, max_cost_usd=cost_left)
             params = QueryParams(
                 messages=history,
                 system=options.pop("system", self.system),
@@ -209,9 +222,10 @@ class Session:
             format=SESSION_FORMAT,
             version=SESSION_VERSION,
             messages=self.messages,
-            usage=_Usage(**self.usage.as_dict()),
+            usage=_Usage(**self.usage.as_dict(), cost_usd=self.usage.cost_usd),
             runs=self.runs,
             max_total_tokens=self.max_total_tokens,
+            max_cost_usd=self.max_cost_usd,
             model=self.model,
             context=_Context(
                 breaker=_Breaker(
@@ -261,6 +275,7 @@ class Session:
         session.usage = TokenUsage(**saved.usage.model_dump())
         session.runs = saved.runs
         session.max_total_tokens = saved.max_total_tokens
+        session.max_cost_usd = saved.max_cost_usd
         session.model = saved.model
         context = session.context
         opened = saved.context.breaker.opened_seconds_ago
@@ -287,16 +302,19 @@ class Session:
 def _exhausted(
     run: Run, session: Session, history: tuple[Message, ...], config: LoopConfig
 ) -> AsyncGenerator[LoopEvent, None]:
-    """A run that ends before its first call: the session's token budget is spent."""
-    limit = session.max_total_tokens or 0
-    used = session.usage.billed
-    report = GuardrailReport(
-        limit=limit,
-        observed=used,
-        turns=0,
-        detail=f"the session used {used} billed tokens of its {limit}-token budget",
-    )
-    run.settle(Guardrail(GuardrailKind.TOKENS, report), initial_state(history, session.deps.clock.now()))
+    """A run that ends before its first call: the session's token or cost budget is spent."""
+    if session.remaining_tokens is not None and session.remaining_tokens <= 0:
+        kind, limit, used = (
+            GuardrailKind.TOKENS,
+            float(session.max_total_tokens or 0),
+            float(session.usage.billed),
+        )
+        detail = f"the session used {used:.0f} billed tokens of its {limit:.0f}-token budget"
+    else:
+        kind, limit, used = GuardrailKind.COST, session.max_cost_usd or 0.0, session.usage.cost_usd
+        detail = f"the session spent ${used:.4f} of its ${limit:g} budget"
+    report = GuardrailReport(limit=limit, observed=used, turns=0, detail=detail)
+    run.settle(Guardrail(kind, report), initial_state(history, session.deps.clock.now()))
     return _no_events()
 
 

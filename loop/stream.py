@@ -8,6 +8,7 @@ so the executor can start a concurrency-safe call while the rest of the response
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +81,10 @@ def _parse_input(raw: str, initial: object) -> tuple[JSONObject, str | None]:
 class TurnAccumulator:
     """Feed it a response's stream event dicts in order; ``outcome()`` at any point."""
 
-    def __init__(self) -> None:
+    def __init__(self, price: Callable[[Usage], float] | None = None) -> None:
+        """``price``: what a response's usage costs in USD (``loop.cost.Pricing.of``); ``None``:
+        the outcome's usage is unpriced (``cost_usd`` 0)."""
+        self._price = price
         self._open: dict[int, _OpenBlock] = {}
         self._done: dict[int, JSONObject] = {}
         self._tool_uses: list[ToolUse] = []
@@ -172,7 +176,9 @@ class TurnAccumulator:
             stop_reason=self._stop_reason,
             stop_sequence=self._stop_sequence,
             stop_details=self._stop_details,
-            usage=TokenUsage.from_reported(self._usage),
+            usage=TokenUsage.from_reported(
+                self._usage, self._price(self._usage) if self._price is not None else 0.0
+            ),
             tool_uses=tuple(self._tool_uses),
             error=self._error,
             complete=self._complete and self._error is None,

@@ -176,6 +176,7 @@ Transition = (
 class GuardrailKind(enum.StrEnum):
     TOKENS = "tokens"
     CACHE_READ_TOKENS = "cache_read_tokens"
+    COST = "cost"
     WALL_CLOCK = "wall_clock"
     CONSECUTIVE_ERRORS = "consecutive_errors"
     REPEATED_TOOL_CALLS = "repeated_tool_calls"

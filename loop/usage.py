@@ -1,4 +1,8 @@
-"""Token usage of one response and running totals, as immutable values."""
+"""Token usage of one response and running totals, as immutable values.
+
+``cost_usd`` is what the tokens cost, priced per response when it was received (``loop.cost``:
+the gateway's price table, for the model the request went to); a sum of usages sums the costs.
+"""
 
 from __future__ import annotations
 
@@ -15,15 +19,18 @@ class TokenUsage:
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cost_usd: float = 0.0
+    """USD (``0.0`` when the response was not priced)."""
 
     @classmethod
-    def from_reported(cls, reported: Usage) -> TokenUsage:
+    def from_reported(cls, reported: Usage, cost_usd: float = 0.0) -> TokenUsage:
         """Freeze the gateway's stream accumulator (fields present overwrite, as the SDK does)."""
         return cls(
             input_tokens=reported.input_tokens,
             output_tokens=reported.output_tokens,
             cache_read_input_tokens=reported.cache_read_input_tokens,
             cache_creation_input_tokens=reported.cache_creation_input_tokens,
+            cost_usd=cost_usd,
         )
 
     @classmethod
@@ -53,6 +60,16 @@ class TokenUsage:
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+    def tokens(self) -> TokenUsage:
+        """The same token counts without the cost (to compare counts alone)."""
+        return TokenUsage(
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_input_tokens,
+            self.cache_creation_input_tokens,
         )
 
     def as_dict(self) -> dict[str, int]:

@@ -24,12 +24,12 @@ from loop.context.result import LayerResult
 from loop.context.session import ContextSession
 from loop.context.settings import ContextSettings, LayerState, Thresholds
 from loop.context.thinking import has_thinking, strip_thinking
+from loop.cost import Pricing
 from loop.deps import Clock, ModelCaller
 from loop.events import Compaction, LoopEvent, StatusEvent
 from loop.messages import normalize
 from loop.request import summary_request
 from loop.state import LoopState
-from loop.stream import TurnAccumulator
 from loop.tokens import context_tokens, estimate_tokens, freed_tokens, message_bytes
 from loop.usage import TokenUsage
 
@@ -63,8 +63,12 @@ class ContextPipeline:
         clock: Clock,
         uuid: Callable[[], str],
         layers: tuple[ContextLayer, ...],
+        pricing: Pricing | None = None,
     ) -> None:
+        """``pricing``: how summarisation calls are priced (``None``: the built-in first-party
+        prices)."""
         self.settings = settings
+        self._pricing = pricing or Pricing()
         self._config = config
         self._session = session
         self._caller = caller
@@ -167,7 +171,7 @@ class ContextPipeline:
             max_tokens=plan.max_tokens,
             request_id=self._uuid(),
         )
-        accumulator = TurnAccumulator()
+        accumulator = self._pricing.accumulator(request)
         async with aclosing(guarded(self._caller, request)) as stream:
             async for item in stream:
                 if isinstance(item, StatusEvent):

@@ -25,13 +25,13 @@ import orjson
 
 from loop.calls import guarded
 from loop.config import LoopConfig
+from loop.cost import Pricing
 from loop.deps import Clock, LoopDeps, ModelCaller
 from loop.events import StatusEvent
 from loop.hooks.output import HookOutput, cut, from_json
 from loop.hooks.settings import AgentHook, PromptHook
 from loop.messages import blocks_of, user_message
 from loop.request import ModelRequest
-from loop.stream import TurnAccumulator
 from loop.tools.base import Tool
 from loop.usage import TokenUsage
 
@@ -71,6 +71,7 @@ async def run_prompt_judge(
     request_id: str,
     timeout_s: float,
     spend: Spend,
+    pricing: Pricing,
 ) -> HookOutput:
     body = {
         "model": hook.model or JUDGE_MODEL,
@@ -80,7 +81,7 @@ async def run_prompt_judge(
         "stream": True,
     }
     request = ModelRequest(body=body, betas=(), request_id=request_id, source="hook")
-    accumulator = TurnAccumulator()
+    accumulator = pricing.accumulator(request)
     try:
         async with clock.timeout(timeout_s), aclosing(guarded(caller, request)) as stream:
             async for item in stream:
@@ -111,6 +112,7 @@ async def run_agent_judge(
     timeout_s: float,
     spend: Spend,
     run_query: QueryFunction,
+    pricing: Pricing,
 ) -> HookOutput:
     """``run_query``: ``loop.query.query`` (the judge is a run of the loop itself)."""
     from loop.params import QueryParams  # not at import: loop.params imports what imports this
@@ -130,7 +132,7 @@ async def run_agent_judge(
             system=AGENT_JUDGE_SYSTEM,
             tools=[tool for tool in tools if tool.read_only],
             config=config,
-            deps=LoopDeps(call_model=caller, clock=clock),
+            deps=LoopDeps(call_model=caller, clock=clock, prices=pricing.table),
             permissions=PermissionPolicy(mode=PermissionMode.PLAN),
         )
     )

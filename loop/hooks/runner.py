@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from loop.cost import Pricing
 from loop.deps import Clock, ModelCaller
 from loop.hooks.context import HookContext
 from loop.hooks.handlers import run_command, run_http, run_python
@@ -62,8 +63,11 @@ class HookRunner:
         tools: Sequence[Tool[Any]] = (),
         session_id: str | None = None,
         run_query: QueryFunction | None = None,
+        pricing: Pricing | None = None,
     ) -> None:
         self.settings = settings
+        self.pricing = pricing or Pricing()
+        """How the judges' model calls are priced."""
         self.session_id = session_id or str(uuid.uuid4())
         self.cwd = settings.cwd or str(Path.cwd())
         self._caller = caller
@@ -152,6 +156,7 @@ class HookRunner:
                         request_id=request_id,
                         timeout_s=timeout_s,
                         spend=self.spend,
+                        pricing=self.pricing,
                     )
                 case AgentHook():
                     if self._run_query is None:
@@ -161,7 +166,7 @@ class HookRunner:
                     return await run_agent_judge(
                         hook, data, caller=self._caller, clock=self._clock, tools=self._tools,
                         model=self._current_model(), timeout_s=timeout_s, spend=self.spend,
-                        run_query=self._run_query,
+                        run_query=self._run_query, pricing=self.pricing,
                     )  # fmt: skip
         except Exception as exc:  # a bug in a handler must not end the run
             log.exception("%s hook %s failed", event.value, _describe(hook))

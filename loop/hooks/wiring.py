@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from loop.cost import Pricing
 from loop.deps import Clock, ModelCaller
 from loop.hooks.lifecycle import PreCompactCaller
 from loop.hooks.runner import HookRunner
@@ -29,6 +30,7 @@ def hook_runner(
     permissions: PermissionPolicy,
     tools: Sequence[Tool[Any]],
     run_query: QueryFunction,
+    pricing: Pricing | None = None,
 ) -> HookRunner | None:
     if settings is None or not any(settings.has(event) for event in HookEvent):
         return None
@@ -40,6 +42,7 @@ def hook_runner(
         permission_mode=permissions.mode.value,
         tools=tools,
         run_query=run_query,
+        pricing=pricing,
     )
 
 

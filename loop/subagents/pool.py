@@ -7,7 +7,7 @@ then ``completed`` (it ended with ``completed``), ``failed`` (any other terminal
 start with) or ``killed`` (``kill()``, or its parent went away). Every change is a ``TaskUpdate``
 given to ``sink`` (the parent run puts them on its own event stream); the last carries the child's
 typed terminal, usage and result text. Budgets nest (:mod:`loop.subagents.budget`): the child
-draws from its parent's tokens and cannot outlive its parent's deadline (it runs under a timeout
+draws from its parent's tokens and cost and cannot outlive its parent's deadline (it runs under a timeout
 on the parent's clock). ``wait`` always returns a ``TaskResult``; when the waiter is cancelled (the
 parent aborts), the child is cancelled and waited for first, so no child outlives its parent.
 """
@@ -127,17 +127,18 @@ class SubagentPool:
         sink: Callable[[TaskUpdate], None] | None = None,
         run_query: QueryFunction,
     ) -> SubagentPool:
-        """A pool for Python code (no parent run): the children share ``loop_config``'s token
-        budget and wall clock from now, and ask ``permissions`` / ``can_use_tool``."""
+        """A pool for Python code (no parent run): the children share ``loop_config``'s token and
+        cost budgets and wall clock from now, and ask ``permissions`` / ``can_use_tool``."""
         if deps.call_model is None:
             raise ValueError("SubagentPool.create needs deps.call_model (the children's model caller)")
         start = deps.clock.now()
         deadline = None if loop_config.max_wall_clock_s is None else start + loop_config.max_wall_clock_s
         budget = NestedBudget(
             max_tokens=loop_config.max_total_tokens,
+            max_cost_usd=loop_config.max_cost_usd,
             deadline=deadline,
             share=config.budget_share,
-            parent_spent=lambda: 0,
+            parent_spent=TokenUsage,
         )
         return cls(
             config,
@@ -288,6 +289,7 @@ class SubagentPool:
             model=model or agent.model or self._parent_model(),
             max_turns=agent.max_turns or parent.max_turns,
             max_total_tokens=allowance.tokens,
+            max_cost_usd=allowance.cost_usd,
             max_wall_clock_s=allowance.seconds,
             source=f"agent:{agent.name}",
             subagent=True,  # never continues on the token budget: it is the top-level run's
@@ -338,6 +340,9 @@ def _no_budget(kind: str, allowance: Allowance) -> Guardrail:
     if kind == "tokens":
         detail = "the parent's token budget has nothing left for a sub-agent"
         return Guardrail(GuardrailKind.TOKENS, GuardrailReport(0, float(allowance.tokens or 0), 0, detail))
+    if kind == "cost":
+        detail = "the parent's cost budget has nothing left for a sub-agent"
+        return Guardrail(GuardrailKind.COST, GuardrailReport(0, allowance.cost_usd or 0.0, 0, detail))
     detail = "the parent's wall-clock budget has run out"
     return Guardrail(GuardrailKind.WALL_CLOCK, GuardrailReport(0, float(allowance.seconds or 0), 0, detail))
 

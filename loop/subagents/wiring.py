@@ -1,5 +1,5 @@
 """A run's own sub-agent pool (``QueryParams.subagents``): its children share the run's caller and
-clock, draw from its budgets, run on its current model, and ask it for permission."""
+clock, draw from its budgets (tokens, cost, wall clock), run on its current model, and ask it for permission."""
 
 from __future__ import annotations
 
@@ -34,9 +34,10 @@ def run_pool(
     started = current().started_at
     budget = NestedBudget(
         max_tokens=config.max_total_tokens,
+        max_cost_usd=config.max_cost_usd,
         deadline=None if config.max_wall_clock_s is None else started + config.max_wall_clock_s,
         share=subagents.budget_share,
-        parent_spent=lambda: current().usage.billed,
+        parent_spent=lambda: current().usage,
     )
     return SubagentPool(
         subagents,

@@ -46,7 +46,10 @@ async def test_each_query_continues_the_conversation() -> None:
     assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
     assert sent[-1]["content"][0]["text"] == "And the value of x?"
     assert session.runs == 2 and len(session.messages) == 6
-    assert session.usage == TokenUsage(input_tokens=300, output_tokens=60)
+    assert session.usage.tokens() == TokenUsage(input_tokens=300, output_tokens=60)
+    assert session.usage.cost_usd == pytest.approx(
+        300 * 3e-6 + 60 * 15e-6
+    )  # Sonnet 4.6: $3 / $15 per million
     assert pairing_violations(session.messages) == []
 
 
@@ -138,3 +141,20 @@ async def test_save_and_resume_round_trip(tmp_path: Path) -> None:
 def test_other_files_are_refused(data: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         loop.Session.from_json(data)
+
+
+async def test_the_session_cost_budget_spans_runs_and_is_saved(tmp_path: Path) -> None:
+    # Sonnet 4.6: 100 x $3 + 20 x $15 per million = $0.0006 a response
+    session, model = _session(
+        [FakeResponse.of(text("one"), usage=USAGE), FakeResponse.of(text("two"), usage=USAGE)],
+        max_cost_usd=0.0006,
+    )
+    assert await session.query("first").wait() == Completed("end_turn")
+    assert session.remaining_cost_usd == 0.0
+    session.save(tmp_path / "chat.json")
+    resumed = loop.Session.load(tmp_path / "chat.json", deps=session.deps)
+    assert resumed.max_cost_usd == 0.0006 and resumed.usage == session.usage
+    terminal = await resumed.query("second").wait()
+    assert isinstance(terminal, Guardrail) and terminal.kind is GuardrailKind.COST
+    assert terminal.report.observed == pytest.approx(0.0006) and "spent $0.0006" in terminal.report.detail
+    assert len(model.requests) == 1  # the exhausted run never called the model
