@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from loop.config import LoopConfig
 from loop.context.session import ContextSession
 from loop.deps import LoopDeps
+from loop.hooks.child import ChildHooks
 from loop.hooks.settings import HookSettings
 from loop.messages import Message
 from loop.observer import RunObserver
@@ -45,6 +46,9 @@ class QueryParams:
     """Run, in order, when the model ends its turn without calling a tool."""
     hooks: HookSettings | None = None
     """Stop and lifecycle hooks in Claude Code's settings shape (:mod:`loop.hooks`)."""
+    parent_hooks: ChildHooks | None = None
+    """Set by the sub-agent pool for a child's run: the parent's hooks apply to it (tool hooks,
+    ``SubagentStart``, ``SubagentStop``), with the child's identity (``hooks`` is then unused)."""
     observers: Sequence[RunObserver] = ()
     """Shown every event and the terminal (``gateway.loop_metrics.LoopMetrics`` counts them)."""
     subagents: SubagentConfig | None = None

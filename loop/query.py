@@ -104,6 +104,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
         tools=tools,
         run_query=query,
         pricing=pricing,
+        child_of=params.parent_hooks,
     )
     pool: SubagentPool | None = None
     if params.subagents is not None:
@@ -115,6 +116,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             can_use_tool=params.can_use_tool,
             current=lambda: state,
             run_query=query,
+            hooks=hooks,
         )
         tools = [*tools, AgentTool(pool)]  # the child's own deadline is the parent's
     registry = ToolRegistry(tools)

@@ -3,14 +3,17 @@
 * ``SessionStart`` (source ``startup``) then ``UserPromptSubmit`` (when the run starts on a user
   prompt) before the first model call: their ``additionalContext`` (or plain stdout) is added to
   the prompt's message; ``continue: false``, and a blocked prompt (exit 2, ``decision: "block"``),
-  end the run with ``hook_stopped`` before any model call.
+  end the run with ``hook_stopped`` before any model call. A sub-agent's run raises
+  ``SubagentStart`` instead (matcher: the agent type), as Claude Code does: its
+  ``additionalContext`` is added to the child's prompt; it cannot block or stop the child.
 * ``Stop`` (``SubagentStop`` in a sub-agent's run) when the model ends its turn without a tool
   call: a block (exit 2's stderr, ``decision: "block"``'s reason) becomes a blocking error,
   ``continue: false`` prevents continuation (``stop_hook_prevented``). ``stop_hook_active`` tells
   the hook the model is already continuing because of a stop hook, so a script can let it stop.
 * ``PreCompact`` (trigger ``auto``) before each summarisation call (:class:`PreCompactCaller`
   sees the ``compact`` requests go by); informational.
-* ``SessionEnd`` (reason ``other``) when the run ends, however it ends; informational.
+* ``SessionEnd`` (reason ``other``) when the run ends, however it ends (not a sub-agent's run:
+  the session is its parent's); informational.
 
 A switchyard run is the hooks' session: one ``query()`` call.
 """
@@ -42,7 +45,13 @@ async def begin(
     """The history the run starts with (hook context added), or why a hook stopped it."""
     runner.note_history(messages)
     contexts: list[str] = []
-    if runner.has(HookEvent.SESSION_START):
+    child = runner.child_of
+    if child is not None:
+        if runner.has(HookEvent.SUBAGENT_START):
+            started = await runner.run(HookEvent.SUBAGENT_START, {}, subject=child.agent_type)
+            if started.additional_context:
+                contexts.append(started.additional_context)
+    elif runner.has(HookEvent.SESSION_START):
         started = await runner.run(HookEvent.SESSION_START, {"source": "startup"}, subject="startup")
         if started.stop:
             return messages, HookStopped(
@@ -50,7 +59,7 @@ async def begin(
             )
         if started.additional_context:
             contexts.append(started.additional_context)
-    prompt = _prompt(messages)
+    prompt = _prompt(messages) if child is None else None
     if prompt is not None and runner.has(HookEvent.USER_PROMPT_SUBMIT):
         submitted = await runner.run(HookEvent.USER_PROMPT_SUBMIT, {"prompt": prompt})
         if submitted.stop or submitted.blocked:
@@ -109,7 +118,10 @@ async def stop_hooks(
         return StopHookResult()
     runner.note_history((*history, outcome.assistant_message()))
     last = "\n".join(str(b.get("text", "")) for b in outcome.content if b.get("type") == "text")
-    answer = await runner.run(event, {"stop_hook_active": stop_hook_active, "last_assistant_message": last})
+    subject = runner.child_of.agent_type if runner.child_of is not None else None
+    answer = await runner.run(
+        event, {"stop_hook_active": stop_hook_active, "last_assistant_message": last}, subject=subject
+    )
     if answer.stop:
         return StopHookResult(
             prevent_continuation=True, message=answer.stop_reason or f"a {event.value} hook ended the run"
@@ -129,7 +141,7 @@ def charge(state: LoopState, runner: HookRunner | None) -> LoopState:
 
 async def end(runner: HookRunner, history: Sequence[Message]) -> None:
     try:
-        if runner.has(HookEvent.SESSION_END):
+        if runner.child_of is None and runner.has(HookEvent.SESSION_END):
             runner.note_history(history)
             await runner.run(HookEvent.SESSION_END, {"reason": "other"})
     finally:

@@ -9,6 +9,11 @@ reference, https://code.claude.com/docs/en/hooks, "Hook input"): ``tool_name``, 
 ``SubagentStop``); ``source`` (``SessionStart``); ``reason`` (``SessionEnd``); ``trigger`` and
 ``custom_instructions`` (``PreCompact``). The matching hooks of an event run concurrently; their
 answers are merged (:func:`loop.hooks.output.merge`); non-blocking errors are logged.
+
+A sub-agent's run has a runner of its own made from its parent's (:class:`loop.hooks.child.ChildHooks`): the same
+settings and ``session_id``, and, as Claude Code does for hooks fired inside a sub-agent,
+``agent_id`` and ``agent_type`` in every input; ``transcript_path`` is the parent's transcript and
+``SubagentStop`` also gets ``agent_transcript_path`` (the child's own history).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import orjson
 
 from loop.cost import Pricing
 from loop.deps import Clock, ModelCaller
+from loop.hooks.child import ChildHooks
 from loop.hooks.context import HookContext
 from loop.hooks.handlers import run_command, run_http, run_python
 from loop.hooks.judges import run_agent_judge, run_prompt_judge
@@ -64,6 +70,7 @@ class HookRunner:
         session_id: str | None = None,
         run_query: QueryFunction | None = None,
         pricing: Pricing | None = None,
+        child_of: ChildHooks | None = None,
     ) -> None:
         self.settings = settings
         self.pricing = pricing or Pricing()
@@ -82,6 +89,8 @@ class HookRunner:
         self._written: tuple[int, int] | None = None
         self._directory: str | None = None
         self._usage = TokenUsage()
+        self.child_of = child_of
+        """Set in a sub-agent's run: its parent's runner and its identity."""
         self.stop_requested: tuple[str, str] | None = None
         """``(event, message)`` once a tool hook answered ``continue: false``: the loop ends the run
         with ``hook_stopped`` when the turn's tools are done."""
@@ -115,14 +124,22 @@ class HookRunner:
         hooks = self.settings.hooks_for(event, subject)
         if not hooks:
             return HookOutput()
-        data = {
+        needs_transcript = _needs_transcript(hooks)
+        data: dict[str, Any] = {
             "session_id": self.session_id,
-            "transcript_path": self._transcript() if _needs_transcript(hooks) else self._transcript_path(),
+            "transcript_path": self._session_transcript(needs_transcript),
             "cwd": self.cwd,
             "permission_mode": self._permission_mode,
             "hook_event_name": event.value,
-            **fields,
         }
+        child = self.child_of
+        if child is not None:
+            data["agent_id"], data["agent_type"] = child.agent_id, child.agent_type
+            if event is HookEvent.SUBAGENT_STOP:
+                data["agent_transcript_path"] = (
+                    self._transcript() if needs_transcript else self._transcript_path()
+                )
+        data.update(fields)
         outputs = await asyncio.gather(*(self._one(hook, event, data, tool_use_id) for hook in hooks))
         for hook, output in zip(hooks, outputs, strict=True):
             if output.error:
@@ -172,10 +189,17 @@ class HookRunner:
             log.exception("%s hook %s failed", event.value, _describe(hook))
             return HookOutput(error=f"{type(exc).__name__}")
 
+    def _session_transcript(self, write: bool) -> str:
+        """The session's transcript (the top-level run's history, in a sub-agent's run too)."""
+        if self.child_of is not None:
+            return self.child_of.parent._session_transcript(write)
+        return self._transcript() if write else self._transcript_path()
+
     def _transcript_path(self) -> str:
         if self._directory is None:
             self._directory = tempfile.mkdtemp(prefix="switchyard-hooks-")
-        return str(Path(self._directory) / f"{self.session_id}.jsonl")
+        name = self.session_id if self.child_of is None else f"agent-{self.child_of.agent_id}"
+        return str(Path(self._directory) / f"{name}.jsonl")
 
     def _transcript(self) -> str:
         path = self._transcript_path()

@@ -15,10 +15,11 @@ reference": configuration, matchers, hook input and output). ``python`` (``"call
 claude-agent-sdk's hook callbacks, ``(input_data, tool_use_id, context) -> dict``.
 
 Matchers: for ``PreToolUse`` / ``PostToolUse`` the tool name, for ``SessionStart`` the source
-(``startup``), for ``PreCompact`` the trigger (``auto``); ``""``, ``"*"`` or none match everything;
+(``startup``), for ``PreCompact`` the trigger (``auto``), for ``SubagentStart`` / ``SubagentStop``
+the agent type; ``""``, ``"*"`` or none match everything;
 letters, digits, ``_`` and ``|`` only: exact names (``Edit|Write``); anything else is a regular
 expression searched in the name (``mcp__.*``). Events the loop does not raise (``Notification``,
-``SubagentStart``...) are accepted and ignored with a warning, so a Claude Code settings file
+``PermissionRequest``...) are accepted and ignored with a warning, so a Claude Code settings file
 loads as it is; a handler type nobody knows is an error (skipping a guard silently is not safe).
 """
 
@@ -49,8 +50,11 @@ class HookEvent(enum.StrEnum):
     POST_TOOL_USE = "PostToolUse"
     USER_PROMPT_SUBMIT = "UserPromptSubmit"
     STOP = "Stop"
+    SUBAGENT_START = "SubagentStart"
+    """Before a sub-agent's first model call (matcher: the agent type; cannot block)."""
     SUBAGENT_STOP = "SubagentStop"
-    """Instead of ``Stop`` in a sub-agent's run (``LoopConfig.subagent``)."""
+    """Instead of ``Stop`` in a sub-agent's run (``LoopConfig.subagent``; matcher: the agent
+    type)."""
     SESSION_START = "SessionStart"
     SESSION_END = "SessionEnd"
     PRE_COMPACT = "PreCompact"

@@ -1,5 +1,5 @@
-"""Putting a run's hooks in place: the runner, the dispatcher that raises the tool events, and the
-model caller that raises ``PreCompact``. Without hook settings, the run's parts are unchanged."""
+"""Putting a run's hooks in place: the runner (a sub-agent's made from its parent's), the
+dispatcher that raises the tool events, and the model caller that raises ``PreCompact``. Without hook settings, the run's parts are unchanged."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from loop.cost import Pricing
 from loop.deps import Clock, ModelCaller
+from loop.hooks.child import ChildHooks
 from loop.hooks.lifecycle import PreCompactCaller
 from loop.hooks.runner import HookRunner
 from loop.hooks.settings import HookEvent, HookSettings
@@ -31,11 +32,19 @@ def hook_runner(
     tools: Sequence[Tool[Any]],
     run_query: QueryFunction,
     pricing: Pricing | None = None,
+    child_of: ChildHooks | None = None,
 ) -> HookRunner | None:
+    """The run's runner: from ``settings``, or in a sub-agent's run (``child_of``) from its
+    parent's runner (the parent's settings and session, the child's identity)."""
+    session_id = None
+    if child_of is not None:
+        settings, session_id = child_of.parent.settings, child_of.parent.session_id
     if settings is None or not any(settings.has(event) for event in HookEvent):
         return None
     return HookRunner(
         settings,
+        session_id=session_id,
+        child_of=child_of,
         caller=caller,
         clock=clock,
         model=model,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from loop.config import LoopConfig
 from loop.deps import LoopDeps
 from loop.events import TaskState, TaskUpdate
+from loop.hooks.child import ChildHooks
 from loop.messages import blocks_view
 from loop.run import Run
 from loop.subagents.budget import Allowance, NestedBudget
@@ -48,6 +49,7 @@ from loop.transitions import (
 from loop.usage import TokenUsage
 
 if TYPE_CHECKING:
+    from loop.hooks.runner import HookRunner
     from loop.params import QueryFunction
 
 
@@ -98,10 +100,14 @@ class SubagentPool:
         run_query: QueryFunction,
         parent_model: Callable[[], str] | None = None,
         sink: Callable[[TaskUpdate], None] | None = None,
+        hooks: HookRunner | None = None,
     ) -> None:
         """``deps``: the parent's (its model caller resolved: children share it). ``permissions``
         and ``can_use_tool``: the parent's, asked by children in ``bubble`` mode. ``run_query``:
-        ``loop.query.query`` (a child is a run of the loop itself)."""
+        ``loop.query.query`` (a child is a run of the loop itself). ``hooks``: the parent's hook
+        runner: its hooks run in the children too (``SubagentStart``, tool hooks,
+        ``SubagentStop``)."""
+        self._hooks = hooks
         self._run_query = run_query
         self.config = config
         self.budget = budget
@@ -227,7 +233,7 @@ class SubagentPool:
                     self._finish(task, TaskState.FAILED, _no_budget(exhausted, allowance), TokenUsage(), "")
                     return
                 self._update(task, TaskState.RUNNING)
-                run = task.run = self._child_run(task.agent, prompt, tools, model, allowance)
+                run = task.run = self._child_run(task, prompt, tools, model, allowance)
                 timed_out = False
                 try:
                     if allowance.seconds is None:
@@ -277,13 +283,13 @@ class SubagentPool:
 
     def _child_run(
         self,
-        agent: AgentDefinition,
+        task: SubagentTask,
         prompt: str,
         tools: Sequence[Tool[Any]],
         model: str | None,
         allowance: Allowance,
     ) -> Run:
-        parent = self._parent_config
+        parent, agent = self._parent_config, task.agent
         config = replace(
             parent,
             model=model or agent.model or self._parent_model(),
@@ -307,6 +313,9 @@ class SubagentPool:
                 config=config,
                 deps=self._deps,
                 permissions=permissions,
+                parent_hooks=None
+                if self._hooks is None
+                else ChildHooks(self._hooks, task.task_id, agent.name),
             )
         )
 

@@ -1,5 +1,6 @@
 """A run's own sub-agent pool (``QueryParams.subagents``): its children share the run's caller and
-clock, draw from its budgets (tokens, cost, wall clock), run on its current model, and ask it for permission."""
+clock, draw from its budgets (tokens, cost, wall clock), run on its current model, ask it for
+permission, and run its hooks."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from loop.subagents.pool import SubagentPool
 from loop.tools.permissions import PermissionCallback, PermissionPolicy
 
 if TYPE_CHECKING:
+    from loop.hooks.runner import HookRunner
     from loop.params import QueryFunction
 
 
@@ -28,6 +30,7 @@ def run_pool(
     can_use_tool: PermissionCallback | None,
     current: Callable[[], LoopState],
     run_query: QueryFunction,
+    hooks: HookRunner | None = None,
 ) -> SubagentPool:
     """The run's sub-agent pool (``current()`` is the run's state as it is now; ``deps`` carry its
     resolved model caller)."""
@@ -48,4 +51,5 @@ def run_pool(
         budget=budget,
         parent_model=lambda: fallback.current_model(current(), config),
         run_query=run_query,
+        hooks=hooks,
     )
