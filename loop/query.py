@@ -266,6 +266,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                         yield tool_event
             if run.has_submitted():
                 state = record_response(state, turn.partial())
+                turn.recorded = True
                 async for event in submit_interrupt(run, turn, state):
                     if isinstance(event, LoopState):
                         state = event
@@ -274,6 +275,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 continue
             outcome = turn.outcome = turn.accumulator.outcome()
             state = fallback.sticky(record_response(state, outcome), switched_to)
+            turn.recorded = True
             if outcome.context_cleared_tokens:
                 yield server_applied_event(
                     turn.number, outcome.usage.context_tokens, outcome.context_cleared_tokens
@@ -288,6 +290,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 decision, run.output = checked.decision or decision, checked.value
             if not isinstance(decision, Transition):
                 await turn.executor.cancel()
+                state = _with_children_spend(state, pool)
                 if config.stream_events:
                     for held_error in held:  # every recovery rung failed: shown now
                         yield held_error
@@ -307,8 +310,7 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                 async with aclosing(turn.executor.finish()) as tool_events:
                     async for tool_event in tool_events:
                         yield tool_event
-                if pool is not None:  # what the children spent counts for the run's guardrails
-                    state = replace(state, usage=state.usage + pool.budget.take_spent())
+                state = _with_children_spend(state, pool)  # counted by the run's guardrails
                 interrupted = run.has_submitted()
                 if interrupted:
                     async for event in submit_interrupt(run, turn, lifecycle.charge(state, hooks)):
@@ -352,7 +354,11 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             yield TransitionEvent(turn.number, decision)
     except (GeneratorExit, asyncio.CancelledError):
         if not run.finished:
-            run.settle(*await aborted(state, turn))
+            terminal, final = await aborted(state, turn)
+            if pool is not None:  # the children are killed first: what they spent is the run's
+                await pool.aclose()
+                final = _with_children_spend(final, pool)
+            run.settle(terminal, final)
         raise
     finally:
         run.on_submit(None)
@@ -369,3 +375,12 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
             await lifecycle.end(hooks, run.state.messages if run.finished else state.messages)
         if close_caller is not None:
             await close_caller()
+
+
+def _with_children_spend(state: LoopState, pool: SubagentPool | None) -> LoopState:
+    """``state`` with what the sub-agents that ended since the last call spent (tokens and USD,
+    a killed child's partial response included) added to the run's usage."""
+    if pool is None:
+        return state
+    spent = pool.budget.take_spent()
+    return replace(state, usage=state.usage + spent) if spent.total or spent.cost_usd else state

@@ -1,12 +1,13 @@
 """The iteration in flight and how it is wound down: a hard abort (``aclose()`` or cancellation:
-the interruption message), a submit-interrupt (``Run.submit``: the new message, no interruption
+the interruption message; the usage the stream had reported, ``message_start``'s and any
+``message_delta``'s, is still counted), a submit-interrupt (``Run.submit``: the new message, no interruption
 message), and the events for what a step appended to the history."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from loop.advance import interrupt, submitted, with_interruption
 from loop.events import AssistantMessage, LoopEvent, ToolResults, TransitionEvent
@@ -35,6 +36,8 @@ class Turn:
     outcome: TurnOutcome | None = None
     settled: bool = False
     """The state already holds this turn (an abort now has nothing left to wind down)."""
+    recorded: bool = False
+    """The state's usage already counts this turn's response (``record_response``)."""
 
     def partial(self) -> TurnOutcome:
         return self.outcome if self.outcome is not None else self.accumulator.outcome()
@@ -46,10 +49,12 @@ async def aborted(state: LoopState, turn: Turn | None) -> tuple[Terminal, LoopSt
         return AbortedStreaming(turn=state.turn_count), state
     await turn.executor.cancel()
     final: LoopState = state
+    if not turn.recorded:  # cut mid-stream: what the stream reported so far was billed
+        final = replace(final, usage=final.usage + turn.partial().usage)
     unfinished: tuple[str, ...] = ()
     if not turn.settled:
         unfinished = turn.executor.unfinished_ids()
-        final = interrupt(state, turn.partial(), turn.executor.finished_results())
+        final = interrupt(final, turn.partial(), turn.executor.finished_results())
     if turn.phase is Phase.TOOLS:
         final = with_interruption(final, INTERRUPTION_TOOLS_MESSAGE)
         return AbortedTools(turn=turn.number, interrupted_tool_use_ids=unfinished), final
