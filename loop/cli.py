@@ -10,7 +10,10 @@ The system prompt is ``loop.system_prompt``'s
 (a static part cached across sessions and compactions, then the workspace's environment and its
 ``AGENTS.md``/``CLAUDE.md``). ``--metrics-port`` serves the ``loop_*`` metrics while it runs.
 ``--hooks FILE`` loads hooks from a Claude Code settings file (:mod:`loop.hooks`); ``--budget N``
-sets the run's output-token budget (:mod:`loop.budget`). What it prints is :mod:`loop.cli_output`'s.
+sets the run's output-token budget (:mod:`loop.budget`); ``--max-budget-usd`` its cost limit
+(:mod:`loop.cost`); ``--fallback-model`` the sticky fallback (:mod:`loop.fallback`); ``--agents``
+the sub-agents it may start, in Claude Code's agents JSON (:mod:`loop.subagents.agents_file`), at
+most ``--max-subagents`` at once. What it prints is :mod:`loop.cli_output`'s.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from loop.deps import LoopDeps, ModelCaller
 from loop.hooks import HookSettings, load_hooks
 from loop.observer import RunObserver
 from loop.query import QueryParams, query
+from loop.subagents import SubagentConfig
+from loop.subagents.agents_file import load_agents
+from loop.subagents.definition import DEFAULT_MAX_CONCURRENT
 from loop.system_prompt import AgentPrompt
 from loop.tools.base import Tool
 from loop.tools.builtin import builtin_tools
@@ -119,12 +125,43 @@ def build_parser() -> argparse.ArgumentParser:
         "under 500 tokens after the third); off by default",
     )
     parser.add_argument(
+        "--max-budget-usd",
+        type=float,
+        metavar="USD",
+        help="cost limit of the run in US dollars: every model call (summaries, hook judges and "
+        "sub-agents included) is priced with the gateway's price table; the run stops with the "
+        "'cost' guardrail once it reached it; off by default",
+    )
+    parser.add_argument(
+        "--fallback-model",
+        metavar="MODEL",
+        help="after 3 overloads in a row (529 or overloaded_error, also mid-stream) the run switches "
+        "to this model for the rest of the run; one model",
+    )
+    parser.add_argument(
+        "--agents",
+        metavar="JSON_OR_FILE",
+        help='sub-agents the agent may start with its "agent" tool, as Claude Code\'s --agents: a JSON '
+        'object or a file holding one, {"NAME": {"description": "...", "prompt": "system prompt", '
+        '"tools": [...], "disallowedTools": [...], "model": "MODEL|opus|sonnet|haiku|inherit", '
+        '"maxTurns": N, "permissionMode": "bubble"}}; tools default to all of the run\'s; a child\'s '
+        "permission questions go to this run; it draws from this run's token, cost and time limits",
+    )
+    parser.add_argument(
+        "--max-subagents",
+        type=int,
+        default=DEFAULT_MAX_CONCURRENT,
+        metavar="N",
+        help="sub-agents running at once (default %(default)s; more wait); with --agents",
+    )
+    parser.add_argument(
         "--hooks",
         type=Path,
         metavar="FILE",
         help='hooks in Claude Code\'s settings shape: {"hooks": {"PreToolUse": [{"matcher": "<tool regex>", '
         '"hooks": [{"type": "command", "command": "...", "timeout": SECONDS}]}], "Stop": [...], ...}}; '
-        "events PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd, PreCompact; "
+        "events PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd, PreCompact, "
+        "SubagentStart, SubagentStop (tool hooks run in sub-agents too); "
         "types command, http, prompt, agent, python. A command gets the event as JSON on stdin and runs "
         "in the workspace; exit code 2 blocks (a tool call, the prompt, or the agent's stop) with its "
         "stderr as the reason, 0 passes (stdout may be a JSON answer), anything else is logged",
@@ -177,6 +214,12 @@ def loop_config(args: argparse.Namespace) -> LoopConfig:
         raise ValueError("--max-wall-clock must be >= 0")
     if args.budget is not None and args.budget < 1:
         raise ValueError("--budget must be >= 1")
+    if args.max_budget_usd is not None and not args.max_budget_usd > 0:
+        raise ValueError("--max-budget-usd must be a number greater than 0")
+    if args.fallback_model is not None and ("," in args.fallback_model or not args.fallback_model.strip()):
+        raise ValueError("--fallback-model takes one model")
+    if args.max_subagents < 1:
+        raise ValueError("--max-subagents must be >= 1")
     budget = args.thinking_budget
     max_tokens = min(DEFAULTS.max_tokens, args.max_output_tokens)
     if budget is not None:
@@ -201,6 +244,8 @@ def loop_config(args: argparse.Namespace) -> LoopConfig:
         max_wall_clock_s=args.max_wall_clock or None,
         thinking_budget_tokens=budget,
         token_budget=args.budget,
+        max_cost_usd=args.max_budget_usd,
+        fallback_model=args.fallback_model,
         source="sdk",
     )
 
@@ -269,6 +314,7 @@ async def _agent(
                 session=ContextSession(),
                 observers=observers,
                 hooks=hooks,
+                subagents=_subagents(args, tools),
             )
             run = query(params)
             async with run:
@@ -282,6 +328,16 @@ async def _agent(
     if isinstance(run.terminal, PermissionDenied):
         return headless.EXIT_PERMISSION_DENIED
     return EXIT_COMPLETED if isinstance(run.terminal, Completed) else EXIT_STOPPED
+
+
+def _subagents(args: argparse.Namespace, tools: list[Tool[Any]]) -> SubagentConfig | None:
+    """``--agents``, choosing from the run's tools (``ConfigError``: exit code 2)."""
+    if args.agents is None:
+        return None
+    try:
+        return SubagentConfig(load_agents(args.agents, tools), max_concurrent=args.max_subagents)
+    except ValueError as exc:
+        raise ConfigError(f"--agents: {exc}") from None
 
 
 async def _mcp_tools(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> list[Tool[Any]]:

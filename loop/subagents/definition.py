@@ -13,6 +13,7 @@ from loop.tools.base import Tool
 from loop.tools.permissions import PermissionMode
 
 GENERAL_PURPOSE = "general-purpose"
+DEFAULT_MAX_CONCURRENT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class SubagentConfig:
 
     agents: Sequence[AgentDefinition] = ()
     """The first is the default (a call without ``subagent_type``)."""
-    max_concurrent: int = 4
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
     """Sub-agents running at once; more wait, ``pending``."""
     budget_share: float = 0.5
     """A child may spend at most this share of the token budget the parent has left when it starts
