@@ -24,7 +24,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
@@ -46,6 +46,9 @@ from loop.tools.base import Tool
 from loop.tools.builtin import builtin_tools
 from loop.tools.permissions import PermissionMode, PermissionRequest, PermissionVerdict
 from loop.transitions import Completed, PermissionDenied
+
+if TYPE_CHECKING:
+    from loop.mcp import ServerFailure
 
 __all__ = ["build_parser", "event_json", "loop_config", "main"]  # event_json: loop.cli_output's
 
@@ -345,16 +348,21 @@ async def _mcp_tools(args: argparse.Namespace, stack: contextlib.AsyncExitStack)
     if not args.mcp_config:
         return []
     try:
-        from loop.mcp import McpConfigError, McpServerError, connect, load_servers
+        from loop.mcp import McpConfigError, connect, load_servers
     except ImportError as exc:  # the optional dependency: switchyard[mcp]
         raise ConfigError(
             f"--mcp-config needs the mcp package (pip install 'switchyard[mcp]'): {exc}"
         ) from None
     try:
-        servers = load_servers(args.mcp_config)
-        return await stack.enter_async_context(connect(servers))
-    except (McpConfigError, McpServerError) as exc:
+        servers = load_servers(args.mcp_config, os.environ)
+    except McpConfigError as exc:
         raise ConfigError(f"--mcp-config: {exc}") from None
+    return await stack.enter_async_context(connect(servers, on_failure=_report_failure))
+
+
+def _report_failure(failure: ServerFailure) -> None:
+    """A server that failed: the run goes on without its tools (one line on stderr)."""
+    print(f"switchyard agent: {failure.message}; its tools are not available", file=sys.stderr)
 
 
 async def _ask_on_terminal(request: PermissionRequest) -> PermissionVerdict:

@@ -59,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mcp-config",
         metavar="FILE",
         help='MCP servers to use, in the {"mcpServers": {...}} JSON Claude Code reads (stdio and http '
-        "servers; tools are named mcp__SERVER__TOOL)",
+        "servers; tools are named mcp__SERVER__TOOL; ${VAR} and ${VAR:-default} are expanded in command, "
+        "args, env, url and headers; a server that fails to start is reported on stderr and the run goes "
+        "on without its tools; servers with resources add ListMcpResourcesTool and ReadMcpResourceTool)",
     )
 
 

@@ -1,16 +1,21 @@
 """Tools from MCP servers (the official ``mcp`` package): the servers file, the connections, the
-tools (``mcp__<server>__<tool>``). Imported on demand: ``import loop`` does not load ``mcp``."""
+tools (``mcp__<server>__<tool>``), resources and prompts. Imported on demand: ``import loop`` does not load ``mcp``."""
 
 from loop.mcp.config import HttpServer, McpConfigError, Permission, StdioServer, load_servers, parse_servers
-from loop.mcp.servers import McpServerError, connect
+from loop.mcp.resources import ListMcpResources, ReadMcpResource
+from loop.mcp.servers import McpServerError, McpTools, ServerFailure, connect
 from loop.mcp.tools import McpTool, tool_name
 
 __all__ = [
     "HttpServer",
+    "ListMcpResources",
     "McpConfigError",
     "McpServerError",
     "McpTool",
+    "McpTools",
     "Permission",
+    "ReadMcpResource",
+    "ServerFailure",
     "StdioServer",
     "connect",
     "load_servers",

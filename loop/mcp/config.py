@@ -20,6 +20,14 @@ the server's tool name; ``timeout``, seconds to start the server and list its to
 confirmed unless it is allowed (``--allow mcp__server__tool``) or declared otherwise here. The
 servers' own ``readOnlyHint``/``destructiveHint`` annotations are not trusted (the MCP
 specification calls them untrusted hints).
+
+Environment variables are expanded as Claude Code expands them in ``.mcp.json`` (its MCP
+documentation, "Environment variable expansion"; the same pattern as Claude Code 2.1.332's
+expander): ``${VAR}`` is the variable's value, ``${VAR:-default}`` the default when ``VAR`` is
+unset (a variable set to the empty string is set), in ``command``, ``args``, ``env`` values,
+``url`` and ``headers`` values; ``$VAR`` without braces is left as it is. A ``${VAR}`` that is
+unset and has no default makes the file invalid (the error names the server, the field and the
+variable, never a value), as the documentation says of Claude Code.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,6 +43,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+"""``${NAME}`` or ``${NAME:-default}`` (Claude Code's pattern)."""
 
 
 class Permission(enum.StrEnum):
@@ -76,8 +87,55 @@ class McpConfigError(ValueError):
     """The MCP servers file is unreadable or invalid (the message names the server and field)."""
 
 
-def parse_servers(data: Any) -> dict[str, StdioServer | HttpServer]:
-    """The servers of an ``{"mcpServers": {...}}`` value, in file order."""
+def expand(value: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
+    """``value`` with its ``${VAR}`` / ``${VAR:-default}`` references expanded, and the names of
+    the unset variables that had no default (left as written)."""
+    missing: list[str] = []
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        missing.append(name)
+        return match.group(0)
+
+    return VARIABLE.sub(substitute, value), missing
+
+
+def _expanded(name: str, entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """``entry`` with the variables of its expandable fields expanded (``McpConfigError`` for an
+    unset one without a default)."""
+    missing: list[str] = []
+
+    def one(field: str, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text, unset = expand(value, environ)
+        missing.extend(f"{field}: ${{{variable}}}" for variable in unset)
+        return text
+
+    result = dict(entry)
+    for key in ("command", "url"):
+        if key in result:
+            result[key] = one(key, result[key])
+    if isinstance(result.get("args"), list):
+        result["args"] = [one(f"args[{i}]", a) for i, a in enumerate(result["args"])]
+    for key in ("env", "headers"):
+        if isinstance(result.get(key), dict):
+            result[key] = {k: one(f"{key}.{k}", v) for k, v in result[key].items()}
+    if missing:
+        raise McpConfigError(
+            f"server {name!r}: environment variables not set (and no ${{VAR:-default}}): {', '.join(missing)}"
+        )
+    return result
+
+
+def parse_servers(data: Any, environ: Mapping[str, str] | None = None) -> dict[str, StdioServer | HttpServer]:
+    """The servers of an ``{"mcpServers": {...}}`` value, in file order; ``${VAR}`` references
+    expanded from ``environ`` (default: the process environment)."""
+    environ = os.environ if environ is None else environ
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
         raise McpConfigError('expected a JSON object {"mcpServers": {name: server, ...}}')
     servers: dict[str, StdioServer | HttpServer] = {}
@@ -86,7 +144,7 @@ def parse_servers(data: Any) -> dict[str, StdioServer | HttpServer]:
             raise McpConfigError(f"server name {name!r}: use 1-64 letters, digits, '_' or '-'")
         if not isinstance(raw, dict):
             raise McpConfigError(f"server {name!r}: expected an object")
-        entry = dict(raw)
+        entry = _expanded(name, dict(raw), environ)
         if entry.get("type") == "sse":
             raise McpConfigError(
                 f"server {name!r}: the SSE transport is deprecated and not supported; use http"
@@ -103,11 +161,13 @@ def parse_servers(data: Any) -> dict[str, StdioServer | HttpServer]:
     return servers
 
 
-def load_servers(path: str | os.PathLike[str]) -> dict[str, StdioServer | HttpServer]:
+def load_servers(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> dict[str, StdioServer | HttpServer]:
     try:
         data = orjson.loads(Path(path).read_bytes())
     except OSError as exc:
         raise McpConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except orjson.JSONDecodeError as exc:
         raise McpConfigError(f"{path} is not JSON: {exc}") from None
-    return parse_servers(data)
+    return parse_servers(data, environ)

@@ -8,17 +8,25 @@
 
 ``connect`` starts every server (a stdio server as a child process; an HTTP server over one
 session), lists its tools (every page) and yields them as loop tools; leaving the block closes the
-sessions and stops the processes. A server that cannot be started or listed within its
-``timeout`` raises ``McpServerError`` naming it (its headers and environment never appear in the
-message). Tool calls run in the loop's tool tasks and share the server's session.
+sessions and stops the processes. A server that cannot be started, initialised or listed within
+its ``timeout`` does not fail the others: it is reported (``tools.failures``, the ``on_failure``
+callback, a warning in the log; its headers and environment never appear in the message), its
+process is stopped and its tools are absent; ``strict=True`` raises ``McpServerError`` instead.
+When a connected server offers resources, two read-only tools list and read them, named and
+shaped as Claude Code's (:mod:`loop.mcp.resources`); ``tools.prompt(server, name, arguments)``
+gets a server's prompt as messages to start a run with. Tool calls run in the loop's tool tasks and
+share the server's session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import httpx2
@@ -26,10 +34,14 @@ import mcp.types as mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from loop.messages import Message
 from loop.tools.base import Tool
 
 from .config import HttpServer, StdioServer
+from .resources import ListMcpResources, ReadMcpResource, prompt_messages
 from .tools import McpTool
+
+log = logging.getLogger("switchyard.loop.mcp")
 
 HTTP_TIMEOUT_S = 30.0
 HTTP_READ_TIMEOUT_S = 300.0
@@ -40,25 +52,81 @@ class McpServerError(RuntimeError):
     """A server could not be started, initialised or listed."""
 
 
+@dataclass(frozen=True, slots=True)
+class ServerFailure:
+    server: str
+    message: str
+    """What went wrong (``MCP server 'x' failed to start: ...``), without headers or environment."""
+
+
+class McpTools(list[Tool[Any]]):
+    """The tools of the connected servers (a list), what failed, and the servers' prompts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: list[ServerFailure] = []
+        self.sessions: dict[str, ClientSession] = {}
+        """The connected servers' sessions, by name."""
+
+    async def prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> list[Message]:
+        """The messages of a server's prompt (``prompts/get``), ready for ``QueryParams.messages``."""
+        session = self.sessions.get(server)
+        if session is None:
+            raise KeyError(f"no connected MCP server {server!r}")
+        result = await session.get_prompt(name, dict(arguments) if arguments else None)
+        if not isinstance(result, mcp_types.GetPromptResult):
+            raise McpServerError(f"MCP server {server!r}: the prompt {name!r} asked for more input")
+        return prompt_messages(result)
+
+
 @asynccontextmanager
 async def connect(
-    servers: Mapping[str, StdioServer | HttpServer], *, errlog: TextIO | None = None
-) -> AsyncIterator[list[Tool[Any]]]:
-    """The tools of every server, for the duration of the block. ``errlog``: where stdio
-    servers' stderr goes (default ``sys.stderr``)."""
+    servers: Mapping[str, StdioServer | HttpServer],
+    *,
+    errlog: TextIO | None = None,
+    strict: bool = False,
+    on_failure: Callable[[ServerFailure], None] | None = None,
+) -> AsyncIterator[McpTools]:
+    """The tools of every server that connected, for the duration of the block. ``errlog``: where
+    stdio servers' stderr goes (default ``sys.stderr``). A server that fails is reported to
+    ``on_failure`` and in ``failures`` (``strict``: ``McpServerError`` instead)."""
     async with AsyncExitStack() as stack:
-        tools: list[Tool[Any]] = []
+        tools = McpTools()
+        with_resources: dict[str, ClientSession] = {}
         for name, server in servers.items():
+            own = AsyncExitStack()  # closed at once if this server fails, else with the others
             try:
                 async with asyncio.timeout(server.timeout_s):
-                    session = await _open(stack, server, _usable(errlog or sys.stderr))
+                    session = await _open(own, server, _usable(errlog or sys.stderr))
                     listed = await _list_tools(session)
-            except TimeoutError:
-                raise McpServerError(f"MCP server {name!r}: no answer within {server.timeout_s:g}s") from None
             except Exception as exc:
-                raise McpServerError(f"MCP server {name!r} failed to start: {_describe(exc)}") from exc
+                with contextlib.suppress(Exception):
+                    await own.aclose()
+                failure = ServerFailure(name, _failure_message(name, server, exc))
+                if strict:
+                    raise McpServerError(failure.message) from exc
+                log.warning("%s; its tools are not available", failure.message)
+                tools.failures.append(failure)
+                if on_failure is not None:
+                    on_failure(failure)
+                continue
+            stack.push_async_exit(own)
+            tools.sessions[name] = session
             tools.extend(McpTool(name, item, session, server.permission_of(item.name)) for item in listed)
+            capabilities = session.server_capabilities
+            if capabilities is not None and capabilities.resources is not None:
+                with_resources[name] = session
+        if with_resources:
+            tools.extend([ListMcpResources(with_resources), ReadMcpResource(with_resources)])
         yield tools
+
+
+def _failure_message(name: str, server: StdioServer | HttpServer, exc: Exception) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"MCP server {name!r}: no answer within {server.timeout_s:g}s"
+    return f"MCP server {name!r} failed to start: {_describe(exc)}"
 
 
 async def _open(stack: AsyncExitStack, server: StdioServer | HttpServer, errlog: TextIO) -> ClientSession:

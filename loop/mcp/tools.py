@@ -82,7 +82,7 @@ class McpTool(Tool[McpInput]):
 
 
 def result_content(result: mcp_types.CallToolResult) -> ToolResultContent:
-    blocks = [block for item in result.content for block in _blocks(item)]
+    blocks = [block for item in result.content for block in content_blocks(item)]
     if not blocks and result.structured_content is not None:
         return orjson.dumps(result.structured_content).decode()
     if all(b["type"] == "text" for b in blocks):
@@ -90,7 +90,8 @@ def result_content(result: mcp_types.CallToolResult) -> ToolResultContent:
     return blocks
 
 
-def _blocks(item: mcp_types.ContentBlock) -> list[Block]:
+def content_blocks(item: mcp_types.ContentBlock) -> list[Block]:
+    """One MCP content item as the ``tool_result`` / message blocks the Messages API takes."""
     match item:
         case mcp_types.TextContent(text=text):
             return [text_block(text)]

@@ -132,8 +132,12 @@ def test_result_content_mapping() -> None:
 async def test_a_server_that_cannot_start_is_named(tmp_path: Path) -> None:
     servers = parse_servers({"mcpServers": {"ghost": {"command": str(tmp_path / "missing-binary")}}})
     with (tmp_path / "err.log").open("w") as errlog, pytest.raises(McpServerError, match="'ghost'"):
-        async with connect(servers, errlog=errlog):
+        async with connect(servers, errlog=errlog, strict=True):
             pass
+    with (tmp_path / "err.log").open("w") as errlog:
+        async with connect(servers, errlog=errlog) as tools:
+            assert tools == [] and [f.server for f in tools.failures] == ["ghost"]
+            assert "'ghost' failed to start: FileNotFoundError" in tools.failures[0].message
 
 
 # --- end to end: real servers, the gateway and the emulator ------------------------------------
