@@ -23,6 +23,7 @@ from loop.events import (
     TransitionEvent,
 )
 from loop.transitions import Terminal, describe
+from loop.usage import TokenUsage
 
 
 class TextPrinter:
@@ -92,7 +93,7 @@ def event_json(event: LoopEvent) -> dict[str, Any]:
                 "turn": turn,
                 "message": message,
                 "stop_reason": stop_reason,
-                "usage": usage.as_dict(),
+                "usage": usage_json(usage),
             }
         case ToolStarted(turn=turn, tool_use_id=tool_use_id, name=name, started_at=started_at):
             return {
@@ -125,7 +126,7 @@ def event_json(event: LoopEvent) -> dict[str, Any]:
                 "outcome": event.outcome.value,
                 "detail": event.detail,
                 "breaker_tripped": event.breaker_tripped,
-                "usage": event.usage.as_dict() if event.usage is not None else None,
+                "usage": usage_json(event.usage) if event.usage is not None else None,
             }
         case ContextBoundary():
             return {
@@ -163,6 +164,11 @@ def event_json(event: LoopEvent) -> dict[str, Any]:
                 "description": event.description,
                 "state": event.state.value,
                 "terminal": describe(event.terminal) if event.terminal is not None else None,
-                "usage": event.usage.as_dict() if event.usage is not None else None,
+                "usage": usage_json(event.usage) if event.usage is not None else None,
                 "result": event.result,
             }
+
+
+def usage_json(usage: TokenUsage) -> dict[str, Any]:
+    """The token counts and what they cost (``cost_usd``, priced per response: :mod:`loop.cost`)."""
+    return {**usage.as_dict(), "cost_usd": round(usage.cost_usd, 9)}

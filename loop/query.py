@@ -355,6 +355,8 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
     except (GeneratorExit, asyncio.CancelledError):
         if not run.finished:
             terminal, final = await aborted(state, turn)
+            final = lifecycle.charge(final, hooks)  # hook judges and a cut summary were billed too
+            final = replace(final, usage=final.usage + pipeline.take_unbooked())
             if pool is not None:  # the children are killed first: what they spent is the run's
                 await pool.aclose()
                 final = _with_children_spend(final, pool)

@@ -69,6 +69,8 @@ class ContextPipeline:
         prices)."""
         self.settings = settings
         self._pricing = pricing or Pricing()
+        self._unbooked = TokenUsage()
+        """Summarisation usage not yet in a state the pass yielded (an abort now still counts it)."""
         self._config = config
         self._session = session
         self._caller = caller
@@ -108,6 +110,7 @@ class ContextPipeline:
                     else:
                         yield item
                 usage = summary.usage
+                self._unbooked = usage
                 result = autocompact.complete(
                     planned,
                     summary.text,
@@ -147,7 +150,14 @@ class ContextPipeline:
             new_state = replace(
                 new_state, messages=normalized, context_tokens=tokens, context_message_count=len(normalized)
             )
+        self._unbooked = TokenUsage()
         yield Prepared(new_state, tokens, settings.thresholds(context.learned_limit))
+
+    def take_unbooked(self) -> TokenUsage:
+        """What a summarisation call of a pass that did not finish spent (the run was aborted
+        during it, or before the pass yielded its state); then reset."""
+        unbooked, self._unbooked = self._unbooked, TokenUsage()
+        return unbooked
 
     def _keep(self, result: LayerResult) -> None:
         for item in result.stored:
@@ -172,14 +182,18 @@ class ContextPipeline:
             request_id=self._uuid(),
         )
         accumulator = self._pricing.accumulator(request)
-        async with aclosing(guarded(self._caller, request)) as stream:
-            async for item in stream:
-                if isinstance(item, StatusEvent):
-                    yield item
-                    continue
-                accumulator.feed(item)
-                if item.get("type") == "error":
-                    break
+        try:
+            async with aclosing(guarded(self._caller, request)) as stream:
+                async for item in stream:
+                    if isinstance(item, StatusEvent):
+                        yield item
+                        continue
+                    accumulator.feed(item)
+                    if item.get("type") == "error":
+                        break
+        except BaseException:  # aborted mid-stream: what the stream reported was billed
+            self._unbooked = accumulator.outcome().usage
+            raise
         outcome = accumulator.outcome()
         if outcome.error is not None:
             yield _Summary(None, f"{outcome.error.error_type}: {outcome.error.message}", outcome.usage)

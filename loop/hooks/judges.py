@@ -93,6 +93,9 @@ async def run_prompt_judge(
     except TimeoutError:
         spend(accumulator.outcome().usage)
         return HookOutput(error=f"the prompt hook timed out after {timeout_s:g}s")
+    except BaseException:  # the run was aborted meanwhile: what the stream reported was billed
+        spend(accumulator.outcome().usage)
+        raise
     outcome = accumulator.outcome()
     spend(outcome.usage)
     if outcome.error is not None:
@@ -143,6 +146,10 @@ async def run_agent_judge(
         if run.finished:
             spend(run.state.usage)
         return HookOutput(error=f"the agent hook timed out after {timeout_s:g}s")
+    except BaseException:  # the run was aborted meanwhile: the judge's calls were billed
+        if run.finished:
+            spend(run.state.usage)
+        raise
     spend(run.state.usage)
     if not isinstance(run.terminal, Completed):
         return HookOutput(error=f"the agent hook's run ended with {run.terminal.reason}")

@@ -79,6 +79,7 @@ def test_agents_json_starts_a_sub_agent_in_a_headless_run(
     assert [t["state"] for t in tasks] == ["pending", "running", "completed"]
     assert tasks[-1]["agent"] == "lister"
     assert tasks[-1]["result"] == "Echo: What is in this directory?"
+    assert tasks[-1]["usage"]["cost_usd"] > 0 and tasks[-1]["usage"]["input_tokens"] > 0
     parent, child, after = _bodies(emulator)
     assert "agent" in [t["name"] for t in parent["tools"]]
     assert child["model"] == "claude-haiku-5-5"  # the alias, as Claude Code sends it first party

@@ -1,17 +1,21 @@
 """What a stream cut short had already reported is spent: a run aborted mid-stream, a child killed
 while its stream is open, and a parent aborted while a child streams all count the usage the
 stream reported (``message_start``'s input tokens) in the run's usage and cost, and a child's in
-its parent's. Everything runs on the virtual clock: the fake model's events each take 1 s."""
+its parent's; so do a summary call and a prompt hook's judge call cut by an abort. Everything runs on the virtual clock: the fake model's events each take 1 s."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 
 import loop
 from loop.events import TaskState, TaskUpdate
+from loop.hooks.settings import HookMatcher, HookSettings, PromptHook
+from loop.messages import user_message
+from loop.request import ModelRequest
 from loop.subagents import AgentDefinition, SubagentConfig
 from loop.testing import FakeModel, FakeResponse, VirtualClock, text
 from loop.transitions import AbortedStreaming, AbortedTools, Completed
@@ -25,6 +29,10 @@ LONG = "a long answer that streams for many seconds " * 4
 M = 1e-6
 CHILD_PARTIAL = TokenUsage(input_tokens=2_000, output_tokens=1)  # message_start: input, 1 output
 CHILD_PARTIAL_USD = (2_000 * 3 + 1 * 15) * M  # Sonnet 4.6
+
+
+def assistant_text(value: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [text(value)]}
 
 
 def _parent_with_slow_child(clock: VirtualClock) -> tuple[loop.Run, FakeModel]:
@@ -91,3 +99,62 @@ async def test_a_parent_aborted_while_a_child_streams_counts_the_childs_partial_
     assert run.state.usage.cost_usd == pytest.approx((1_000 * 3 + 100 * 15) * M + CHILD_PARTIAL_USD)
     assert live_tasks() == []
     assert pairing_violations(run.messages) == []
+
+
+async def test_a_run_aborted_during_a_summary_call_counts_what_it_reported() -> None:
+    clock = VirtualClock()
+
+    def answer(request: ModelRequest) -> FakeResponse:
+        assert request.source == "compact"  # the run is aborted during its first summary
+        return FakeResponse.of(text(LONG), usage={"input_tokens": 30_000, "output_tokens": 400})
+
+    model = FakeModel([], clock=clock, event_delay_s=1.0, then=answer)
+    history = []
+    for i in range(6):  # ~ 60,000 estimated tokens: above the auto-compact threshold (19,000)
+        history += [
+            user_message(f"question {i}: " + "q" * 15_000),
+            assistant_text(f"answer {i}: " + "a" * 15_000),
+        ]
+    config = loop.LoopConfig(context_window=40_000, max_tokens=4_000, escalated_max_tokens=8_000)
+    run = loop.query(
+        loop.QueryParams(
+            [*history, user_message("now fix the bug")],
+            config=config,
+            deps=loop.LoopDeps(call_model=model, clock=clock),
+        )
+    )
+    consumer = asyncio.create_task(run.wait())
+    clock.call_at(2.5, consumer.cancel)
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    assert model.calls("compact") == 1 and model.calls() == 1
+    assert run.state.usage.tokens() == TokenUsage(input_tokens=30_000, output_tokens=1)
+
+
+async def test_a_run_aborted_during_a_prompt_hook_counts_the_judges_partial_usage() -> None:
+    clock = VirtualClock()
+
+    def answer(request: ModelRequest) -> FakeResponse:
+        if request.source == "hook":
+            return FakeResponse.of(
+                text('{"ok": true}' + " " * 200), usage={"input_tokens": 700, "output_tokens": 9}
+            )
+        return FakeResponse.of(text("done"), usage=PARENT_USAGE)
+
+    model = FakeModel([], then=answer)
+    judged = FakeModel([], clock=clock, event_delay_s=1.0, then=answer)
+
+    def route(request: ModelRequest) -> Any:
+        return (judged if request.source == "hook" else model)(request)
+
+    hooks = HookSettings.of(
+        {"Stop": [HookMatcher(None, (PromptHook("Is the answer complete? $ARGUMENTS"),))]}
+    )
+    run = loop.query(loop.QueryParams("go", deps=loop.LoopDeps(call_model=route, clock=clock), hooks=hooks))
+    consumer = asyncio.create_task(run.wait())
+    clock.call_at(2.5, consumer.cancel)
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    assert judged.calls() == 1
+    # the run's own answer (1,000 in, 100 out) and the judge's cut stream (700 in, 1 out)
+    assert run.state.usage.tokens() == TokenUsage(input_tokens=1_700, output_tokens=101)
