@@ -348,13 +348,13 @@ async def _mcp_tools(args: argparse.Namespace, stack: contextlib.AsyncExitStack)
     if not args.mcp_config:
         return []
     try:
-        from loop.mcp import McpConfigError, connect, load_servers
+        from loop.mcp import McpConfigError, connect, load_configs
     except ImportError as exc:  # the optional dependency: switchyard[mcp]
         raise ConfigError(
             f"--mcp-config needs the mcp package (pip install 'switchyard[mcp]'): {exc}"
         ) from None
     try:
-        servers = load_servers(args.mcp_config, os.environ)
+        servers = load_configs(args.mcp_config, os.environ)
     except McpConfigError as exc:
         raise ConfigError(f"--mcp-config: {exc}") from None
     return await stack.enter_async_context(connect(servers, on_failure=_report_failure))

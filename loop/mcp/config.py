@@ -161,6 +161,27 @@ def parse_servers(data: Any, environ: Mapping[str, str] | None = None) -> dict[s
     return servers
 
 
+def load_configs(
+    values: list[str], environ: Mapping[str, str] | None = None
+) -> dict[str, StdioServer | HttpServer]:
+    """Servers from several files or JSON strings (Claude Code's ``--mcp-config <configs...>``),
+    in order; a server name defined twice is an error."""
+    servers: dict[str, StdioServer | HttpServer] = {}
+    for value in values:
+        if value.lstrip().startswith("{"):
+            try:
+                loaded = parse_servers(orjson.loads(value), environ)
+            except orjson.JSONDecodeError as exc:
+                raise McpConfigError(f"the JSON given is not valid: {exc}") from None
+        else:
+            loaded = load_servers(value, environ)
+        twice = sorted(set(servers) & set(loaded))
+        if twice:
+            raise McpConfigError(f"server {twice[0]!r} is defined twice")
+        servers.update(loaded)
+    return servers
+
+
 def load_servers(
     path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
 ) -> dict[str, StdioServer | HttpServer]:

@@ -3,9 +3,11 @@
 Give a run ``QueryParams(subagents=SubagentConfig(agents=[AgentDefinition(...)]))``: its model
 gets the ``agent`` tool, and each call starts a child whose state changes (``TaskUpdate``:
 pending → running → completed | failed | killed) come out on the parent's event stream. Budgets
-nest, a parent's abort kills its children. ``SubagentPool`` is the same machinery for Python code.
+nest, a parent's abort kills its children. ``SubagentPool`` is the same machinery for Python code;
+``parse_agents`` / ``load_agents`` read Claude Code's agents JSON.
 """
 
+from loop.subagents.agents_file import load_agents, parse_agents
 from loop.subagents.budget import Allowance, NestedBudget
 from loop.subagents.definition import GENERAL_PURPOSE, AgentDefinition, SubagentConfig
 from loop.subagents.pool import SubagentPool, SubagentTask, TaskResult
@@ -22,4 +24,6 @@ __all__ = [
     "SubagentPool",
     "SubagentTask",
     "TaskResult",
+    "load_agents",
+    "parse_agents",
 ]

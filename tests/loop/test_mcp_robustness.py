@@ -18,7 +18,7 @@ import loop
 from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from loop.cli import main
 from loop.events import ToolFinished
-from loop.mcp import McpConfigError, ServerFailure, connect, parse_servers
+from loop.mcp import McpConfigError, ServerFailure, connect, load_configs, parse_servers
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.transitions import Completed
 from tests.loop.support import of_type, run_to_end
@@ -175,22 +175,17 @@ def test_a_headless_run_goes_on_without_a_failing_server(
     (workspace / "todo.txt").write_text("buy milk\n")
     monkeypatch.setenv("SWITCHYARD_TEST_FS", str(server_binary("filesystem")))
     config = tmp_path / "mcp.json"
-    servers = {
-        "broken": {"command": "${SWITCHYARD_TEST_MISSING_DIR:-/nonexistent}/mcp-server"},
-        "fs": {
-            "command": "${SWITCHYARD_TEST_FS}",
-            "args": [str(workspace.resolve())],
-            "permission": "readOnly",
-        },
-    }
-    config.write_text(json.dumps({"mcpServers": servers}))
+    fs = {"command": "${SWITCHYARD_TEST_FS}", "args": [str(workspace.resolve())], "permission": "readOnly"}
+    config.write_text(json.dumps({"mcpServers": {"fs": fs}}))
+    broken = {"command": "${SWITCHYARD_TEST_MISSING_DIR:-/nonexistent}/mcp-server"}
+    inline = json.dumps({"mcpServers": {"broken": broken}})  # a JSON string, as Claude Code takes it
     todo = str((workspace / "todo.txt").resolve())
     prompt = (
         "[[scenario:agent]] [[tools:mcp__fs__read_text_file]] "
         f'[[input:mcp__fs__read_text_file {{"path": "{todo}"}}]] go'
     )
     argv = [prompt, "--workspace", str(workspace), "--base-url", emulator.base_url, "--api-key", KEY,
-            "--json", "--mcp-config", str(config)]  # fmt: skip
+            "--json", "--mcp-config", inline, "--mcp-config", str(config)]  # fmt: skip
     code = main(argv)
     captured = capsys.readouterr()
     lines = [orjson.loads(line) for line in captured.out.splitlines()]
@@ -199,3 +194,17 @@ def test_a_headless_run_goes_on_without_a_failing_server(
     assert "its tools are not available" in captured.err
     finished = next(line for line in lines if line["type"] == "tool_finished")
     assert finished["result"]["content"] == "buy milk\n"
+
+
+def test_several_configs_files_and_json_strings(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"mcpServers": {"a": {"command": "${A_BIN:-srv-a}"}}}))
+    servers = load_configs([str(path), '{"mcpServers": {"b": {"command": "srv-b"}}}'], {})
+    assert [(name, getattr(s, "command", None)) for name, s in servers.items()] == [
+        ("a", "srv-a"),
+        ("b", "srv-b"),
+    ]
+    with pytest.raises(McpConfigError, match="server 'a' is defined twice"):
+        load_configs([str(path), str(path)], {})
+    with pytest.raises(McpConfigError, match="the JSON given is not valid"):
+        load_configs(["{nope"], {})
