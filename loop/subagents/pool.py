@@ -7,9 +7,10 @@ then ``completed`` (it ended with ``completed``), ``failed`` (any other terminal
 start with) or ``killed`` (``kill()``, or its parent went away). Every change is a ``TaskUpdate``
 given to ``sink`` (the parent run puts them on its own event stream); the last carries the child's
 typed terminal, usage and result text. Budgets nest (:mod:`loop.subagents.budget`): the child
-draws from its parent's tokens and cost and cannot outlive its parent's deadline (it runs under a timeout
-on the parent's clock). ``wait`` always returns a ``TaskResult``; when the waiter is cancelled (the
-parent aborts), the child is cancelled and waited for first, so no child outlives its parent.
+draws from its parent's tokens and cost and cannot outlive its parent's deadline (it runs under a
+timeout on the parent's clock). ``wait`` always returns a ``TaskResult``; when the waiter is
+cancelled (the parent aborts), the child is cancelled and waited for first, so no child outlives
+its parent. The parent's hooks run in its children (``QueryParams.parent_hooks``).
 """
 
 from __future__ import annotations
