@@ -60,10 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help='MCP servers to use, in the {"mcpServers": {...}} JSON Claude Code reads: a file or the JSON '
-        "itself, repeatable (stdio and http servers; tools are named mcp__SERVER__TOOL; ${VAR} and ${VAR:-default} are expanded in command, "
-        "args, env, url and headers; a server that fails to start is reported on stderr and the run goes "
-        "on without its tools; servers with resources add ListMcpResourcesTool and ReadMcpResourceTool)",
+        help=(
+            'MCP servers to use, in the {"mcpServers": {...}} JSON Claude Code reads: a file or the JSON '
+            "itself, repeatable (stdio and http servers; tools are named mcp__SERVER__TOOL; ${VAR} and "
+            "${VAR:-default} are expanded in command, args, env, url and headers; a server that fails to "
+            "start is reported on stderr and the run goes on without its tools; servers with resources add "
+            "ListMcpResourcesTool and ReadMcpResourceTool; an http server's "
+            '"oauth": {"clientId", "clientSecret", "issuer"} uses the client-credentials grant)'
+        ),
     )
 
 

@@ -14,7 +14,8 @@ A server is ``stdio`` (``command``, ``args``, ``env``, optional ``cwd``; ``"type
 no type) or streamable HTTP (``"type": "http"``, ``url``, ``headers``). ``sse`` servers (the
 deprecated transport) are refused with a clear error. Three keys are switchyard's own:
 ``permission``, the level of every tool of the server; ``toolPermissions``, per-tool levels by
-the server's tool name; ``timeout``, seconds to start the server and list its tools (30). Levels:
+the server's tool name; ``timeout``, seconds to start the server and list its tools (30); and an
+HTTP server's ``oauth`` is the client-credentials grant (:mod:`loop.mcp.oauth`). Levels:
 ``readOnly`` (never asks; may run concurrently), ``edit`` (allowed in ``acceptEdits``) and
 ``destructive`` (asks even in ``acceptEdits``), the default: like Claude Code, an MCP tool is
 confirmed unless it is allowed (``--allow mcp__server__tool``) or declared otherwise here. The
@@ -41,6 +42,8 @@ from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .oauth import OAuthSettings
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -77,6 +80,8 @@ class HttpServer(_Server):
     type: Literal["http", "streamable-http", "streamableHttp"]
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
+    oauth: OAuthSettings | None = None
+    """The client-credentials grant (:mod:`loop.mcp.oauth`)."""
 
 
 ServerConfig = Annotated[StdioServer | HttpServer, Field(discriminator="type")]
@@ -125,6 +130,11 @@ def _expanded(name: str, entry: dict[str, Any], environ: Mapping[str, str]) -> d
     for key in ("env", "headers"):
         if isinstance(result.get(key), dict):
             result[key] = {k: one(f"{key}.{k}", v) for k, v in result[key].items()}
+    oauth = result.get("oauth")
+    if isinstance(oauth, dict):  # switchyard's own: the client credentials come from the environment
+        result["oauth"] = {
+            k: one(f"oauth.{k}", v) if k in ("clientId", "clientSecret") else v for k, v in oauth.items()
+        }
     if missing:
         raise McpConfigError(
             f"server {name!r}: environment variables not set (and no ${{VAR:-default}}): {', '.join(missing)}"

@@ -21,7 +21,6 @@ share the server's session.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -38,6 +37,7 @@ from loop.messages import Message
 from loop.tools.base import Tool
 
 from .config import HttpServer, StdioServer
+from .oauth import client_credentials
 from .resources import ListMcpResources, ReadMcpResource, prompt_messages
 from .tools import McpTool
 
@@ -101,12 +101,11 @@ async def connect(
                 async with asyncio.timeout(server.timeout_s):
                     session = await _open(own, server, _usable(errlog or sys.stderr))
                     listed = await _list_tools(session)
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    await own.aclose()
-                failure = ServerFailure(name, _failure_message(name, server, exc))
+            except BaseException as exc:
+                cause = await _closed_after(own, exc)
+                failure = ServerFailure(name, _failure_message(name, server, cause))
                 if strict:
-                    raise McpServerError(failure.message) from exc
+                    raise McpServerError(failure.message) from cause
                 log.warning("%s; its tools are not available", failure.message)
                 tools.failures.append(failure)
                 if on_failure is not None:
@@ -123,6 +122,20 @@ async def connect(
         yield tools
 
 
+async def _closed_after(own: AsyncExitStack, exc: BaseException) -> Exception:
+    """Close a failed server's contexts; what went wrong. The transport's task group may have
+    cancelled the start-up because one of its tasks failed (an OAuth error, a dead process): the
+    ``CancelledError`` seen first is then replaced by that task's exception, which closing the
+    group raises. A cancellation from outside (nothing failed inside) is raised again."""
+    try:
+        await own.aclose()
+    except Exception as closing:
+        return exc if isinstance(exc, Exception) else closing
+    if isinstance(exc, Exception):
+        return exc
+    raise exc
+
+
 def _failure_message(name: str, server: StdioServer | HttpServer, exc: Exception) -> str:
     if isinstance(exc, TimeoutError):
         return f"MCP server {name!r}: no answer within {server.timeout_s:g}s"
@@ -137,7 +150,9 @@ async def _open(stack: AsyncExitStack, server: StdioServer | HttpServer, errlog:
         read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     else:
         client = httpx2.AsyncClient(
-            headers=server.headers, timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
+            headers=server.headers,
+            timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S),
+            auth=client_credentials(server.url, server.oauth) if server.oauth is not None else None,
         )
         await stack.enter_async_context(client)
         read, write = await stack.enter_async_context(streamable_http_client(server.url, http_client=client))
