@@ -91,7 +91,11 @@ class EventScanner:
         if not self._pending and self._skip is None:
             # the bulk of a live stream: one content_block_delta event (its one data line ends
             # where the chunk's closing blank line starts), told apart without a regex
-            if chunk.startswith(_DELTA_HEAD) and chunk.find(b"\n", _DELTA_DATA) == len(chunk) - 2 and chunk[-1] == 10:
+            if (
+                chunk.startswith(_DELTA_HEAD)
+                and chunk.find(b"\n", _DELTA_DATA) == len(chunk) - 2
+                and chunk[-1] == 10
+            ):
                 self.data = self.content_seen = True
                 return _NONE
             event = _EVENT.fullmatch(chunk)
@@ -173,10 +177,7 @@ class EventScanner:
         rest = event.end()
         if rest == end:
             return first
-        if not _canonical(buf, rest, end):
-            more = self._general(buf[rest:end])
-        else:
-            more = self._scan(buf, rest, end)
+        more = self._scan(buf, rest, end) if _canonical(buf, rest, end) else self._general(buf[rest:end])
         if not first:
             return more
         return [*first, *more] if more else first
