@@ -12,7 +12,7 @@ one compiled regex. Otherwise the chunk is cut at its last blank line (``\\n\\n`
 before it is a *region* of complete events (the SSE parser state is clean at both ends, since a
 blank line dispatches and resets), the rest is the start of an event carried over to the next
 chunk. The first event of a region is matched the same way; if the rest is framed canonically too
-(checked with a few bytes counts, see ``_canonical``), it is searched with ``bytes.find`` / ``bytes.count`` for line-start
+(one possessive regex over it), it is searched with ``bytes.find`` / ``bytes.count`` for line-start
 patterns (``\\nevent: ping\\n`` ...): only the notable events' data are sliced out, content
 deltas are never copied or parsed. Any other region (comments, ``data:`` without a space,
 multi-line data, an ``event:`` line after the data) goes through the general ``SSEParser`` rules,
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import repeat
 from typing import Final
 
 from gateway.streaming.sse import SSEParser, normalise_endings
@@ -52,6 +51,7 @@ _KINDS: Final = {
 """Event names the scanner tells apart; any other name is a plain data event."""
 
 _EVENT: Final = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")  # one canonical event
+_CANONICAL: Final = re.compile(rb"(?:event: [^\n]*\ndata: [^\n]*\n\n)*+")
 _PING: Final = b"\nevent: ping\n"
 _BLOCK_START: Final = b"\nevent: content_block_start\n"
 _BLOCK_DELTA: Final = b"\nevent: content_block_delta\n"
@@ -98,8 +98,10 @@ class EventScanner:
             ):
                 self.data = self.content_seen = True
                 return _NONE
-            event = _EVENT.fullmatch(chunk)
-            if event is not None:  # one whole event: the usual chunk of a live stream
+            # one whole event, the usual chunk of a live stream (a chunk of several, as a fast
+            # upstream's arrive, is not tried: a failed full match backtracks over its first event)
+            event = _EVENT.fullmatch(chunk) if chunk.find(b"\n\n") == len(chunk) - 2 else None
+            if event is not None:
                 return self._first(event)
         start = 0
         found: Sequence[Notable] = _NONE
@@ -177,7 +179,10 @@ class EventScanner:
         rest = event.end()
         if rest == end:
             return first
-        more = self._scan(buf, rest, end) if _canonical(buf, rest, end) else self._general(buf[rest:end])
+        if _CANONICAL.fullmatch(buf, rest, end) is None:
+            more = self._general(buf[rest:end])
+        else:
+            more = self._scan(buf, rest, end)
         if not first:
             return more
         return [*first, *more] if more else first
@@ -219,21 +224,6 @@ class EventScanner:
         for event in SSEParser().feed(region):
             found.extend(self._named(event.event.encode(), event.data))
         return found
-
-
-def _canonical(buf: bytes, start: int, end: int) -> bool:
-    """Whether ``buf[start:end]`` (complete events, ending with a blank line) is nothing but
-    ``event: <name>\ndata: <json>\n\n`` events. Checked with bytes operations run in C over the
-    pieces between blank lines, not a regex over every byte: each piece starts with an event line
-    and holds a data line, and the newlines number three per event, so each piece is exactly an
-    event line and a data line (and no piece is empty: ``\n\n\n`` leaves one starting ``\n``)."""
-    events = buf[start : end - 2].split(b"\n\n")
-    count = len(events)
-    return (
-        buf.count(b"\n", start, end) == 3 * count
-        and sum(map(bytes.startswith, events, repeat(b"event: "))) == count
-        and min(map(bytes.count, events, repeat(b"\ndata: "))) >= 1
-    )
 
 
 def _name_line(head: bytes) -> bytes:

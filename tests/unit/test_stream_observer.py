@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.streaming.scan import MAX_EVENT_BYTES, EventScanner, _canonical
+from gateway.streaming.scan import MAX_EVENT_BYTES, EventScanner
 from gateway.streaming.sse import SSEEvent, SSEParser, encode_event
 from gateway.streaming.usage import StreamObserver, Usage, miss_reason
 
@@ -340,24 +340,3 @@ def test_single_content_delta_chunks_match_the_event_parser(chunk: bytes, data: 
     assert list(scanner.feed(chunk)) == []
     assert (scanner.data, scanner.content_seen) == (data, content)
     assert observe([chunk]) == oracle([chunk])
-
-
-@pytest.mark.parametrize(
-    ("region", "canonical"),
-    [
-        (b"event: a\ndata: {}\n\n", True),
-        (b"event: a\ndata: {}\n\nevent: b\ndata: \n\n", True),
-        (b"event: a\n\nevent: b\ndata: 1\ndata: 2\n\n", False),  # counts add up, the pairing does not
-        (b"event: a\ndata: 1\n\n\nevent: b\ndata: 2\n\n", False),  # an extra blank line
-        (b": comment\ndata: 1\n\n", False),
-        (b"data: 1\nevent: a\n\n", False),
-        (b"event:a\ndata: 1\n\n", False),
-        (b"event: a\nid: 7\ndata: 1\n\n", False),
-        (b"event: a\ndata: 1\ndata: 2\n\n", False),
-    ],
-)
-def test_canonical_framing_is_told_exactly(region: bytes, canonical: bool) -> None:
-    buf = b"event: x\ndata: {}\n\n" + region  # the region follows a first event, as in the scanner
-    assert _canonical(buf, len(buf) - len(region), len(buf)) is canonical
-    # what matters downstream: the scanner's answer for the region is the SSE parser's
-    assert observe([buf]) == oracle([buf])
