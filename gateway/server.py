@@ -348,6 +348,7 @@ class Gateway:
     ) -> Attempt[PreparedRequest]:
         """Run the bounded retry loop; its status events are logged and counted here."""
         provider = self.provider.name
+        final: Attempt[PreparedRequest] | None = None
         async for event in with_retry(
             send,
             prepared,
@@ -375,11 +376,13 @@ class Gateway:
                     event.to_model,
                     prepared.request_id,
                 )
-            else:
-                outcome.retries, outcome.failure = event.retries, None
-                outcome.model_fallback = event.model_fallback
-                return event
-        raise RuntimeError("with_retry ended without an outcome")  # pragma: no cover
+            else:  # the final result; the generator ends right after it, so the loop runs out
+                final = event  # (an abandoned generator would be closed by a task of its own)
+        if final is None:  # pragma: no cover
+            raise RuntimeError("with_retry ended without an outcome")
+        outcome.retries, outcome.failure = final.retries, None
+        outcome.model_fallback = final.model_fallback
+        return final
 
     def _close(self, scope: RequestScope) -> None:
         """The end of one API request's accounting scope: its one sample and one access-log line."""

@@ -99,9 +99,8 @@ class HttpUpstreamResponse(UpstreamResponse):
         self.headers = relayable_response_headers(response.headers.items())
         self.is_event_stream = response.content_type == "text/event-stream"
 
-    async def iter_chunks(self) -> AsyncIterator[bytes]:
-        async for chunk in self._response.content.iter_any():
-            yield chunk
+    def iter_chunks(self) -> AsyncIterator[bytes]:
+        return self._response.content.iter_any()  # aiohttp's own iterator: no generator around it
 
     async def read(self) -> bytes:
         return await self._response.read()

@@ -38,7 +38,9 @@ from gateway.providers.base import UpstreamResponse
 from gateway.streaming.watchdog import IdleAction, IdleWatchdog
 
 UPSTREAM_BROKEN = (aiohttp.ClientError, OSError, asyncio.IncompleteReadError)
-READ_AHEAD: Final = 2  # upstream chunks read before the consumer takes them
+READ_AHEAD_BYTES: Final = 64 * 1024
+"""Upstream bytes read ahead of the consumer: a burst of small events (most of a stream when the
+upstream is fast) is taken in one go, a slow client still pushes back on the upstream."""
 
 T = TypeVar("T")
 
@@ -137,7 +139,7 @@ class HoldBack(Generic[T]):
 class GuardedReader:
     """Reads one upstream stream under the idle watchdog (see the module docstring).
 
-    One task per stream reads the upstream's chunks into a short queue (``READ_AHEAD`` chunks, so
+    One task per stream reads the upstream's chunks into a short queue (``READ_AHEAD_BYTES``, so
     a slow client still pushes back on the upstream) and wakes the consumer; the watchdog's next
     deadline is one timer, re-armed only when the consumer waits and no earlier wake-up is armed.
     A chunk therefore costs one future and one task switch, not a task and an ``asyncio.wait``.
@@ -163,6 +165,7 @@ class GuardedReader:
             last_write=now,
         )
         self._queue: collections.deque[bytes] = collections.deque()
+        self._queued = 0  # bytes in the queue
         self._end: BaseException | None = None  # StopAsyncIteration, or what ended the read
         self._waiter: asyncio.Future[None] | None = None  # the consumer, waiting for news
         self._room: asyncio.Future[None] | None = None  # the reader task, waiting for room
@@ -188,6 +191,7 @@ class GuardedReader:
                     raise DeadlinePassed
                 if queue:
                     chunk = queue.popleft()
+                    self._queued -= len(chunk)
                     room = self._room
                     if room is not None and not room.done():
                         room.set_result(None)
@@ -235,8 +239,9 @@ class GuardedReader:
         try:
             async for chunk in chunks:
                 queue.append(chunk)
+                self._queued += len(chunk)
                 self._wake()
-                if len(queue) >= READ_AHEAD:
+                if self._queued >= READ_AHEAD_BYTES:
                     room = self._room = loop.create_future()
                     await room
             self._end = StopAsyncIteration()
@@ -246,8 +251,10 @@ class GuardedReader:
             if self._end is None:  # cancelled: the consumer is gone
                 self._end = StopAsyncIteration()
             self._wake()
-            with contextlib.suppress(Exception):
-                await chunks.aclose()  # type: ignore[attr-defined]
+            close = getattr(chunks, "aclose", None)  # an async generator's (aiohttp's iterator has none)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
 
     def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         """Make sure the consumer wakes up within ``delay`` seconds (an earlier armed wake-up

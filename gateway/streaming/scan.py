@@ -57,6 +57,8 @@ _BLOCK_START: Final = b"\nevent: content_block_start\n"
 _BLOCK_DELTA: Final = b"\nevent: content_block_delta\n"
 _MESSAGE: Final = b"\nevent: message_"
 _ERROR: Final = b"\nevent: error\n"
+_DELTA_HEAD: Final = b"event: content_block_delta\ndata: "
+_DELTA_DATA: Final = len(_DELTA_HEAD)
 _NAME_HEAD: Final = 256  # bytes of an oversized event searched for its name line
 _NONE: Final[tuple[Notable, ...]] = ()
 
@@ -87,8 +89,19 @@ class EventScanner:
         if self._after_cr or b"\r" in chunk:
             chunk, self._after_cr = normalise_endings(chunk, self._after_cr)
         if not self._pending and self._skip is None:
-            event = _EVENT.fullmatch(chunk)
-            if event is not None:  # one whole event: the usual chunk of a live stream
+            # the bulk of a live stream: one content_block_delta event (its one data line ends
+            # where the chunk's closing blank line starts), told apart without a regex
+            if (
+                chunk.startswith(_DELTA_HEAD)
+                and chunk.find(b"\n", _DELTA_DATA) == len(chunk) - 2
+                and chunk[-1] == 10
+            ):
+                self.data = self.content_seen = True
+                return _NONE
+            # one whole event, the usual chunk of a live stream (a chunk of several, as a fast
+            # upstream's arrive, is not tried: a failed full match backtracks over its first event)
+            event = _EVENT.fullmatch(chunk) if chunk.find(b"\n\n") == len(chunk) - 2 else None
+            if event is not None:
                 return self._first(event)
         start = 0
         found: Sequence[Notable] = _NONE

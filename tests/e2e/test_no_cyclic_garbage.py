@@ -11,9 +11,11 @@ then finds unreachable is what a cycle kept alive.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -110,3 +112,33 @@ def test_no_request_kind_leaves_cyclic_garbage(stack: Stack) -> None:
         gc.garbage.clear()
         gc.enable()
     assert not kept, f"objects only a reference cycle freed: {dict(kept)}"
+
+
+def test_no_request_kind_leaves_an_async_generator_to_the_loop(stack: Stack) -> None:
+    """An async generator abandoned before its end is closed by the event loop in a task of its
+    own (``aclose`` through the loop's finalizer hook): a task per request for nothing. Every
+    generator on the request path runs to its end or is closed where it is used."""
+    loop = stack.thread.loop
+    created: Counter[str] = Counter()
+
+    def factory(
+        loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+    ) -> asyncio.Future[Any]:
+        created[type(coro).__name__] += 1
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    stack.thread.run(_set_factory(loop, factory))
+    try:
+        for _ in range(3):
+            for path, body, headers, key, status in KINDS:
+                assert stack.call(path, body, headers, key) == status, path
+        gc.collect()  # a generator only a cycle held is finalized here
+        stack.thread.run(asyncio.sleep(0.05))  # the finalizer's tasks run
+    finally:
+        stack.thread.run(_set_factory(loop, None))
+    assert created["coroutine"] > 0, created  # the factory saw the handlers' tasks
+    assert created["async_generator_athrow"] == 0, dict(created)
+
+
+async def _set_factory(loop: asyncio.AbstractEventLoop, factory: Any) -> None:
+    loop.set_task_factory(factory)

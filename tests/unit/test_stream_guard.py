@@ -13,7 +13,7 @@ import pytest
 
 from gateway.providers.base import UpstreamResponse
 from gateway.streaming.guard import (
-    READ_AHEAD,
+    READ_AHEAD_BYTES,
     DeadlinePassed,
     GuardedReader,
     HoldBack,
@@ -28,6 +28,9 @@ from tests.support.virtual_time import VirtualTimeLoop
 
 FAST = StreamSettings(
     idle_warning_s=0.02, idle_timeout_s=0.05, ping_every_s=float("inf"), nonstreaming_fallback=True
+)
+CALM = StreamSettings(  # no watchdog action within a test's run
+    idle_warning_s=60.0, idle_timeout_s=120.0, ping_every_s=float("inf"), nonstreaming_fallback=True
 )
 
 
@@ -138,6 +141,7 @@ class Counting(UpstreamResponse):
 
     total: int
     pause: float = 0.0
+    size: int = 0  # chunk size (padded with "."), else the chunk is just its index
     pulled: int = 0
     status: int = 200
     headers: list[tuple[str, str]] = field(default_factory=list)
@@ -148,7 +152,7 @@ class Counting(UpstreamResponse):
             if index == self.total - 1 and self.pause:
                 await asyncio.sleep(self.pause)
             self.pulled += 1
-            yield b"%d" % index
+            yield (b"%d" % index).ljust(self.size, b".")
 
     async def read(self) -> bytes:
         return b""
@@ -158,14 +162,28 @@ class Counting(UpstreamResponse):
 
 
 async def test_a_slow_consumer_holds_the_upstream_back() -> None:
-    upstream = Counting(10)
-    reader = GuardedReader(upstream, FAST)
+    size = READ_AHEAD_BYTES // 4
+    upstream = Counting(20, size=size)
+    reader = GuardedReader(upstream, CALM)
+    async with contextlib.aclosing(reader.read()) as stream:
+        assert (await anext(stream)).startswith(b"0.")
+        await asyncio.sleep(0.01)  # the consumer is busy: the reader task reads ahead, then stops
+        assert upstream.pulled == 1 + READ_AHEAD_BYTES // size  # the bytes bound, not the chunks
+        rest = [item async for item in stream]
+    assert rest == [(b"%d" % i).ljust(size, b".") for i in range(1, 20)] and upstream.pulled == 20
+
+
+async def test_a_burst_of_small_chunks_is_read_ahead_in_one_go() -> None:
+    """A fast upstream's small events (most of a stream) are all queued while the consumer is
+    busy: the consumer then takes them without a task switch per chunk."""
+    upstream = Counting(50)
+    reader = GuardedReader(upstream, CALM)
     async with contextlib.aclosing(reader.read()) as stream:
         assert await anext(stream) == b"0"
-        await asyncio.sleep(0.01)  # the consumer is busy: the reader task reads ahead, then stops
-        assert upstream.pulled == 1 + READ_AHEAD
+        await asyncio.sleep(0.01)
+        assert upstream.pulled == 50
         rest = [item async for item in stream]
-    assert rest == [b"%d" % i for i in range(1, 10)] and upstream.pulled == 10
+    assert rest == [b"%d" % i for i in range(1, 50)]
 
 
 async def test_pings_while_a_slow_read_stays_pending() -> None:

@@ -321,3 +321,22 @@ def test_notable_events_come_back_in_stream_order() -> None:
     for stream in (START + error + DELTA + stop, _event("ping") + error + DELTA + error + stop):
         names = [name for name, _ in EventScanner().feed(stream)]
         assert names == [e.event.encode() for e in SSEParser().feed(stream) if e.event != "ping"]
+
+
+@pytest.mark.parametrize(
+    ("chunk", "data", "content"),
+    [
+        (b"event: content_block_delta\ndata: {}\n\n", True, True),
+        (b"event: content_block_delta\ndata: \n\n", True, True),  # empty data is still dispatched
+        (b"event: content_block_delta\ndata: {}\n", False, False),  # not ended: carried over
+        (b"event: content_block_delta\ndata: {}\nevent: ping\n\n", False, False),  # renamed: a ping
+        (b"event: content_block_delta\ndata: {}\n\nevent: ping\ndata: {}\n\n", True, True),
+        (b"event: content_block_deltas\ndata: {}\n\n", True, False),  # another name: plain data
+    ],
+)
+def test_single_content_delta_chunks_match_the_event_parser(chunk: bytes, data: bool, content: bool) -> None:
+    """The regex-free path for one-delta chunks agrees with the SSE rules at its edges."""
+    scanner = EventScanner()
+    assert list(scanner.feed(chunk)) == []
+    assert (scanner.data, scanner.content_seen) == (data, content)
+    assert observe([chunk]) == oracle([chunk])
