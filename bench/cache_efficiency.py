@@ -206,7 +206,7 @@ async def run_provider(opts: Options, provider: str, workdir: Path) -> ProviderR
 
 
 def _policy(settings: Settings) -> BetaPolicy:
-    return BetaPolicy.from_settings(settings.beta_policy)
+    return BetaPolicy.from_settings(settings.models.beta_policy)
 
 
 async def _session_view(http: aiohttp.ClientSession, base_url: str, session_id: str) -> dict[str, Any]:

@@ -118,7 +118,7 @@ def grown_session(messages: int) -> list[Template]:
 
 def _pipeline(store: MemorySessionStore) -> CachePipeline:
     settings = Settings.from_environ({"ANTHROPIC_API_KEY": "measurement"})
-    return CachePipeline(settings, "anthropic", store, on_break=lambda reason: None)
+    return CachePipeline(settings.cache, "anthropic", store, on_break=lambda reason: None)
 
 
 async def _fill(pipeline: CachePipeline, turns: Sequence[Template], sessions: int, first: int = 0) -> None:

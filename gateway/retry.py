@@ -34,10 +34,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.headers import header_value
 from gateway.providers.base import UpstreamResponse
+from gateway.settings.resilience import ResilienceSettings
 
 INITIAL_DELAY_S = 0.5
 BACKOFF_CAP_S = 8.0
@@ -78,15 +78,15 @@ class RetryPolicy:
     prior_overloads: int = 0  # consecutive 529s this prompt met before this request (its client's)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RetryPolicy:
+    def from_settings(cls, resilience: ResilienceSettings) -> RetryPolicy:
         return cls(
-            max_retries=settings.max_retries,
-            max_delay_s=settings.max_retry_delay_s,
-            deadline_s=settings.request_deadline_s,
-            fallback_model=settings.fallback_model,
-            fallback_after_overloads=settings.fallback_after_overloads,
-            client_retrying_max_retries=settings.client_retrying_max_retries,
-            client_retry_limit=settings.client_retry_limit,
+            max_retries=resilience.max_retries,
+            max_delay_s=resilience.max_retry_delay_s,
+            deadline_s=resilience.request_deadline_s,
+            fallback_model=resilience.fallback_model,
+            fallback_after_overloads=resilience.fallback_after_overloads,
+            client_retrying_max_retries=resilience.client_retrying_max_retries,
+            client_retry_limit=resilience.client_retry_limit,
         )
 
 

@@ -106,32 +106,33 @@ class Gateway:
         self.provider = provider
         self.metrics = metrics
         # one team's in-flight upstream requests are capped (429 beyond): it cannot hold the whole pool
-        self.team_slots = TeamSlots(settings.team_max_inflight, settings.upstream_pool_size, metrics.registry)
+        egress = settings.egress
+        self.team_slots = TeamSlots(egress.team_max_inflight, egress.upstream_pool_size, metrics.registry)
         self.keys = KeyRing(settings.inbound_keys)
-        self.auth = Authenticator(self.keys, settings.allow_unauthenticated)
-        self.key_reloader = KeyReloader.for_settings(settings, self.keys, on_reload=self._keys_reloaded)
+        self.auth = Authenticator(self.keys, settings.auth.allow_unauthenticated)
+        self.key_reloader = KeyReloader.for_settings(settings.auth, self.keys, on_reload=self._keys_reloaded)
         self.new_request_id = request_id_factory
-        self.prices = load_price_table(settings.pricing_file)  # validated with the settings
+        self.prices = load_price_table(settings.observability.pricing_file)  # validated with the settings
         self.clock = clock
         self.drain = Drain()  # shutdown state: readiness, and the deadline open streams watch
-        self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
+        self.known_betas = BetaPolicy.from_settings(settings.models.beta_policy).known_betas()
         self.sleep = sleep
-        self.retry_policy = RetryPolicy.from_settings(settings)
-        self.retry_memory = RetryMemory(settings.client_retry_window_s, clock=clock)
+        self.retry_policy = RetryPolicy.from_settings(settings.resilience)
+        self.retry_memory = RetryMemory(settings.resilience.client_retry_window_s, clock=clock)
         self.stream_settings = StreamSettings(
-            idle_warning_s=settings.stream_idle_warning_s,
-            idle_timeout_s=settings.stream_idle_timeout_s,
-            ping_every_s=settings.downstream_ping_s,
-            nonstreaming_fallback=settings.nonstreaming_fallback,
-            write_stall_s=settings.write_stall_timeout_s,
+            idle_warning_s=settings.resilience.stream_idle_warning_s,
+            idle_timeout_s=settings.resilience.stream_idle_timeout_s,
+            ping_every_s=settings.resilience.downstream_ping_s,
+            nonstreaming_fallback=settings.resilience.nonstreaming_fallback,
+            write_stall_s=settings.listener.write_stall_timeout_s,
         )
         metrics.prime(provider.name, self.keys)
         self.team_slots.prime(self.keys.teams)
         store = build_store(
-            settings, on_error=metrics.session_store_errors.inc, teams=lambda: len(self.keys.teams)
+            settings.cache, on_error=metrics.session_store_errors.inc, teams=lambda: len(self.keys.teams)
         )
         self.cache = CachePipeline(
-            settings,
+            settings.cache,
             provider.name,
             store,
             on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
@@ -215,7 +216,7 @@ class Gateway:
         try:
             principal = scope.principal = self.auth.principal_for(request)
             scope.team = principal.team
-            scope.client = await client_request(request, operation, self.settings, scope.request_id)
+            scope.client = await client_request(request, operation, self.settings.listener, scope.request_id)
             self.team_slots.acquire(scope.team, len(self.keys.teams))
             try:
                 return await self._exchange(request, scope, send)
@@ -419,7 +420,7 @@ class Gateway:
             ttft_s=ttft,
             overhead_s=overhead,
             cost=cost,
-            log_bodies=self.settings.log_bodies,
+            log_bodies=self.settings.observability.log_bodies,
         )
 
 
@@ -449,10 +450,11 @@ def create_app(
         clock=clock,
     )
 
+    listener = settings.listener
     accounting = accounting_middleware(
-        gateway._close, gateway.new_request_id, gateway.clock, write_stall_s=settings.write_stall_timeout_s
+        gateway._close, gateway.new_request_id, gateway.clock, write_stall_s=listener.write_stall_timeout_s
     )
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[accounting, error_middleware])
+    app = web.Application(client_max_size=listener.max_body_bytes, middlewares=[accounting, error_middleware])
     app[SETTINGS_KEY] = settings
     app[PROVIDER_KEY] = provider
     app[METRICS_KEY] = metrics

@@ -56,7 +56,7 @@ USER_AGENT = "switchyard-loop/0.1"
 
 def retry_policy(settings: Settings) -> RetryPolicy:
     """The retry policy the gateway server applies, from the same settings."""
-    return RetryPolicy.from_settings(settings)
+    return RetryPolicy.from_settings(settings.resilience)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +76,9 @@ class StreamGuard:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StreamGuard:
+        resilience = settings.resilience
         return cls(
-            settings.stream_idle_warning_s, settings.stream_idle_timeout_s, settings.nonstreaming_fallback
+            resilience.stream_idle_warning_s, resilience.stream_idle_timeout_s, resilience.nonstreaming_fallback
         )
 
 

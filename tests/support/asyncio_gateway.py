@@ -20,7 +20,7 @@ from gateway.service import running
 
 async def main() -> None:
     settings = Settings.from_environ(os.environ, serving=True)
-    async with running(create_app(settings), settings.host, settings.port):
+    async with running(create_app(settings), settings.listener.host, settings.listener.port):
         await asyncio.Event().wait()
 
 

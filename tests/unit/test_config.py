@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -7,22 +8,23 @@ from pathlib import Path
 import pytest
 
 from gateway.config import ConfigError, Settings
+from gateway.config_checks import leaf_fields
 from gateway.keys import KeyRing
 from gateway.startup_summary import public_summary
 
 
 def test_defaults() -> None:
     settings = Settings.from_environ({})
-    assert (settings.host, settings.port) == ("127.0.0.1", 8080)
-    assert settings.anthropic_base_url == "https://api.anthropic.com"
-    assert settings.max_body_bytes == 32 * 1024 * 1024
+    assert (settings.listener.host, settings.listener.port) == ("127.0.0.1", 8080)
+    assert settings.anthropic.base_url == "https://api.anthropic.com"
+    assert settings.listener.max_body_bytes == 32 * 1024 * 1024
     assert settings.inbound_keys == ()
 
 
 def test_settings_are_frozen() -> None:
     settings = Settings.from_environ({})
     with pytest.raises(Exception, match="frozen"):
-        settings.port = 1  # type: ignore[misc]
+        settings.listener.port = 1  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -93,8 +95,8 @@ def test_secrets_never_in_repr_or_summary() -> None:
 
 def test_proxy_without_scheme_and_lowercase_names() -> None:
     settings = Settings.from_environ({"https_proxy": "proxy.corp:3128", "no_proxy": "localhost"})
-    assert settings.https_proxy == "http://proxy.corp:3128"
-    assert settings.no_proxy == "localhost"
+    assert settings.egress.https_proxy == "http://proxy.corp:3128"
+    assert settings.egress.no_proxy == "localhost"
 
 
 def test_refuses_to_start_without_keys() -> None:
@@ -210,7 +212,7 @@ def test_every_field_alias_is_a_known_variable() -> None:
     from gateway.config_checks import alias_index, unknown_variables
 
     names = []
-    for field in Settings.model_fields.values():
+    for field in leaf_fields(Settings).values():
         if isinstance(field.validation_alias, AliasChoices):
             names.extend(str(choice) for choice in field.validation_alias.choices)
         else:
@@ -259,7 +261,7 @@ def test_pem_checks(tmp_path: Path) -> None:
             "GATEWAY_CLIENT_KEY": str(pki.client_key),
         }
     )
-    assert good.client_key == pki.client_key
+    assert good.egress.client_key == pki.client_key
     combined = tmp_path / "combined.pem"
     combined.write_bytes(pki.client_cert.read_bytes() + pki.client_key.read_bytes())
     Settings.from_environ({"GATEWAY_CLIENT_CERT": str(combined)})  # key in the same file
@@ -385,7 +387,7 @@ def test_serve_help_lists_every_variable_with_a_description() -> None:
     text = variables_help(Settings)
     assert set(SECTION_STARTS) <= set(Settings.model_fields)
     docs = field_docstrings(Settings)
-    for name in Settings.model_fields:
+    for name in leaf_fields(Settings):
         assert docs.get(name), f"{name} has no description (add a docstring under the field)"
         line = "  " + " | ".join(aliases_of(Settings, name))
         assert any(row == line or row.startswith(line + "=") for row in text.splitlines()), name
@@ -462,7 +464,7 @@ def test_keys_are_trimmed_between_commas_but_not_inside() -> None:
     )
     ring = KeyRing(settings.inbound_keys)
     assert len(ring) == 3
-    assert [(k.team, k.role.value) for k in settings.static_keys] == [
+    assert [(k.team, k.role.value) for k in settings.auth.static_keys] == [
         ("default", "client"),
         ("default", "client"),
         ("metrics", "metrics"),
@@ -482,7 +484,7 @@ def test_keys_are_trimmed_between_commas_but_not_inside() -> None:
 )
 def test_credentials_in_an_upstream_url_are_dropped_and_named(variable: str) -> None:
     settings = Settings.from_environ({variable: "https://user:url-pass-9f3a@upstream.example:8443/v1"})
-    values = [getattr(settings, name) for name in Settings.model_fields]
+    values = [functools.reduce(getattr, path.split("."), settings) for path in leaf_fields(Settings)]
     assert "https://upstream.example:8443/v1" in values
     assert not any("url-pass-9f3a" in str(value) for value in values)
     assert public_summary(settings).get("url_credentials_ignored", [variable]) == [variable]
@@ -496,7 +498,7 @@ def test_proxy_and_redis_urls_keep_their_credentials_out_of_sight() -> None:
             "GATEWAY_SESSION_STORE": "redis://:r-9f3a@r:6379/0",
         }
     )
-    assert settings.https_proxy == "http://u:proxy-pass-9f3a@proxy:3128"  # how the proxy authenticates
+    assert settings.egress.https_proxy == "http://u:proxy-pass-9f3a@proxy:3128"  # how the proxy authenticates
     assert "url_credentials_ignored" not in public_summary(settings)
     assert "9f3a" not in repr(settings) + str(public_summary(settings))
 
