@@ -32,7 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         settings = settings.model_copy(update={"listener": listener})
     settings.require_startable()
-    from gateway.service import check_listen, serve  # aiohttp: only once the settings are good
+    from gateway.process import check_listen, serve  # aiohttp: only once the settings are good
     from gateway.startup_summary import public_summary
 
     check_listen(settings.listener.host, settings.listener.port)

@@ -121,7 +121,7 @@ async def read_body(request: web.Request, max_bytes: int, max_ratio: int) -> byt
     length = request.content_length
     if length is not None and length > max_bytes:
         raise too_large(max_bytes)
-    # set when aiohttp's parser inflated the body (a server not run by gateway.service.running)
+    # set when aiohttp's parser inflated the body (a server not run by gateway.process.running)
     inflated_from: int | None = getattr(request.content, "total_compressed_bytes", None)
     try:
         if coding is None or inflated_from is not None:

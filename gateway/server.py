@@ -35,7 +35,7 @@ from gateway.providers.betas import BetaPolicy
 from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
 from gateway.request_ids import new_request_id
 from gateway.request_preparation import RequestPreparation
-from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, Stop, with_retry
+from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop, with_retry
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
 from gateway.startup_summary import strip_userinfo
@@ -167,10 +167,10 @@ class Gateway:
 
     # -- API --------------------------------------------------------------------------------
     async def messages(self, request: web.Request) -> web.StreamResponse:
-        return await self._forward(request, Operation.MESSAGES, self.provider.messages)
+        return await self._handle(request, Operation.MESSAGES, self.provider.messages)
 
     async def count_tokens(self, request: web.Request) -> web.StreamResponse:
-        return await self._forward(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
+        return await self._handle(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
 
     async def session(self, request: web.Request) -> web.Response:
         """``GET /v1/sessions/{id}``: a session's latches, last prefix hashes and recent breaks
@@ -205,7 +205,7 @@ class Gateway:
         finally:
             upstream.close()
 
-    async def _forward(
+    async def _handle(
         self,
         request: web.Request,
         operation: Operation,
@@ -323,7 +323,7 @@ class Gateway:
                 )
 
     def _final_advice(
-        self, attempt: Attempt[PreparedRequest], retrying: ClientRetries, key: RequestKey
+        self, attempt: RetryResult[PreparedRequest], retrying: ClientRetries, key: RequestKey
     ) -> dict[str, str]:
         """Remember how the request ended and, for a retryable error, what the client is told."""
         if attempt.stop is Stop.DONE:
@@ -346,7 +346,7 @@ class Gateway:
         prepared: PreparedRequest,
         outcome: Outcome,
         retrying: ClientRetries,
-    ) -> Attempt[PreparedRequest]:
+    ) -> RetryResult[PreparedRequest]:
         """Run the bounded retry loop; its status events are logged and counted here."""
         provider = self.provider.name
         async for event in with_retry(

@@ -32,7 +32,7 @@ from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from gateway.cache.store import MemorySessionStore, Quota, SessionStore
+from gateway.cache.session_store import MemorySessionStore, Quota, SessionStore
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import request_betas
 from gateway.settings.prompt_cache import CacheSettings

@@ -30,7 +30,7 @@ from gateway.errors import GatewayError, error_type_for_status
 from gateway.headers import DEFAULT_ANTHROPIC_VERSION
 from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.factory import build_provider
-from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, with_retry
+from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, with_retry
 from gateway.streaming.guard import (
     UPSTREAM_BROKEN,
     GuardedReader,
@@ -140,7 +140,7 @@ class ProviderModelCaller:
         except GatewayError as exc:  # e.g. a model the upstream does not serve
             yield error_event(exc.error_type, exc.message, exc.status)
             return
-        attempt: Attempt[PreparedRequest] | None = None
+        attempt: RetryResult[PreparedRequest] | None = None
         async for event in with_retry(
             self._provider.messages,
             prepared,

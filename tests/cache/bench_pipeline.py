@@ -27,7 +27,7 @@ import orjson
 from bench.cc_session import ClaudeCodeSession
 from bench.payloads import request_body
 from gateway.cache.pipeline import CachePipeline
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage

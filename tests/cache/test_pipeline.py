@@ -8,7 +8,7 @@ import pytest
 
 from emulators.clock import ManualClock
 from gateway.cache.pipeline import CachePipeline
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage

@@ -17,7 +17,7 @@ from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import prefix_hashes
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.prompt.breakpoints import MAX_CACHE_BREAKPOINTS, locate_breakpoints
 from gateway.providers.base import ClientRequest, Operation

@@ -20,7 +20,7 @@ from gateway.cache.latches import Latches
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.prompt.breakpoints import locate_breakpoints
 from gateway.providers.base import ClientRequest, Operation

@@ -46,7 +46,7 @@ from gateway.http_protocol import GuardedRunner, watch_accept_errors
 
 GC_GEN0_THRESHOLD: Final = 20_000
 
-log = logging.getLogger("switchyard.service")
+log = logging.getLogger("switchyard.process")
 
 # time given, after the drain deadline, to the streams that end with an error event then
 ABORT_GRACE_S: Final = 2.0
