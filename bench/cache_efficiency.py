@@ -6,7 +6,7 @@
 For each provider: its emulator (:func:`~emulators.upstreams.emulated_upstream`, fixture
 credentials, the emulator's prompt-cache model), an in-process gateway in front of it
 (``create_app(Settings.from_environ({"GATEWAY_API_KEYS": ..., **upstream.env}))`` served by
-:func:`gateway.service.running`), and the real ``anthropic`` SDK (``AsyncAnthropic``, streaming)
+:func:`gateway.process.running`), and the real ``anthropic`` SDK (``AsyncAnthropic``, streaming)
 replaying a Claude Code session built from fixture 015 (:mod:`bench.cc_session`): its
 headers (``X-Claude-Code-Session-Id``, ``anthropic-beta``, ...), system blocks with the billing
 header (a fresh ``cch=`` on every request, as first-party Claude Code sends it), 24 tools and first
@@ -101,9 +101,9 @@ from emulators.upstreams import PROVIDERS, emulated_upstream
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS
 from gateway.config import ProviderName, Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.providers.betas import BetaPolicy
 from gateway.server import create_app
-from gateway.service import running
 
 # --- the run --------------------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ async def run_provider(opts: Options, provider: str, workdir: Path) -> ProviderR
 
 
 def _policy(settings: Settings) -> BetaPolicy:
-    return BetaPolicy.from_settings(settings.beta_policy)
+    return BetaPolicy.from_settings(settings.models.beta_policy)
 
 
 async def _session_view(http: aiohttp.ClientSession, base_url: str, session_id: str) -> dict[str, Any]:

@@ -26,8 +26,8 @@ import anthropic
 from emulators.upstreams import emulated_upstream
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import new_event_loop, running
 from gateway.server import create_app
-from gateway.service import new_event_loop, running
 
 if TYPE_CHECKING:
     from loop.demo import AgentDemoResult

@@ -8,7 +8,7 @@ the upstream with the body bytes and the request headers minus hop-by-hop ones; 
 
 It is set up the way the gateway is, so the comparison is fair rather than handicapped: uvloop
 (:func:`bench.evloop.run`, the same ``uvloop.new_event_loop`` factory as
-``gateway.service``), ``access_log=None``, one :class:`aiohttp.ClientSession` with a pooled
+``gateway.process``), ``access_log=None``, one :class:`aiohttp.ClientSession` with a pooled
 keep-alive :class:`aiohttp.TCPConnector` (512 connections, the gateway's default pool size), no
 response decompression (bytes are relayed as they come), no ``User-Agent`` added.
 

@@ -5,7 +5,7 @@
 A session is what the cache step keeps for one Claude Code session, built the way the gateway
 builds it: every request goes through :class:`~gateway.cache.pipeline.CachePipeline` (``before``
 then ``after``, a first request that writes the cache, so each session keeps its ``first_request``
-break) into a :class:`~gateway.cache.store.MemorySessionStore`, under its own session id (a
+break) into a :class:`~gateway.cache.session_store.MemorySessionStore`, under its own session id (a
 36-character UUID, as Claude Code sends), in one team. What a session keeps: its entry in the
 team's LRU (the id and the view), its latches (the captured cache-key betas, the TTL and scope
 eligibilities), the prefix hashes of its last request (model, betas, tools, system segments, one
@@ -44,7 +44,7 @@ import orjson
 from bench.cc_session import FIXTURES_DIR, SESSION_HEADER, CapturedRequest, ClaudeCodeSession
 from gateway.cache.budget import DEFAULT_SESSION_MAX, SESSION_BYTES_ALLOWANCE, SESSION_MEMORY_BUDGET
 from gateway.cache.pipeline import CachePipeline
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.keys import DEFAULT_TEAM
 from gateway.providers.base import ClientRequest, Operation
@@ -118,7 +118,7 @@ def grown_session(messages: int) -> list[Template]:
 
 def _pipeline(store: MemorySessionStore) -> CachePipeline:
     settings = Settings.from_environ({"ANTHROPIC_API_KEY": "measurement"})
-    return CachePipeline(settings, "anthropic", store, on_break=lambda reason: None)
+    return CachePipeline(settings.cache, "anthropic", store, on_break=lambda reason: None)
 
 
 async def _fill(pipeline: CachePipeline, turns: Sequence[Template], sessions: int, first: int = 0) -> None:

@@ -1,7 +1,7 @@
 """One structured JSON log line per request, logger ``switchyard.access``.
 
 Fields: ids (``request_id`` is the ``x-client-request-id`` sent upstream, ``upstream_request_id``
-the upstream's ``request-id``, ``session_id`` from :func:`gateway.sessions.session_id_of`), routing
+the upstream's ``request-id``, ``session_id`` from :func:`gateway.session_ids.session_id_of`), routing
 (provider, operation, requested and served model, stream, team), outcome (status, stop reason,
 error type, failure, client disconnect), durations (total, time to first token, gateway overhead),
 usage and cost, resilience (retries, model and non-streaming fallback, idle-watchdog events) and

@@ -8,7 +8,7 @@ one access-log line and the one ``gateway_requests_total`` sample. The scope is 
 the error middleware), so it sees the status actually sent; it sends a plain response itself so the
 duration runs to the last byte and a client that left is noticed.
 
-A client that goes away cancels its handler (``handler_cancellation``, set by ``gateway.service``),
+A client that goes away cancels its handler (``handler_cancellation``, set by ``gateway.process``),
 which closes its upstream request wherever it is (waiting for the answer, streaming, in a retry
 back-off); its line says ``client_disconnected: true`` with the status it never saw
 (:func:`client_left`). A client that stops reading is let go the same way (``gateway.write_stall``).

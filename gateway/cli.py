@@ -27,15 +27,16 @@ def _settings() -> Settings:
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings()
     if args.host is not None or args.port is not None:
-        settings = settings.model_copy(
+        listener = settings.listener.model_copy(
             update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         )
+        settings = settings.model_copy(update={"listener": listener})
     settings.require_startable()
-    from gateway.service import check_listen, serve  # aiohttp: only once the settings are good
+    from gateway.process import check_listen, serve  # aiohttp: only once the settings are good
     from gateway.startup_summary import public_summary
 
-    check_listen(settings.host, settings.port)
-    configure_logging(settings.log_level)
+    check_listen(settings.listener.host, settings.listener.port)
+    configure_logging(settings.observability.log_level)
     summary = public_summary(settings)
     log.info("configuration %s", orjson.dumps(summary).decode())
     for variable in summary.get("url_credentials_ignored", ()):

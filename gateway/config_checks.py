@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Final, get_args
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
 
 # Variables of botocore's default chain whose presence decides its first source (values unused).
 AWS_CHAIN_VARIABLES: Final = frozenset(
@@ -38,19 +40,43 @@ SIMILARITY: Final = 0.6  # difflib ratio a known name needs to be suggested
 MIN_SECRET_CHARS: Final = 3  # shorter fragments are not scrubbed (they would mangle the text)
 
 
+@functools.cache
+def section_models(model: type[BaseModel]) -> Mapping[str, type[BaseModel]]:
+    """The fields of ``model`` that are sections (models themselves) -> their model."""
+    return {
+        name: field.annotation
+        for name, field in model.model_fields.items()
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    }
+
+
+@functools.cache
+def leaf_fields(model: type[BaseModel]) -> Mapping[str, FieldInfo]:
+    """Every setting of ``model``: ``section.field`` for a section's, ``field`` for a flat one."""
+    sections = section_models(model)
+    fields: dict[str, FieldInfo] = {}
+    for name, field in model.model_fields.items():
+        if name in sections:
+            fields.update({f"{name}.{leaf}": info for leaf, info in sections[name].model_fields.items()})
+        else:
+            fields[name] = field
+    return fields
+
+
 def aliases_of(model: type[BaseModel], name: str) -> tuple[str, ...]:
-    """The environment variable names a field is read from, in priority order."""
-    field = model.model_fields[name]
+    """The environment variable names a setting (``section.field`` or flat ``field``) is read
+    from, in priority order."""
+    field = leaf_fields(model)[name]
     if isinstance(field.validation_alias, AliasChoices):
         return tuple(str(choice) for choice in field.validation_alias.choices)
     if isinstance(field.validation_alias, str):
         return (field.validation_alias,)
-    return (field.alias,) if field.alias else (name,)
+    return (field.alias,) if field.alias else (name.rpartition(".")[2],)
 
 
 def alias_index(model: type[BaseModel]) -> dict[str, str]:
-    """Every variable name a setting reads -> the field's name."""
-    return {alias: name for name in model.model_fields for alias in aliases_of(model, name)}
+    """Every variable name a setting reads -> the setting (``section.field`` or ``field``)."""
+    return {alias: name for name in leaf_fields(model) for alias in aliases_of(model, name)}
 
 
 def unknown_variables(environ: Mapping[str, str], known: Iterable[str]) -> list[str]:
@@ -150,7 +176,7 @@ def secret_values(model: type[BaseModel], environ: Mapping[str, str]) -> set[str
     index = alias_index(model)
     secrets = secret_fragments(value for name, value in environ.items() if name in index)
     for alias, name in index.items():
-        annotation = model.model_fields[name].annotation
+        annotation = leaf_fields(model)[name].annotation
         if alias in environ and (annotation is SecretStr or SecretStr in get_args(annotation)):
             value = environ[alias]
             parts = {value, *(part.strip() for part in value.split(","))}
@@ -175,11 +201,25 @@ def describe_errors(exc: ValidationError, model: type[BaseModel]) -> list[str]:
         if not loc:  # a model-level validator: the message names the variable itself
             lines.append(message)
             continue
-        head = str(loc[0])  # the alias that was set (pydantic reports by alias)
-        if head not in index and head in model.model_fields:
-            head = aliases_of(model, head)[0]
-        lines.append(f"{head}: {message}")
+        name, variable = _setting_of(loc, model, index)
+        lines.append(f"{variable}: {message}" if name else message)
     return lines
+
+
+def _setting_of(
+    loc: tuple[int | str, ...], model: type[BaseModel], index: Mapping[str, str]
+) -> tuple[str | None, str]:
+    """The setting a pydantic error location points at and the variable to name (the one that was
+    set: pydantic reports by alias); ``None``: a model-level validator, whose message names it."""
+    head, prefix = str(loc[0]), ""
+    if head in section_models(model):  # (section, alias the section read, ...)
+        if len(loc) < 2:
+            return None, ""
+        head, prefix = str(loc[1]), f"{head}."
+    if head in index:
+        return index[head], head
+    name = prefix + head
+    return (name, aliases_of(model, name)[0]) if name in leaf_fields(model) else (None, "")
 
 
 def failed_fields(exc: ValidationError, model: type[BaseModel]) -> set[str]:
@@ -188,8 +228,8 @@ def failed_fields(exc: ValidationError, model: type[BaseModel]) -> set[str]:
     names = set()
     for error in exc.errors(include_url=False, include_input=False):
         if error["loc"]:
-            head = str(error["loc"][0])
-            names.add(index.get(head, head))
+            name, _ = _setting_of(tuple(error["loc"]), model, index)
+            names.add(name if name is not None else str(error["loc"][0]))
     return names
 
 

@@ -1,8 +1,9 @@
 """The variable reference of ``switchyard serve --help``, generated from the ``Settings`` fields.
 
-Every field is listed under its variable name(s) with its default and its docstring, grouped by
-section in declaration order. A section starts at the field named in ``SECTION_STARTS``; a new
-field belongs to the section it is declared in, so nothing here lists fields by hand.
+Every setting is listed under its variable name(s) with its default and its docstring, grouped by
+section (the section model's ``title``) in declaration order. Flat fields declared on ``Settings``
+itself follow, a heading starting at each field named in ``SECTION_STARTS``; nothing here lists
+fields by hand.
 """
 
 from __future__ import annotations
@@ -18,22 +19,10 @@ from typing import Final
 
 from pydantic import BaseModel, SecretStr
 
-from gateway.config_checks import aliases_of
+from gateway.config_checks import aliases_of, leaf_fields, section_models
 
-SECTION_STARTS: Final = {
-    "host": "Listener",
-    "api_keys": "Inbound authentication",
-    "anthropic_api_key": "First-party upstream (provider anthropic)",
-    "provider_choice": "Provider selection",
-    "aws_region": "AWS Bedrock (credentials: the standard AWS chain, read by botocore)",
-    "vertex_project_id": "Google Vertex AI",
-    "foundry_resource": "Microsoft Foundry",
-    "model_map": "Models and betas",
-    "https_proxy": "Egress",
-    "stream_idle_warning_s": "Resilience",
-    "log_level": "Operations",
-    "session_store": "Prompt caching",
-}
+# flat field of ``Settings`` -> the heading it starts (fields not in a section yet)
+SECTION_STARTS: Final[dict[str, str]] = {}
 INDENT: Final = "      "
 WIDTH: Final = 100
 
@@ -56,9 +45,14 @@ def format_default(value: object) -> str:
 
 
 def sections(model: type[BaseModel]) -> Iterator[tuple[str, list[str]]]:
-    """``(section title, field names)`` in declaration order."""
+    """``(section title, settings)`` in declaration order (``section.field`` or flat ``field``)."""
     title, names = "Settings", list[str]()
+    nested = section_models(model)
     for name in model.model_fields:
+        if name in nested:
+            section = nested[name]
+            yield str(getattr(section, "title", name)), [f"{name}.{leaf}" for leaf in section.model_fields]
+            continue
         if name in SECTION_STARTS:
             if names:
                 yield title, names
@@ -70,13 +64,16 @@ def sections(model: type[BaseModel]) -> Iterator[tuple[str, list[str]]]:
 
 @functools.cache
 def field_docstrings(model: type[BaseModel]) -> Mapping[str, str]:
-    """Each field's docstring (the string literal right under it), read from ``model``'s source.
+    """Each setting's docstring (the string literal right under it), read from the source of
+    ``model`` and of its sections (keys as in :func:`gateway.config_checks.leaf_fields`).
 
     Read here, only when the reference is printed, rather than by pydantic at import
     (``use_attribute_docstrings`` inspects every loaded module to find the source: ~0.1 s of
     every start-up).
     """
     docs: dict[str, str] = {}
+    for name, section in section_models(model).items():
+        docs.update({f"{name}.{leaf}": text for leaf, text in field_docstrings(section).items()})
     for cls in reversed(model.__mro__):
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
             continue
@@ -106,7 +103,7 @@ def variables_help(model: type[BaseModel]) -> str:
         out.append("")
         out.append(f"{title}:")
         for name in names:
-            field = model.model_fields[name]
+            field = leaf_fields(model)[name]
             default = format_default(field.get_default(call_default_factory=True))
             variable = " | ".join(aliases_of(model, name))
             out.append(f"  {variable}" + (f"={default}" if default else ""))

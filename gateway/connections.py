@@ -107,19 +107,20 @@ class ConnectionLimits:
         if settings is None:
             maximum = auto_max_connections(limit, 512)
             return cls(max_connections=maximum, max_incomplete=max(8, maximum // 2), fd_limit=limit)
-        maximum = settings.max_connections or auto_max_connections(limit, settings.upstream_pool_size)
-        incomplete = settings.max_incomplete_connections or max(8, maximum // 2)
+        listener = settings.listener
+        maximum = listener.max_connections or auto_max_connections(limit, settings.egress.upstream_pool_size)
+        incomplete = listener.max_incomplete_connections or max(8, maximum // 2)
         return cls(
-            header_timeout_s=settings.header_timeout_s,
-            body_timeout_s=settings.body_timeout_s,
-            body_min_rate=settings.body_min_rate,
-            keepalive_timeout_s=settings.keepalive_timeout_s,
+            header_timeout_s=settings.listener.header_timeout_s,
+            body_timeout_s=settings.listener.body_timeout_s,
+            body_min_rate=settings.listener.body_min_rate,
+            keepalive_timeout_s=settings.listener.keepalive_timeout_s,
             max_connections=maximum,
             max_incomplete=min(incomplete, maximum),
-            max_per_ip=settings.max_connections_per_ip,
-            max_request_line_bytes=settings.max_request_line_bytes,
-            max_header_bytes=settings.max_header_bytes,
-            max_headers=settings.max_headers,
+            max_per_ip=settings.listener.max_connections_per_ip,
+            max_request_line_bytes=settings.listener.max_request_line_bytes,
+            max_header_bytes=settings.listener.max_header_bytes,
+            max_headers=settings.listener.max_headers,
             fd_limit=limit,
         )
 

@@ -1,6 +1,6 @@
 """Graceful-shutdown state shared by readiness, the process runner and the open streams.
 
-On SIGTERM the runner (``service.serve``) calls ``begin``: ``/readyz`` answers 503 from then on.
+On SIGTERM the runner (``process.serve``) calls ``begin``: ``/readyz`` answers 503 from then on.
 When the drain deadline passes (or a second signal arrives) it calls ``expire``: every stream still
 open is woken through the future it got from ``watch`` and ends itself with an SSE ``error`` event
 instead of being cut when the process exits.

@@ -21,7 +21,6 @@ import orjson
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from gateway.config import Settings
 from gateway.content_coding import BodyDecoder, check_inflated, content_coding, too_large
 from gateway.errors import GatewayError
 from gateway.fleet.principal import Principal, Source
@@ -29,6 +28,7 @@ from gateway.headers import forwardable_request_headers
 from gateway.json_limits import is_depth_error, nests_deeper_than
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.providers.base import ClientRequest, Operation
+from gateway.settings.listener import ListenerSettings
 
 OPEN_PRINCIPAL = Principal(subject="anonymous", team=DEFAULT_TEAM, groups=(DEFAULT_TEAM,), source=Source.OPEN)
 
@@ -121,7 +121,7 @@ async def read_body(request: web.Request, max_bytes: int, max_ratio: int) -> byt
     length = request.content_length
     if length is not None and length > max_bytes:
         raise too_large(max_bytes)
-    # set when aiohttp's parser inflated the body (a server not run by gateway.service.running)
+    # set when aiohttp's parser inflated the body (a server not run by gateway.process.running)
     inflated_from: int | None = getattr(request.content, "total_compressed_bytes", None)
     try:
         if coding is None or inflated_from is not None:
@@ -187,10 +187,10 @@ def raw_query(request: web.Request) -> str:
 
 
 async def client_request(
-    request: web.Request, operation: Operation, settings: Settings, request_id: str
+    request: web.Request, operation: Operation, listener: ListenerSettings, request_id: str
 ) -> ClientRequest:
-    body = await read_body(request, settings.max_body_bytes, settings.max_decompression_ratio)
-    payload = parse_json_object(body, settings.max_json_depth)
+    body = await read_body(request, listener.max_body_bytes, listener.max_decompression_ratio)
+    payload = parse_json_object(body, listener.max_json_depth)
     return ClientRequest(
         operation=operation,
         body=body,

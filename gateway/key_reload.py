@@ -22,8 +22,8 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
-from gateway.config import Settings
 from gateway.keys import InboundKey, KeyRing, Role, parse_key_text
+from gateway.settings.client_auth import AuthSettings
 
 log = logging.getLogger("switchyard.keys")
 
@@ -68,18 +68,18 @@ class KeyReloader:
 
     @classmethod
     def for_settings(
-        cls, settings: Settings, ring: KeyRing, *, on_reload: Callable[[KeyRing], None]
+        cls, auth: AuthSettings, ring: KeyRing, *, on_reload: Callable[[KeyRing], None]
     ) -> KeyReloader | None:
         """The reloader of ``GATEWAY_API_KEYS_FILE`` (``None`` without one), having read the file
         once to learn its version; ``ring`` then holds its keys and ``GATEWAY_API_KEYS``'."""
-        if settings.api_keys_file is None:
+        if auth.api_keys_file is None:
             return None
         reloader = cls(
             ring,
-            settings.static_keys,
-            settings.api_keys_file,
-            interval_s=settings.api_keys_reload_s,
-            allow_empty=settings.allow_unauthenticated,
+            auth.static_keys,
+            auth.api_keys_file,
+            interval_s=auth.api_keys_reload_s,
+            allow_empty=auth.allow_unauthenticated,
             on_reload=on_reload,
         )
         reloader.reload(START_UP)

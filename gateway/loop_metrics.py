@@ -1,39 +1,15 @@
 """Agent-loop metrics (``loop_*``), exported on the gateway's naming scheme.
 
 ``LoopMetrics`` is a run observer (``loop.observer.RunObserver``): pass it in
-``QueryParams.observers`` and it counts what the run yields, in one place:
+``QueryParams.observers`` and it counts what the run yields (compactions, tokens freed, breaker
+trips, recoveries, terminal reasons, context size, tool calls, sub-agents: README, "Metrics").
+``prime()`` creates every label combination at zero; ``serving(metrics, host, port)`` serves them
+on their own (``switchyard agent --metrics-port``). In the gateway's process, pass its registry so
+one ``/metrics`` serves both: ``LoopMetrics(gateway_metrics.registry)``.
 
-* ``loop_compactions_total{layer,outcome}``: every ``Compaction`` event (layer, outcome) and every
-  snip (``ContextBoundary``: ``layer="snip"``, ``outcome="applied"``);
-* ``loop_tokens_freed_total{layer}``: the tokens those events freed (the loop's estimate; for the
-  upstream's own clearing, ``server_applied``, the figure it reported);
-* ``loop_breaker_trips_total{breaker}``: safety stops — ``autocompact`` when a summarisation
-  failure opened the auto-compact circuit breaker, ``max_turns`` and the guardrail kinds
-  (``tokens``, ``cache_read_tokens``, ``cost``, ``wall_clock``, ``consecutive_errors``,
-  ``repeated_tool_calls``) when one ended a run;
-* ``loop_recoveries_total{kind}``: recovery transitions (``reactive_compact_retry``,
-  ``collapse_drain``, ``thinking_downgrade``, ``max_output_tokens_escalate``,
-  ``max_output_tokens_recovery``);
-* ``loop_terminal_total{reason}``: runs ended, by terminal reason;
-* ``loop_context_tokens``: histogram of the prompt size of each answered model call, as the
-  upstream reported it (``AssistantMessage.usage.context_tokens``: input + cache read + cache
-  write; summarisation side calls are not model calls of the run);
-* ``loop_tool_calls_total{tool,outcome}``: every finished tool call (``ok`` or ``error``);
-* ``loop_subagents_total{outcome}``: sub-agents ended (``completed``, ``failed``, ``killed``), from
-  their final ``TaskUpdate`` on the parent's stream;
-* ``loop_recoveries_total{kind}`` also counts ``overload_retry`` and ``model_fallback``.
-
-``prime()`` creates every label combination at zero (before the first scrape, so that
-``increase()`` counts a series' first event). ``serving(metrics, host, port)`` serves them on their own (``switchyard agent --metrics-port``).
-When the loop runs in the gateway's process, pass the gateway's registry so one ``/metrics``
-serves both::
-
-    metrics = LoopMetrics(gateway_metrics.registry)
-    run = loop.query(QueryParams(..., observers=[metrics]))
-
-Label values come from the loop's code (layers, outcomes, reasons) and from tool registries
-(which may include MCP tools): each label admits a bounded number of distinct, well-formed values
-and counts the rest as ``other``. Never pass session, user or request ids.
+Label values come from the loop's code and from tool registries (which may include MCP tools):
+each label admits a bounded number of distinct, well-formed values and counts the rest as
+``other``. Never pass session, user or request ids.
 """
 
 from __future__ import annotations

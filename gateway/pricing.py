@@ -1,67 +1,9 @@
 """What a request cost, in USD, from its final usage: a price table per provider and model.
 
-Source of the built-in table (USD per million tokens): Anthropic's public pricing
-(https://www.anthropic.com/pricing and https://docs.claude.com/en/docs/about-claude/pricing),
-as known to the author in late 2025, written into this file on 2026-11. Figures marked
-*assumed* are not from a published table: models released after that snapshot are priced like
-the tier they continue. Check them against your invoice and override with ``GATEWAY_PRICING_FILE``.
-
-=====================================  =========  ==========  ====================================
-model                                  input      output      note
-=====================================  =========  ==========  ====================================
-Opus 4.5                               5          25          published
-Opus 4.6, 4.7, 4.8                     5          25          *assumed* (Opus 4.5 tier); Opus 4.6
-                                                              long context (> 200K input) 10 /
-                                                              37.50, *assumed*
-Opus 4, Opus 4.1                       15         75          published
-Sonnet 4, Sonnet 4.5                   3          15          published; long context (> 200K
-                                                              input tokens) 6 / 22.50, published
-Sonnet 4.6                             3          15          *assumed* (Sonnet 4.5 tier, long
-                                                              context included)
-Sonnet 3.7                             3          15          published
-Haiku 4.5                              1          5           published
-Haiku 3.5                              0.80       4           published
-any other model (label ``other``)      15         75          *choice*: the highest tier, so spend
-                                                              on an unpriced model is never
-                                                              under-reported
-=====================================  =========  ==========  ====================================
-
-Prompt caching (published): a cache read costs 0.1x the input price, a cache write 1.25x for the
-5-minute TTL and 2x for the 1-hour TTL. Long-context prices apply to every token of a request whose
-total input (uncached + cache read + cache write) exceeds 200K tokens, cache multipliers included.
-
-Cloud providers: AWS Bedrock and Google Vertex AI list the same base prices for their global
-endpoints; their regional endpoints cost 10% more for Sonnet 4.5 and later models (Anthropic's
-pricing page). Microsoft Foundry is *assumed* to list the same base prices. The gateway cannot tell
-which endpoint type an account uses, so no premium is built in: set ``"multiplier": 1.1`` for the
-provider in the pricing file when you use regional endpoints. Not modelled: batch (50% off; the
-gateway does not serve the batch API), the fast-mode and data-residency premiums, server-tool fees
-(web search), and attempts the client never saw (a stalled stream replaced by its non-streaming
-fallback is priced from the fallback's usage; the upstream may bill the abandoned stream too).
-
-Usage semantics: ``input_tokens`` counts only the uncached tail of the prompt (the SDK documents
-total input as ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``), so each
-cache token is priced once, at its own rate. Usage without a TTL breakdown (Bedrock's
-``cache_creation_input_tokens`` alone) is priced as 5-minute writes (see ``streaming.usage``).
-
-Override file (``GATEWAY_PRICING_FILE``, JSON; prices per million tokens; entries replace the
-built-in entry of the same model, the rest of the table stays)::
-
-    {
-      "source": "contract 2026-07",
-      "default": {"input": 3, "output": 15},
-      "models": {
-        "claude-sonnet-4-5": {"input": 2.7, "output": 13.5,
-                              "long_context": {"above_input_tokens": 200000, "input": 5.4, "output": 20.25}},
-        "my-foundry-deployment": {"input": 3, "output": 15, "cache_read": 0.3}
-      },
-      "providers": {"bedrock": {"multiplier": 1.1, "models": {"claude-haiku-4-5": {"input": 1, "output": 5}}}}
-    }
-
-Cache rates left out are derived from ``input`` with the multipliers above. A model is looked up by
-the name the client sent, then by its catalogue alias (dated ids and provider-native ids fold to
-it), then ``default``. A provider's ``multiplier`` scales the shared table for that provider; the
-provider's own ``models`` entries are taken as they are.
+The built-in table (USD per million tokens) is Anthropic's public pricing as of late 2025, some
+newer models *assumed* to continue their tier; ``GATEWAY_PRICING_FILE`` overrides entries. Sources,
+the table, cache and long-context rules, what is not modelled and the override file's format:
+README, "Cost (gateway_cost_usd_total)".
 """
 
 from __future__ import annotations

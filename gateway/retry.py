@@ -2,11 +2,11 @@
 
 ``with_retry`` drives attempts against the upstream and yields a ``RetryStatus`` before every
 wait (attempt number, reason, delay) and a ``ModelFallback`` when it switches model, then one
-``Attempt`` holding the final response (or the gateway error) — the caller logs and counts the
+``RetryResult`` holding the final response (or the gateway error) — the caller logs and counts the
 status events, and in-process callers such as the agent loop can show them. Nothing is ever
 retried without a bound: at most ``max_retries`` retries and never past the request deadline.
 How many retries one request gets when its client retries too is ``gateway.retry_budget``'s
-business; the ``Attempt`` says why the loop stopped and how long it would have waited next, so
+business; the ``RetryResult`` says why the loop stopped and how long it would have waited next, so
 the final answer can tell the client whether and when to try again.
 
 Policy (the SDKs' own, plus the gateway's bounds):
@@ -34,10 +34,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.headers import header_value
 from gateway.providers.base import UpstreamResponse
+from gateway.settings.resilience import ResilienceSettings
 
 INITIAL_DELAY_S = 0.5
 BACKOFF_CAP_S = 8.0
@@ -78,15 +78,15 @@ class RetryPolicy:
     prior_overloads: int = 0  # consecutive 529s this prompt met before this request (its client's)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RetryPolicy:
+    def from_settings(cls, resilience: ResilienceSettings) -> RetryPolicy:
         return cls(
-            max_retries=settings.max_retries,
-            max_delay_s=settings.max_retry_delay_s,
-            deadline_s=settings.request_deadline_s,
-            fallback_model=settings.fallback_model,
-            fallback_after_overloads=settings.fallback_after_overloads,
-            client_retrying_max_retries=settings.client_retrying_max_retries,
-            client_retry_limit=settings.client_retry_limit,
+            max_retries=resilience.max_retries,
+            max_delay_s=resilience.max_retry_delay_s,
+            deadline_s=resilience.request_deadline_s,
+            fallback_model=resilience.fallback_model,
+            fallback_after_overloads=resilience.fallback_after_overloads,
+            client_retrying_max_retries=resilience.client_retrying_max_retries,
+            client_retry_limit=resilience.client_retry_limit,
         )
 
 
@@ -108,7 +108,7 @@ class ModelFallback:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt(Generic[R]):
+class RetryResult(Generic[R]):
     """The final outcome: a response to relay, or a gateway error to answer with."""
 
     response: UpstreamResponse | None
@@ -121,7 +121,7 @@ class Attempt(Generic[R]):
     overloads: int = 0  # consecutive 529s at the end (counting ``prior_overloads``)
 
 
-RetryEvent = RetryStatus | ModelFallback | Attempt[Any]
+RetryEvent = RetryStatus | ModelFallback | RetryResult[Any]
 
 
 def parse_retry_after(headers: list[tuple[str, str]], now: Callable[[], float] = time.time) -> float | None:
@@ -183,7 +183,7 @@ async def with_retry(
     sleep: Callable[[float], Awaitable[None]],
     clock: Callable[[], float] = time.monotonic,
     rng: Callable[[], float] = random.random,
-) -> AsyncIterator[RetryStatus | ModelFallback | Attempt[R]]:
+) -> AsyncIterator[RetryStatus | ModelFallback | RetryResult[R]]:
     deadline = clock() + policy.deadline_s
     current = request
     retries = 0
@@ -202,7 +202,7 @@ async def with_retry(
             try:
                 current = current.with_model(switched_to)  # prepared once for the new model
             except GatewayError as exc:  # the fallback model cannot be served (a 404 before sending)
-                yield Attempt(None, exc, retries, switched_to, current, _refused(exc))
+                yield RetryResult(None, exc, retries, switched_to, current, _refused(exc))
                 return
             overloads = 0
         response: UpstreamResponse | None = None
@@ -212,12 +212,12 @@ async def with_retry(
             status, headers = response.status, response.headers
         except GatewayError as exc:
             if not exc.retryable:
-                yield Attempt(None, exc, retries, switched_to, current, _refused(exc))
+                yield RetryResult(None, exc, retries, switched_to, current, _refused(exc))
                 return
             error = exc
             status, headers = exc.status, []
         if status < 400:
-            yield Attempt(response, None, retries, switched_to, current)
+            yield RetryResult(response, None, retries, switched_to, current)
             return
 
         if status in (401, 403) and error is None and refresh_credentials is not None and not refreshed:
@@ -232,16 +232,16 @@ async def with_retry(
         overloads = overloads + 1 if status == 529 else 0
         refusal = None if error is not None else _should_retry(status, headers)
         if refusal is not None:
-            yield Attempt(response, error, retries, switched_to, current, refusal, None, overloads)
+            yield RetryResult(response, error, retries, switched_to, current, refusal, None, overloads)
             return
         asked = parse_retry_after(headers)
         delay = asked if asked is not None else backoff_delay(retries, rng)
         delay = min(delay, policy.max_delay_s)
         if retries >= policy.max_retries:
-            yield Attempt(response, error, retries, switched_to, current, Stop.BUDGET, delay, overloads)
+            yield RetryResult(response, error, retries, switched_to, current, Stop.BUDGET, delay, overloads)
             return
         if clock() + delay > deadline:
-            yield Attempt(response, error, retries, switched_to, current, Stop.DEADLINE, delay, overloads)
+            yield RetryResult(response, error, retries, switched_to, current, Stop.DEADLINE, delay, overloads)
             return
 
         if response is not None:

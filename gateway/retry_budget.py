@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway.headers import header_value
-from gateway.retry import BACKOFF_CAP_S, INITIAL_DELAY_S, Attempt, RetryPolicy, Stop, parse_retry_after
+from gateway.retry import BACKOFF_CAP_S, INITIAL_DELAY_S, RetryPolicy, RetryResult, Stop, parse_retry_after
 from gateway.retry_memory import Recalled
 
 RETRY_COUNT_HEADER: Final = "x-stainless-retry-count"
@@ -120,7 +120,7 @@ def policy_for(policy: RetryPolicy, client: ClientRetries) -> RetryPolicy:
     )
 
 
-def client_should_retry(policy: RetryPolicy, client: ClientRetries, attempt: Attempt[Any]) -> bool:
+def client_should_retry(policy: RetryPolicy, client: ClientRetries, attempt: RetryResult[Any]) -> bool:
     """Whether another client attempt is worth making after this final error (see module doc)."""
     if attempt.stop in (Stop.REFUSED, Stop.DEADLINE):
         return False
@@ -141,7 +141,7 @@ def suggested_delay(
 def final_headers(
     policy: RetryPolicy,
     client: ClientRetries,
-    attempt: Attempt[Any],
+    attempt: RetryResult[Any],
     upstream_headers: list[tuple[str, str]],
     rng: Callable[[], float] = random.random,
 ) -> dict[str, str]:

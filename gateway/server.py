@@ -35,7 +35,7 @@ from gateway.providers.betas import BetaPolicy
 from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
 from gateway.request_ids import new_request_id
 from gateway.request_preparation import RequestPreparation
-from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, Stop, with_retry
+from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop, with_retry
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
 from gateway.startup_summary import strip_userinfo
@@ -106,32 +106,33 @@ class Gateway:
         self.provider = provider
         self.metrics = metrics
         # one team's in-flight upstream requests are capped (429 beyond): it cannot hold the whole pool
-        self.team_slots = TeamSlots(settings.team_max_inflight, settings.upstream_pool_size, metrics.registry)
+        egress = settings.egress
+        self.team_slots = TeamSlots(egress.team_max_inflight, egress.upstream_pool_size, metrics.registry)
         self.keys = KeyRing(settings.inbound_keys)
-        self.auth = Authenticator(self.keys, settings.allow_unauthenticated)
-        self.key_reloader = KeyReloader.for_settings(settings, self.keys, on_reload=self._keys_reloaded)
+        self.auth = Authenticator(self.keys, settings.auth.allow_unauthenticated)
+        self.key_reloader = KeyReloader.for_settings(settings.auth, self.keys, on_reload=self._keys_reloaded)
         self.new_request_id = request_id_factory
-        self.prices = load_price_table(settings.pricing_file)  # validated with the settings
+        self.prices = load_price_table(settings.observability.pricing_file)  # validated with the settings
         self.clock = clock
         self.drain = Drain()  # shutdown state: readiness, and the deadline open streams watch
-        self.known_betas = BetaPolicy.from_settings(settings.beta_policy).known_betas()
+        self.known_betas = BetaPolicy.from_settings(settings.models.beta_policy).known_betas()
         self.sleep = sleep
-        self.retry_policy = RetryPolicy.from_settings(settings)
-        self.retry_memory = RetryMemory(settings.client_retry_window_s, clock=clock)
+        self.retry_policy = RetryPolicy.from_settings(settings.resilience)
+        self.retry_memory = RetryMemory(settings.resilience.client_retry_window_s, clock=clock)
         self.stream_settings = StreamSettings(
-            idle_warning_s=settings.stream_idle_warning_s,
-            idle_timeout_s=settings.stream_idle_timeout_s,
-            ping_every_s=settings.downstream_ping_s,
-            nonstreaming_fallback=settings.nonstreaming_fallback,
-            write_stall_s=settings.write_stall_timeout_s,
+            idle_warning_s=settings.resilience.stream_idle_warning_s,
+            idle_timeout_s=settings.resilience.stream_idle_timeout_s,
+            ping_every_s=settings.resilience.downstream_ping_s,
+            nonstreaming_fallback=settings.resilience.nonstreaming_fallback,
+            write_stall_s=settings.listener.write_stall_timeout_s,
         )
         metrics.prime(provider.name, self.keys)
         self.team_slots.prime(self.keys.teams)
         store = build_store(
-            settings, on_error=metrics.session_store_errors.inc, teams=lambda: len(self.keys.teams)
+            settings.cache, on_error=metrics.session_store_errors.inc, teams=lambda: len(self.keys.teams)
         )
         self.cache = CachePipeline(
-            settings,
+            settings.cache,
             provider.name,
             store,
             on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
@@ -166,10 +167,10 @@ class Gateway:
 
     # -- API --------------------------------------------------------------------------------
     async def messages(self, request: web.Request) -> web.StreamResponse:
-        return await self._forward(request, Operation.MESSAGES, self.provider.messages)
+        return await self._handle(request, Operation.MESSAGES, self.provider.messages)
 
     async def count_tokens(self, request: web.Request) -> web.StreamResponse:
-        return await self._forward(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
+        return await self._handle(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
 
     async def session(self, request: web.Request) -> web.Response:
         """``GET /v1/sessions/{id}``: a session's latches, last prefix hashes and recent breaks
@@ -204,7 +205,7 @@ class Gateway:
         finally:
             upstream.close()
 
-    async def _forward(
+    async def _handle(
         self,
         request: web.Request,
         operation: Operation,
@@ -215,7 +216,7 @@ class Gateway:
         try:
             principal = scope.principal = self.auth.principal_for(request)
             scope.team = principal.team
-            scope.client = await client_request(request, operation, self.settings, scope.request_id)
+            scope.client = await client_request(request, operation, self.settings.listener, scope.request_id)
             self.team_slots.acquire(scope.team, len(self.keys.teams))
             try:
                 return await self._exchange(request, scope, send)
@@ -322,7 +323,7 @@ class Gateway:
                 )
 
     def _final_advice(
-        self, attempt: Attempt[PreparedRequest], retrying: ClientRetries, key: RequestKey
+        self, attempt: RetryResult[PreparedRequest], retrying: ClientRetries, key: RequestKey
     ) -> dict[str, str]:
         """Remember how the request ended and, for a retryable error, what the client is told."""
         if attempt.stop is Stop.DONE:
@@ -345,7 +346,7 @@ class Gateway:
         prepared: PreparedRequest,
         outcome: Outcome,
         retrying: ClientRetries,
-    ) -> Attempt[PreparedRequest]:
+    ) -> RetryResult[PreparedRequest]:
         """Run the bounded retry loop; its status events are logged and counted here."""
         provider = self.provider.name
         final: Attempt[PreparedRequest] | None = None
@@ -422,7 +423,7 @@ class Gateway:
             ttft_s=ttft,
             overhead_s=overhead,
             cost=cost,
-            log_bodies=self.settings.log_bodies,
+            log_bodies=self.settings.observability.log_bodies,
         )
 
 
@@ -452,10 +453,11 @@ def create_app(
         clock=clock,
     )
 
+    listener = settings.listener
     accounting = accounting_middleware(
-        gateway._close, gateway.new_request_id, gateway.clock, write_stall_s=settings.write_stall_timeout_s
+        gateway._close, gateway.new_request_id, gateway.clock, write_stall_s=listener.write_stall_timeout_s
     )
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[accounting, error_middleware])
+    app = web.Application(client_max_size=listener.max_body_bytes, middlewares=[accounting, error_middleware])
     app[SETTINGS_KEY] = settings
     app[PROVIDER_KEY] = provider
     app[METRICS_KEY] = metrics

@@ -44,22 +44,22 @@ def summary(
     """Every setting worth logging at start-up; secrets replaced by where they come from
     (``dropped_url_credentials``: upstream URL variables whose userinfo was dropped, by name)."""
     common: dict[str, Any] = {
-        "host": settings.host,
-        "port": settings.port,
+        "host": settings.listener.host,
+        "port": settings.listener.port,
         "inbound_keys": len(settings.inbound_keys),
-        "allow_unauthenticated": settings.allow_unauthenticated,
+        "allow_unauthenticated": settings.auth.allow_unauthenticated,
         "provider": settings.provider.value,
     }
     egress = {
-        "https_proxy": strip_userinfo(settings.https_proxy),
-        "http_proxy": strip_userinfo(settings.http_proxy),
-        "no_proxy": settings.no_proxy,
-        "ca_bundle": str(settings.ca_bundle) if settings.ca_bundle else None,
-        "client_cert": str(settings.client_cert) if settings.client_cert else None,
-        "max_body_bytes": settings.max_body_bytes,
-        "session_store": strip_userinfo(settings.session_store),
-        "session_max": settings.session_max,
-        "session_max_per_team": settings.session_max_per_team or "an equal share per team",
+        "https_proxy": strip_userinfo(settings.egress.https_proxy),
+        "http_proxy": strip_userinfo(settings.egress.http_proxy),
+        "no_proxy": settings.egress.no_proxy,
+        "ca_bundle": str(settings.egress.ca_bundle) if settings.egress.ca_bundle else None,
+        "client_cert": str(settings.egress.client_cert) if settings.egress.client_cert else None,
+        "max_body_bytes": settings.listener.max_body_bytes,
+        "session_store": strip_userinfo(settings.cache.session_store),
+        "session_max": settings.cache.session_max,
+        "session_max_per_team": settings.cache.session_max_per_team or "an equal share per team",
     }
     dropped = {"url_credentials_ignored": sorted(dropped_url_credentials)} if dropped_url_credentials else {}
     return {**common, **upstream(settings, aws_variables), **egress, **dropped}
@@ -69,8 +69,8 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
     """The selected provider's endpoint and credential source."""
     provider = settings.provider
     if provider is ProviderName.BEDROCK:
-        region = settings.aws_region or ""
-        base = settings.bedrock_base_url or f"https://bedrock-runtime.{region}.amazonaws.com"
+        region = settings.bedrock.region or ""
+        base = settings.bedrock.base_url or f"https://bedrock-runtime.{region}.amazonaws.com"
         return {
             "region": region,
             "base_url": strip_userinfo(base),
@@ -79,32 +79,32 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
     if provider is ProviderName.VERTEX:
         from gateway.providers.vertex import vertex_base_url
 
-        region = settings.vertex_region or ""
+        region = settings.vertex.region or ""
         return {
-            "project": settings.vertex_project_id or "(from the Google credentials)",
+            "project": settings.vertex.project_id or "(from the Google credentials)",
             "region": region,
-            "base_url": strip_userinfo(vertex_base_url(region, settings.vertex_base_url)),
-            "credential_source": _google_source(settings.google_application_credentials),
+            "base_url": strip_userinfo(vertex_base_url(region, settings.vertex.base_url)),
+            "credential_source": _google_source(settings.vertex.credentials_file),
         }
     if provider is ProviderName.FOUNDRY:
         from gateway.providers.foundry import foundry_base_url
 
         return {
-            "resource": settings.foundry_resource,
+            "resource": settings.foundry.resource,
             "base_url": strip_userinfo(foundry_base_url(settings)),
             "credential_source": (
                 "ANTHROPIC_FOUNDRY_API_KEY"
-                if settings.foundry_api_key
-                else f"Entra ID (DefaultAzureCredential, scope {settings.foundry_entra_scope})"
+                if settings.foundry.api_key
+                else f"Entra ID (DefaultAzureCredential, scope {settings.foundry.entra_scope})"
             ),
         }
     return {
-        "base_url": strip_userinfo(settings.anthropic_base_url),
+        "base_url": strip_userinfo(settings.anthropic.base_url),
         "credential_source": (
             "ANTHROPIC_API_KEY"
-            if settings.anthropic_api_key
+            if settings.anthropic.api_key
             else "ANTHROPIC_AUTH_TOKEN"
-            if settings.anthropic_auth_token
+            if settings.anthropic.auth_token
             else "none"
         ),
     }
@@ -113,10 +113,10 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
 def _aws_source(settings: Settings, present: frozenset[str]) -> str:
     """The first source of botocore's default chain that applies (an explicit profile skips the
     environment keys, as botocore does)."""
-    if settings.aws_bearer_token_bedrock:
+    if settings.bedrock.bearer_token:
         return "AWS_BEARER_TOKEN_BEDROCK (Bedrock API key)"
-    if settings.aws_profile:
-        return f"AWS profile {settings.aws_profile} (shared config and credentials files)"
+    if settings.bedrock.profile:
+        return f"AWS profile {settings.bedrock.profile} (shared config and credentials files)"
     if "AWS_ACCESS_KEY_ID" in present:
         return "environment (AWS_ACCESS_KEY_ID)"
     if {"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} <= present:

@@ -27,11 +27,11 @@ import yarl
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from gateway.config import Settings
 from gateway.egress import EgressError, classify_aiohttp, host_port, proxy_refusal
 from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
+from gateway.settings.upstream_egress import EgressSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +134,14 @@ async def read_error_body(response: aiohttp.ClientResponse, provider: str, reque
         response.release()
 
 
-def build_ssl_context(settings: Settings) -> ssl.SSLContext:
+def build_ssl_context(egress: EgressSettings) -> ssl.SSLContext:
     context = ssl.create_default_context(
-        cafile=str(settings.ca_bundle) if settings.ca_bundle is not None else None
+        cafile=str(egress.ca_bundle) if egress.ca_bundle is not None else None
     )
-    if settings.client_cert is not None:
+    if egress.client_cert is not None:
         context.load_cert_chain(
-            str(settings.client_cert),
-            str(settings.client_key) if settings.client_key is not None else None,
+            str(egress.client_cert),
+            str(egress.client_key) if egress.client_key is not None else None,
         )
     return context
 
@@ -186,21 +186,21 @@ def bypasses_proxy(host: str, port: int, no_proxy: str) -> bool:
     return False
 
 
-def proxy_for(url: str, settings: Settings) -> str | None:
+def proxy_for(url: str, egress: EgressSettings) -> str | None:
     """The proxy URL to use for ``url`` (HTTPS_PROXY or HTTP_PROXY by scheme), unless NO_PROXY."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    if settings.no_proxy and bypasses_proxy(parts.hostname or "", port, settings.no_proxy):
+    if egress.no_proxy and bypasses_proxy(parts.hostname or "", port, egress.no_proxy):
         return None
-    return settings.https_proxy if parts.scheme == "https" else settings.http_proxy
+    return egress.https_proxy if parts.scheme == "https" else egress.http_proxy
 
 
-def open_upstream(base_url: str, settings: Settings) -> Upstream:
+def open_upstream(base_url: str, egress: EgressSettings) -> Upstream:
     """Create the pooled session for ``base_url``. Must be called with a running event loop."""
     connector = aiohttp.TCPConnector(
-        limit=settings.upstream_pool_size,
-        limit_per_host=settings.upstream_pool_size,
-        ssl=build_ssl_context(settings) if base_url.startswith("https") else False,
+        limit=egress.upstream_pool_size,
+        limit_per_host=egress.upstream_pool_size,
+        ssl=build_ssl_context(egress) if base_url.startswith("https") else False,
         keepalive_timeout=60.0,
         enable_cleanup_closed=False,
         ttl_dns_cache=60,
@@ -208,7 +208,7 @@ def open_upstream(base_url: str, settings: Settings) -> Upstream:
     timeout = aiohttp.ClientTimeout(
         total=None,
         connect=None,
-        sock_connect=settings.upstream_connect_timeout_s,
+        sock_connect=egress.upstream_connect_timeout_s,
         sock_read=None,
     )
     session = aiohttp.ClientSession(
@@ -222,9 +222,9 @@ def open_upstream(base_url: str, settings: Settings) -> Upstream:
     return Upstream(
         base_url=base_url.rstrip("/"),
         session=session,
-        proxy=proxy_for(base_url, settings),
-        first_byte_timeout_s=settings.first_byte_timeout_s,
-        ca_bundle=settings.ca_bundle,
+        proxy=proxy_for(base_url, egress),
+        first_byte_timeout_s=egress.first_byte_timeout_s,
+        ca_bundle=egress.ca_bundle,
     )
 
 
@@ -236,9 +236,9 @@ class UpstreamPool:
     def __init__(self) -> None:
         self._upstream: Upstream | None = None
 
-    def open(self, base_url: str, settings: Settings) -> Upstream:
+    def open(self, base_url: str, egress: EgressSettings) -> Upstream:
         if self._upstream is None:
-            self._upstream = open_upstream(base_url, settings)
+            self._upstream = open_upstream(base_url, egress)
         return self._upstream
 
     async def close(self) -> None:

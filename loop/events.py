@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from loop.context.kinds import Layer, Outcome
 from loop.messages import JSONObject
 from loop.transitions import Terminal, Transition
 from loop.usage import TokenUsage
+
+if TYPE_CHECKING:  # annotations only: loading loop.context here would close an import cycle
+    from loop.context.kinds import Layer, Outcome
 
 
 @dataclass(frozen=True, slots=True)

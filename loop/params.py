@@ -5,25 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from loop.config import LoopConfig
 from loop.context.session import ContextSession
 from loop.deps import LoopDeps
-from loop.hooks.child import ChildHooks
-from loop.hooks.settings import HookSettings
 from loop.messages import Message
 from loop.observer import RunObserver
 from loop.request import SystemPrompt
 from loop.run import Run
 from loop.stop_hooks import StopHook
 from loop.structured import OutputSpec
-from loop.subagents.definition import SubagentConfig
 from loop.system_prompt import AgentPrompt
 from loop.tools.base import Tool
 from loop.tools.permissions import PermissionCallback, PermissionPolicy
+
+if TYPE_CHECKING:  # annotations only: loading loop.hooks / loop.subagents here would close import cycles
+    from loop.hooks.child import ChildHooks
+    from loop.hooks.settings import HookSettings
+    from loop.subagents.definition import SubagentConfig
 
 
 @dataclass(frozen=True, slots=True)

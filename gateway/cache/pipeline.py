@@ -32,10 +32,10 @@ from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from gateway.cache.store import MemorySessionStore, Quota, SessionStore
-from gateway.config import Settings
+from gateway.cache.session_store import MemorySessionStore, Quota, SessionStore
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import request_betas
+from gateway.settings.prompt_cache import CacheSettings
 from gateway.streaming.usage import Usage
 
 log = logging.getLogger("switchyard.cache")
@@ -54,24 +54,24 @@ class CacheContext:
     at: float  # when ``before`` ran (wall-clock seconds of the pipeline's clock)
 
 
-def build_store(settings: Settings, on_error: Callable[[], None], teams: Callable[[], int]) -> SessionStore:
+def build_store(cache: CacheSettings, on_error: Callable[[], None], teams: Callable[[], int]) -> SessionStore:
     """The configured store; ``teams``: how many teams have keys now (each gets an equal share of
     ``GATEWAY_SESSION_MAX`` unless ``GATEWAY_SESSION_MAX_PER_TEAM`` sets the quota)."""
     quota: Quota | int
-    if settings.session_max_per_team is not None:
-        quota = settings.session_max_per_team
+    if cache.session_max_per_team is not None:
+        quota = cache.session_max_per_team
     else:
-        total = settings.session_max
+        total = cache.session_max
         quota = lambda: max(1, total // max(1, teams()))  # noqa: E731 - read at each new session
-    local = MemorySessionStore(settings.session_max, settings.session_idle_s, max_per_team=quota)
-    if settings.session_store.startswith(("redis://", "rediss://", "unix://")):
+    local = MemorySessionStore(cache.session_max, cache.session_idle_s, max_per_team=quota)
+    if cache.session_store.startswith(("redis://", "rediss://", "unix://")):
         from gateway.cache.redis_store import RedisSessionStore
 
         return RedisSessionStore(
-            settings.session_store,
+            cache.session_store,
             local=local,
-            idle_s=settings.session_idle_s,
-            timeout_s=settings.session_store_timeout_s,
+            idle_s=cache.session_idle_s,
+            timeout_s=cache.session_store_timeout_s,
             on_error=on_error,
         )
     return local
@@ -80,7 +80,7 @@ def build_store(settings: Settings, on_error: Callable[[], None], teams: Callabl
 class CachePipeline:
     def __init__(
         self,
-        settings: Settings,
+        cache: CacheSettings,
         provider: str,
         store: SessionStore,
         *,
@@ -88,11 +88,11 @@ class CachePipeline:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
-        self._latchable = DEFAULT_LATCHED_BETAS | frozenset(settings.latched_betas)
+        self._latchable = DEFAULT_LATCHED_BETAS | frozenset(cache.latched_betas)
         self._rules = CacheRules(
             provider=provider,
-            normalise_billing_header=provider in settings.normalise_billing_header,
-            auto_cache=settings.auto_cache,
+            normalise_billing_header=provider in cache.normalise_billing_header,
+            auto_cache=cache.auto_cache,
         )
         self._on_break = on_break
         self.clock = clock  # wall-clock seconds; injectable so tests can move time

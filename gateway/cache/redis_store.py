@@ -6,7 +6,7 @@ Keys (one session = two keys, both expiring after ``GATEWAY_SESSION_IDLE_S`` wit
     switchyard:sessions:<team>:<session id>:betas    set: the latched betas
 
 ``<team>`` is the team of the inbound key, percent-encoded (so it holds no ``:``); session ids are
-at most 128 characters of ``[A-Za-z0-9._:@+=/-]`` (:mod:`gateway.sessions`). The two fixed suffixes
+at most 128 characters of ``[A-Za-z0-9._:@+=/-]`` (:mod:`gateway.session_ids`). The two fixed suffixes
 keep every session's keys distinct from every other's, whatever its id (an id ending in ``:betas``
 cannot name another session's set). Versions before team scoping used
 ``switchyard:session:<id>`` and ``switchyard:session:<id>:betas``; no key of this layout can be
@@ -36,7 +36,7 @@ from urllib.parse import quote
 from gateway.cache.breaks import BreakRecord, PreviousRequest
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import PrefixHashes
-from gateway.cache.store import MemorySessionStore, SessionStore, SessionView, merge_latches
+from gateway.cache.session_store import MemorySessionStore, SessionStore, SessionView, merge_latches
 
 log = logging.getLogger("switchyard.session_store")
 

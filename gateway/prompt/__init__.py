@@ -58,6 +58,7 @@ from gateway.prompt.cache_policy import (
 )
 from gateway.prompt.context import MCP_TOOL_PREFIX, AssemblyContext, tools_include_mcp
 from gateway.prompt.inputs import PromptInputs
+from gateway.prompt.section_cache import SectionCache
 from gateway.prompt.sections import (
     SYSTEM_PROMPT_DYNAMIC_BOUNDARY,
     DANGEROUS_uncached_system_prompt_section,
@@ -70,7 +71,6 @@ from gateway.prompt.sections import (
     split_at_boundary,
     system_prompt_section,
 )
-from gateway.prompt.session import SectionCache
 from gateway.prompt.variants import VariantReport, static_prefix_variants
 
 __all__ = [

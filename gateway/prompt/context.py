@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from gateway.prompt.session import SectionCache
+from gateway.prompt.section_cache import SectionCache
 from gateway.provider_names import ProviderName
 
 MCP_TOOL_PREFIX: Final = "mcp__"

@@ -5,7 +5,7 @@ between the static part (identical for every session, user and organisation: it 
 cache scope) and the dynamic part (session specific). Each section is one of:
 
 * :func:`system_prompt_section`: computed once per session, then memoised (the memo is the
-  session's :class:`~gateway.prompt.session.SectionCache`);
+  session's :class:`~gateway.prompt.section_cache.SectionCache`);
 * :func:`DANGEROUS_uncached_system_prompt_section`: recomputed on every request, so any change
   busts the cache from that point on. Its ``reason`` is mandatory: never read at runtime, it
   documents in the code why the cost is worth paying.

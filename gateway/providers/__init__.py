@@ -1,6 +1,6 @@
-"""Upstream providers behind one interface; ``build_provider`` picks the configured one."""
+"""Upstream providers behind one interface (:mod:`gateway.providers.base`);
+:func:`gateway.providers.factory.build_provider` picks the configured one.
 
-from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider, UpstreamResponse
-from gateway.providers.factory import build_provider
-
-__all__ = ["ClientRequest", "Operation", "PreparedRequest", "Provider", "UpstreamResponse", "build_provider"]
+Nothing is imported here: importing a leaf such as ``gateway.providers.models`` (the price table
+does) must not load the providers, which read the settings (an import cycle).
+"""

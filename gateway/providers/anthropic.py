@@ -34,11 +34,11 @@ class AnthropicProvider(Provider):
         super().__init__(Preparer(settings, ProviderName.ANTHROPIC, self.frame))
         self._settings = settings
         self._pool = UpstreamPool()
-        if settings.anthropic_api_key is not None:
-            self._auth: tuple[str, str] | None = ("x-api-key", settings.anthropic_api_key.get_secret_value())
+        if settings.anthropic.api_key is not None:
+            self._auth: tuple[str, str] | None = ("x-api-key", settings.anthropic.api_key.get_secret_value())
             self._credential_source = "ANTHROPIC_API_KEY"
-        elif settings.anthropic_auth_token is not None:
-            token = settings.anthropic_auth_token.get_secret_value()
+        elif settings.anthropic.auth_token is not None:
+            token = settings.anthropic.auth_token.get_secret_value()
             self._auth = ("Authorization", f"Bearer {token}")
             self._credential_source = "ANTHROPIC_AUTH_TOKEN"
         else:
@@ -46,7 +46,7 @@ class AnthropicProvider(Provider):
             self._credential_source = "none"
 
     async def start(self) -> None:
-        self._pool.open(self._settings.anthropic_base_url, self._settings)
+        self._pool.open(self._settings.anthropic.base_url, self._settings.egress)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -59,7 +59,7 @@ class AnthropicProvider(Provider):
     def describe(self) -> dict[str, str]:
         return {
             "provider": self.name,
-            "base_url": self._settings.anthropic_base_url,
+            "base_url": self._settings.anthropic.base_url,
             "credential_source": self._credential_source,
             "proxy": self._pool.proxy_label,
         }

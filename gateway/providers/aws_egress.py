@@ -29,26 +29,26 @@ from botocore.httpsession import ProxyConfiguration, URLLib3Session
 from botocore.session import Session
 from botocore.utils import ContainerMetadataFetcher
 
-from gateway.config import Settings
 from gateway.egress import causes, classify_sync, host_port, scrub
 from gateway.providers.credentials_health import CredentialFailure
+from gateway.settings.upstream_egress import EgressSettings
 from gateway.transport import proxy_for
 
 
-def _proxies(url: str, settings: Settings) -> dict[str, str]:
-    proxy = proxy_for(url, settings)
+def _proxies(url: str, egress: EgressSettings) -> dict[str, str]:
+    proxy = proxy_for(url, egress)
     return {urlsplit(url).scheme: proxy} if proxy else {}
 
 
 class EgressSession(Session):  # type: ignore[misc]  # botocore is untyped
     """A botocore session whose clients follow the gateway's egress settings."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, egress: EgressSettings) -> None:
         super().__init__()
-        self._egress = settings
+        self._egress = egress
         self.http_sessions: list[URLLib3Session] = []  # made here, closed by close_http()
-        if settings.ca_bundle is not None:
-            self.set_config_variable("ca_bundle", str(settings.ca_bundle))
+        if egress.ca_bundle is not None:
+            self.set_config_variable("ca_bundle", str(egress.ca_bundle))
 
     def create_client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
         """The client botocore would create, with the proxy chosen for its endpoint.
@@ -81,25 +81,25 @@ class EgressSession(Session):  # type: ignore[misc]  # botocore is untyped
 class _SettingsProxies(ProxyConfiguration):  # type: ignore[misc]
     """botocore's proxy lookup answered by the gateway's rule, per request URL."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, egress: EgressSettings) -> None:
         super().__init__()
-        self._egress = settings
+        self._egress = egress
 
     def proxy_url_for(self, url: str) -> str | None:
         return proxy_for(url, self._egress)
 
 
-def egress_http_session(settings: Settings, *, timeout: float) -> URLLib3Session:
+def egress_http_session(egress: EgressSettings, *, timeout: float) -> URLLib3Session:
     """A botocore HTTP session with the gateway's trust store and proxy rule."""
-    verify: bool | str = str(settings.ca_bundle) if settings.ca_bundle is not None else True
+    verify: bool | str = str(egress.ca_bundle) if egress.ca_bundle is not None else True
     session = URLLib3Session(verify=verify, timeout=timeout)
-    session._proxy_config = _SettingsProxies(settings)  # botocore takes only a per-scheme mapping
+    session._proxy_config = _SettingsProxies(egress)  # botocore takes only a per-scheme mapping
     return session
 
 
-def egress_session(settings: Settings, region: str, profile: str | None) -> EgressSession:
+def egress_session(egress: EgressSettings, region: str, profile: str | None) -> EgressSession:
     """A botocore session (and credential chain) that honours the gateway's egress settings."""
-    session = EgressSession(settings)
+    session = EgressSession(egress)
     session.set_config_variable("region", region)
     if profile:
         session.set_config_variable("profile", profile)
@@ -110,7 +110,7 @@ def egress_session(settings: Settings, region: str, profile: str | None) -> Egre
         container = None
     if container is not None and hasattr(container, "_fetcher"):
         # the same provider instance serves role profiles with credential_source = EcsContainer
-        http = egress_http_session(settings, timeout=ContainerMetadataFetcher.TIMEOUT_SECONDS)
+        http = egress_http_session(egress, timeout=ContainerMetadataFetcher.TIMEOUT_SECONDS)
         session.http_sessions.append(http)
         container._fetcher = ContainerMetadataFetcher(session=http)
     return session
@@ -134,16 +134,16 @@ def _endpoint_of(exc: BaseException) -> str | None:
     return None
 
 
-def describe_aws_failure(exc: BaseException, settings: Settings, source: str) -> CredentialFailure:
+def describe_aws_failure(exc: BaseException, egress: EgressSettings, source: str) -> CredentialFailure:
     """What made botocore's credential fetch (``source``: the provider's method name) fail."""
     what = _SOURCE_TARGETS.get(source, f"the AWS credential provider ({source})")
     prefix = f"the gateway could not get AWS credentials from {what}"
     endpoint = _endpoint_of(exc)
-    proxy = proxy_for(endpoint, settings) if endpoint else settings.https_proxy or settings.http_proxy
+    proxy = proxy_for(endpoint, egress) if endpoint else egress.https_proxy or egress.http_proxy
     target = f"{what} at {host_port(endpoint)}" if endpoint else what
-    egress = classify_sync(exc, target=target, proxy=proxy, ca_bundle=settings.ca_bundle)
-    if egress is not None:
-        return CredentialFailure.from_egress(prefix, egress)
+    failure = classify_sync(exc, target=target, proxy=proxy, ca_bundle=egress.ca_bundle)
+    if failure is not None:
+        return CredentialFailure.from_egress(prefix, failure)
     response = getattr(exc, "response", None)
     if isinstance(response, dict) and isinstance(response.get("Error"), dict):
         code = str(response["Error"].get("Code") or "error")

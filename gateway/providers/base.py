@@ -1,4 +1,4 @@
-"""The one interface every upstream provider presents to the server (and later the agent loop).
+"""The one interface every upstream provider presents to the server and to the loop's provider caller.
 
 The server has a provider prepare a ``ClientRequest`` (the client's body bytes untouched, the
 parsed payload, the forwardable headers) once into a ``PreparedRequest``, hands that to every

@@ -81,27 +81,27 @@ class BedrockProvider(Provider):
     name = "bedrock"
 
     def __init__(self, settings: Settings) -> None:
-        if settings.provider is not ProviderName.BEDROCK or settings.aws_region is None:
+        if settings.provider is not ProviderName.BEDROCK or settings.bedrock.region is None:
             raise ValueError("BedrockProvider needs settings with provider bedrock and AWS_REGION set")
         self._settings = settings
-        self._region = settings.aws_region
+        self._region = settings.bedrock.region
         self._base_url = (
-            settings.bedrock_base_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
+            settings.bedrock.base_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
         ).rstrip("/")
-        token = settings.aws_bearer_token_bedrock
+        token = settings.bedrock.bearer_token
         self._auth: BedrockAuth = (
             BearerAuth(token.get_secret_value())
             if token is not None
-            else SigV4ChainAuth(self._region, settings.aws_profile, settings)
+            else SigV4ChainAuth(self._region, settings.bedrock.profile, settings)
         )
         self.catalogue: ModelCatalogue | None = (
             ModelCatalogue(
                 bedrock_fetcher(settings, self._auth),
                 source="Bedrock control plane",
-                interval_s=settings.model_discovery_interval_s,
-                timeout_s=settings.model_discovery_timeout_s,
+                interval_s=settings.models.model_discovery_interval_s,
+                timeout_s=settings.models.model_discovery_timeout_s,
             )
-            if settings.model_discovery
+            if settings.models.model_discovery
             else None
         )
         super().__init__(Preparer(settings, ProviderName.BEDROCK, self.frame, self.catalogue))
@@ -113,7 +113,7 @@ class BedrockProvider(Provider):
         return self._auth
 
     async def start(self) -> None:
-        self._pool.open(self._base_url, self._settings)
+        self._pool.open(self._base_url, self._settings.egress)
         await self._auth.start()
         if self.catalogue is not None:
             await self.catalogue.start()
@@ -143,7 +143,7 @@ class BedrockProvider(Provider):
             "credential_source": self._auth.source,
             "proxy": self._pool.proxy_label,
             "model_discovery": self.catalogue.describe() if self.catalogue is not None else "off",
-            "model_map": describe_model_map(self._settings.model_map),
+            "model_map": describe_model_map(self._settings.models.model_map),
         }
 
     def frame(self, shaped: Shaped) -> Framed:
@@ -223,7 +223,7 @@ class BedrockProvider(Provider):
             response.release,
             EventStreamToSSE(mapper),
             headers=_relayed_headers(response, SSE_CONTENT_TYPE),
-            ping_interval_s=self._settings.downstream_ping_s,
+            ping_interval_s=self._settings.resilience.downstream_ping_s,
         )
 
     async def _buffered(self, response: aiohttp.ClientResponse, request: PreparedRequest) -> BufferedResponse:

@@ -143,7 +143,7 @@ class SigV4ChainAuth(BedrockAuth):
         self._region = region
         self._profile = profile
         self._settings = settings
-        self.health = CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s)
+        self.health = CredentialHealth.for_egress(settings.egress)
         self._session = self._new_session()
         self._credentials: Any = None  # botocore Credentials / RefreshableCredentials
         self._frozen: Any = None  # botocore ReadOnlyCredentials
@@ -158,7 +158,7 @@ class SigV4ChainAuth(BedrockAuth):
         logging.getLogger("botocore").setLevel(logging.INFO)  # its debug output shows secrets
 
     def _new_session(self) -> Any:
-        return egress_session(self._settings, self._region, self._profile)
+        return egress_session(self._settings.egress, self._region, self._profile)
 
     async def start(self) -> None:
         await self._resolve()
@@ -243,7 +243,7 @@ class SigV4ChainAuth(BedrockAuth):
         try:
             frozen = await asyncio.shield(refreshing)
         except Exception as exc:
-            failure = describe_aws_failure(exc, self._settings, self.source)
+            failure = describe_aws_failure(exc, self._settings.egress, self.source)
             if self._refreshing is refreshing:  # the first waiter to wake reports it, once
                 self._refreshing = None
                 self.health.failed(failure.message)
@@ -268,7 +268,7 @@ class SigV4ChainAuth(BedrockAuth):
             credentials = await asyncio.shield(resolving)
         except (BotoCoreError, OSError, ValueError) as exc:
             credentials = None
-            failure = describe_aws_failure(exc, self._settings, "credential chain")
+            failure = describe_aws_failure(exc, self._settings.egress, "credential chain")
             problem: str | None = None
         else:
             problem = None if credentials is not None else NO_CREDENTIALS

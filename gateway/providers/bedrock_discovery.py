@@ -50,9 +50,9 @@ PAGE_SIZE: Final = 1000  # ListInferenceProfiles maxResults upper bound (service
 
 def control_url(settings: Settings) -> str:
     """Where the Bedrock control plane is: the override, else the region's public endpoint."""
-    if settings.bedrock_control_url:
-        return settings.bedrock_control_url.rstrip("/")
-    return f"https://bedrock.{settings.aws_region}.amazonaws.com"
+    if settings.bedrock.control_url:
+        return settings.bedrock.control_url.rstrip("/")
+    return f"https://bedrock.{settings.bedrock.region}.amazonaws.com"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +114,9 @@ class _Sessions:
                 self._session = session
             return self._session.create_client(
                 SERVICE,
-                region_name=settings.aws_region,
+                region_name=settings.bedrock.region,
                 endpoint_url=url,
-                verify=str(settings.ca_bundle) if settings.ca_bundle is not None else True,
+                verify=str(settings.egress.ca_bundle) if settings.egress.ca_bundle is not None else True,
                 config=_config(settings, url, bearer=self._bearer_token is not None),
                 aws_access_key_id=signing.access_key,
                 aws_secret_access_key=signing.secret_key,
@@ -125,18 +125,18 @@ class _Sessions:
 
 
 def _config(settings: Settings, url: str, *, bearer: bool) -> Config:
-    proxy = proxy_for(url, settings)
+    proxy = proxy_for(url, settings.egress)
     cert: str | tuple[str, str] | None = None
-    if settings.client_cert is not None:
+    if settings.egress.client_cert is not None:
         cert = (
-            (str(settings.client_cert), str(settings.client_key))
-            if settings.client_key is not None
-            else str(settings.client_cert)
+            (str(settings.egress.client_cert), str(settings.egress.client_key))
+            if settings.egress.client_key is not None
+            else str(settings.egress.client_cert)
         )
     # half the read's bound per call, so a hung endpoint is reported as botocore's timeout
-    timeout = settings.model_discovery_timeout_s / 2
+    timeout = settings.models.model_discovery_timeout_s / 2
     return Config(
-        connect_timeout=min(timeout, settings.upstream_connect_timeout_s),
+        connect_timeout=min(timeout, settings.egress.upstream_connect_timeout_s),
         read_timeout=timeout,
         retries={"total_max_attempts": 1},
         proxies={url.split(":", 1)[0]: proxy} if proxy else {},
@@ -180,7 +180,7 @@ def list_anthropic_models(
 
 
 async def _signing(settings: Settings, auth: BedrockAuth) -> _Signing:
-    token = settings.aws_bearer_token_bedrock
+    token = settings.bedrock.bearer_token
     if token is not None:
         return _Signing(bearer_token=token.get_secret_value())
     if not isinstance(auth, SigV4ChainAuth):
@@ -195,7 +195,7 @@ async def _signing(settings: Settings, auth: BedrockAuth) -> _Signing:
 def bedrock_fetcher(settings: Settings, auth: BedrockAuth) -> Fetch:
     """A :data:`~gateway.providers.model_discovery.Fetch` reading Bedrock's control plane."""
     url = control_url(settings)
-    token = settings.aws_bearer_token_bedrock
+    token = settings.bedrock.bearer_token
     sessions = _Sessions(token.get_secret_value() if token is not None else None)
 
     async def fetch() -> frozenset[str]:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from gateway.egress import EgressFailure
 from gateway.errors import GatewayError
+from gateway.settings.upstream_egress import EgressSettings
 
 log = logging.getLogger("switchyard.credentials")
 
@@ -75,6 +76,11 @@ class CredentialHealth:
         self.consecutive_failures = 0
         self.last_failure: str | None = None
         self._next_recheck = 0.0
+
+    @classmethod
+    def for_egress(cls, egress: EgressSettings) -> CredentialHealth:
+        """The bounds GATEWAY_CREDENTIAL_FAILURES_NOT_READY and GATEWAY_CREDENTIAL_RECHECK_S set."""
+        return cls(egress.credential_failures_not_ready, egress.credential_recheck_s)
 
     def succeeded(self) -> None:
         if self.consecutive_failures >= self.threshold:

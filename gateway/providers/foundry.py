@@ -47,10 +47,10 @@ from gateway.transport import HttpUpstreamResponse, UpstreamPool, read_error_bod
 
 def foundry_base_url(settings: Settings) -> str | None:
     """``ANTHROPIC_FOUNDRY_BASE_URL``, else the resource's ``/anthropic`` root, else ``None``."""
-    if settings.foundry_base_url:
-        return settings.foundry_base_url.rstrip("/")
-    if settings.foundry_resource:
-        return f"https://{settings.foundry_resource}.services.ai.azure.com/anthropic"
+    if settings.foundry.base_url:
+        return settings.foundry.base_url.rstrip("/")
+    if settings.foundry.resource:
+        return f"https://{settings.foundry.resource}.services.ai.azure.com/anthropic"
     return None
 
 
@@ -73,19 +73,19 @@ class FoundryProvider(Provider):
         self._entra: EntraTokens | None = None
         self._close_source: Callable[[], None] | None = None
         self._needs_azure_identity = False
-        if settings.foundry_api_key is not None:
-            key = settings.foundry_api_key.get_secret_value()
+        if settings.foundry.api_key is not None:
+            key = settings.foundry.api_key.get_secret_value()
             self._static_auth = [("x-api-key", key), ("api-key", key)]
             self._credential_source = "ANTHROPIC_FOUNDRY_API_KEY"
         else:
             if token_source is None:
-                default = default_token_source(settings.foundry_entra_scope, settings)
+                default = default_token_source(settings.foundry.entra_scope, settings)
                 token_source, self._close_source = default, default.close
                 self._needs_azure_identity = True
                 self._credential_source = "Entra ID (DefaultAzureCredential)"
             else:
                 self._credential_source = "Entra ID (token source)"
-            health = CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s)
+            health = CredentialHealth.for_egress(settings.egress)
             cache = TokenCache(mapped_token_source(token_source, settings), clock=clock, health=health)
             self._entra = EntraTokens(cache)
 
@@ -99,7 +99,7 @@ class FoundryProvider(Provider):
             raise ConfigError(
                 f"ANTHROPIC_FOUNDRY_API_KEY: not set, and Entra ID auth needs to {AZURE_IDENTITY_HINT}"
             )
-        self._pool.open(self._base_url, self._settings)
+        self._pool.open(self._base_url, self._settings.egress)
 
     async def close(self) -> None:
         await self._pool.close()

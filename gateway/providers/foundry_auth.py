@@ -31,6 +31,7 @@ from gateway.config import Settings
 from gateway.egress import classify_sync
 from gateway.providers.credentials_health import CredentialFailure
 from gateway.providers.token_cache import TokenCache, TokenFetch
+from gateway.settings.upstream_egress import EgressSettings
 
 log = logging.getLogger("switchyard.foundry_auth")
 
@@ -65,7 +66,7 @@ class DefaultTokenSource:
 
             from gateway.providers.requests_egress import azure_transport_options
 
-            self._options = azure_transport_options(self._settings)
+            self._options = azure_transport_options(self._settings.egress)
             self._credential = DefaultAzureCredential(**self._options)
         return credential_token_source(self._credential, self._scope)()
 
@@ -83,13 +84,11 @@ PREFIX: Final = "the gateway could not get a Microsoft Entra ID token"
 _AADSTS = re.compile(r"\bAADSTS\d+\b")
 
 
-def describe_entra_failure(exc: BaseException, settings: Settings) -> CredentialFailure:
+def describe_entra_failure(exc: BaseException, egress: EgressSettings) -> CredentialFailure:
     """What made a token fetch fail, for the client and the log (no secret, no tenant detail)."""
-    egress = classify_sync(
-        exc, target="Microsoft Entra ID", proxy=settings.https_proxy, ca_bundle=settings.ca_bundle
-    )
-    if egress is not None:
-        return CredentialFailure.from_egress(PREFIX, egress)
+    failure = classify_sync(exc, target="Microsoft Entra ID", proxy=egress.https_proxy, ca_bundle=egress.ca_bundle)
+    if failure is not None:
+        return CredentialFailure.from_egress(PREFIX, failure)
     if type(exc).__name__ == "CredentialUnavailableError":
         return CredentialFailure(
             f"{PREFIX}: DefaultAzureCredential found no credential (environment service principal, "
@@ -113,7 +112,7 @@ def mapped_token_source(source: TokenFetch, settings: Settings) -> TokenFetch:
         try:
             return source()
         except Exception as exc:
-            raise describe_entra_failure(exc, settings) from None
+            raise describe_entra_failure(exc, settings.egress) from None
 
     return fetch
 

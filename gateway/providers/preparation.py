@@ -55,12 +55,12 @@ Frame = Callable[[Shaped], Framed]
 
 
 def resolver_for(settings: Settings, catalogue: ModelCatalogue | None = None) -> ModelResolver:
-    prefix = settings.bedrock_profile_prefix
-    if settings.provider is ProviderName.BEDROCK and prefix is None and settings.aws_region:
-        prefix = bedrock_geography(settings.aws_region)
+    prefix = settings.bedrock.profile_prefix
+    if settings.provider is ProviderName.BEDROCK and prefix is None and settings.bedrock.region:
+        prefix = bedrock_geography(settings.bedrock.region)
     if prefix in ("", "none"):
         prefix = None
-    return ModelResolver(settings.provider, dict(settings.model_map), prefix, catalogue)
+    return ModelResolver(settings.provider, dict(settings.models.model_map), prefix, catalogue)
 
 
 def shape(
@@ -138,8 +138,8 @@ class Preparer:
     ) -> None:
         self.provider = provider
         self.resolver = resolver_for(settings, catalogue)
-        self.policy = BetaPolicy.from_settings(settings.beta_policy)
-        self.fold_targets = settings.fold_system_messages
+        self.policy = BetaPolicy.from_settings(settings.models.beta_policy)
+        self.fold_targets = settings.models.fold_system_messages
         self._frame = frame
 
     def prepare(self, client: ClientRequest) -> PreparedRequest:

@@ -21,7 +21,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 import orjson
 
-from gateway.sessions import session_id_of
+from gateway.session_ids import session_id_of
 
 
 class _Unset(enum.Enum):
@@ -69,7 +69,7 @@ class ClientRequest:
 
     @property
     def session_id(self) -> str | None:
-        """The client session the request belongs to (:func:`gateway.sessions.session_id_of`),
+        """The client session the request belongs to (:func:`gateway.session_ids.session_id_of`),
         found once per request object."""
         found = self._session_id
         if isinstance(found, _Unset):

@@ -21,18 +21,18 @@ from urllib.parse import urlsplit
 
 import requests
 
-from gateway.config import Settings
+from gateway.settings.upstream_egress import EgressSettings
 from gateway.transport import proxy_for
 
 
 class EgressRequestsSession(requests.Session):
     """``requests.Session`` whose proxies and trust store come from the gateway's settings."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, egress: EgressSettings) -> None:
         super().__init__()
         self.trust_env = False
-        self._egress = settings
-        self._ca_bundle = str(settings.ca_bundle) if settings.ca_bundle is not None else None
+        self._egress = egress
+        self._ca_bundle = str(egress.ca_bundle) if egress.ca_bundle is not None else None
         if self._ca_bundle is not None:
             self.verify = self._ca_bundle
 
@@ -47,14 +47,14 @@ class EgressRequestsSession(requests.Session):
         return super().request(verb, target, *args, **kwargs)
 
 
-def azure_transport_options(settings: Settings) -> dict[str, Any]:
+def azure_transport_options(egress: EgressSettings) -> dict[str, Any]:
     """Keyword arguments for an azure-identity credential so its token calls use the session above."""
     from azure.core.pipeline.transport import RequestsTransport
 
     transport = RequestsTransport(
-        session=EgressRequestsSession(settings), session_owner=False, use_env_settings=False
+        session=EgressRequestsSession(egress), session_owner=False, use_env_settings=False
     )
     options: dict[str, Any] = {"transport": transport}
-    if settings.ca_bundle is not None:
-        options["connection_verify"] = str(settings.ca_bundle)
+    if egress.ca_bundle is not None:
+        options["connection_verify"] = str(egress.ca_bundle)
     return options

@@ -94,11 +94,11 @@ class VertexProvider(Provider):
 
     def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
         self._settings = settings
-        self._region = settings.vertex_region or ""
-        self._base_url = vertex_base_url(self._region, settings.vertex_base_url)
+        self._region = settings.vertex.region or ""
+        self._base_url = vertex_base_url(self._region, settings.vertex.base_url)
         self._clock = clock
         self._credentials: GoogleCredentials | None = None
-        self._project = settings.vertex_project_id or ""
+        self._project = settings.vertex.project_id or ""
         self._pool = UpstreamPool()
         self.catalogue: ModelCatalogue | None = (
             ModelCatalogue(
@@ -106,13 +106,13 @@ class VertexProvider(Provider):
                     self._pool.require,
                     self._bearer,
                     self._base_url,
-                    settings.model_discovery_timeout_s,
+                    settings.models.model_discovery_timeout_s,
                 ),
                 source="Vertex AI publisher models",
-                interval_s=settings.model_discovery_interval_s,
-                timeout_s=settings.model_discovery_timeout_s,
+                interval_s=settings.models.model_discovery_interval_s,
+                timeout_s=settings.models.model_discovery_timeout_s,
             )
-            if settings.model_discovery
+            if settings.models.model_discovery
             else None
         )
         super().__init__(Preparer(settings, ProviderName.VERTEX, self.frame, self.catalogue))
@@ -122,13 +122,13 @@ class VertexProvider(Provider):
             raise ConfigError("CLOUD_ML_REGION: required when the provider is vertex")
         if self._credentials is None:
             self._credentials = await load_google_credentials(self._settings, clock=self._clock)
-        self._project = self._settings.vertex_project_id or self._credentials.project_id or ""
+        self._project = self._settings.vertex.project_id or self._credentials.project_id or ""
         if not self._project:
             raise ConfigError(
                 "ANTHROPIC_VERTEX_PROJECT_ID: required: the Google credentials "
                 f"({self._credentials.source}) name no project"
             )
-        self._pool.open(self._base_url, self._settings)
+        self._pool.open(self._base_url, self._settings.egress)
         if self.catalogue is not None:
             await self.catalogue.start()
 
@@ -163,7 +163,7 @@ class VertexProvider(Provider):
             "credential_source": self._credentials.source if self._credentials else "not loaded",
             "proxy": self._pool.proxy_label,
             "model_discovery": self.catalogue.describe() if self.catalogue is not None else "off",
-            "model_map": describe_model_map(self._settings.model_map),
+            "model_map": describe_model_map(self._settings.models.model_map),
         }
 
     async def refresh_credentials(self) -> bool:

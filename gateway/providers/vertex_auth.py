@@ -84,8 +84,8 @@ def describe_google_failure(exc: BaseException, credentials: Any, settings: Sett
 
     token_uri = getattr(credentials, "_token_uri", None)  # service accounts, authorized users
     where = f"Google's token endpoint at {host_port(token_uri)}" if token_uri else "Google's token endpoint"
-    proxy = proxy_for(token_uri, settings) if token_uri else settings.https_proxy
-    egress = classify_sync(exc, target=where, proxy=proxy, ca_bundle=settings.ca_bundle)
+    proxy = proxy_for(token_uri, settings.egress) if token_uri else settings.egress.https_proxy
+    egress = classify_sync(exc, target=where, proxy=proxy, ca_bundle=settings.egress.ca_bundle)
     if egress is not None:
         return CredentialFailure.from_egress(PREFIX, egress)
     if isinstance(exc, exceptions.TransportError):
@@ -158,7 +158,7 @@ def _load(settings: Settings) -> tuple[Any, str | None, str]:
     import google.auth
     from google.auth import exceptions
 
-    path = settings.google_application_credentials
+    path = settings.vertex.credentials_file
     try:
         if path is not None:
             # The operator's own file, loaded the way google.auth.default() loads the same variable
@@ -184,7 +184,7 @@ async def load_google_credentials(
     credentials, project, source = await loop.run_in_executor(None, _load, settings)
     from gateway.providers.requests_egress import EgressRequestsSession
 
-    http = EgressRequestsSession(settings)
+    http = EgressRequestsSession(settings.egress)
     return GoogleCredentials(
         project_id=project or None,
         source=source,
@@ -192,6 +192,6 @@ async def load_google_credentials(
         tokens=TokenCache(
             _refresher(credentials, settings, http),
             clock=clock,
-            health=CredentialHealth(settings.credential_failures_not_ready, settings.credential_recheck_s),
+            health=CredentialHealth.for_egress(settings.egress),
         ),
     )

@@ -30,7 +30,7 @@ from gateway.errors import GatewayError, error_type_for_status
 from gateway.headers import DEFAULT_ANTHROPIC_VERSION
 from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.factory import build_provider
-from gateway.retry import Attempt, ModelFallback, RetryPolicy, RetryStatus, with_retry
+from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, with_retry
 from gateway.streaming.guard import (
     UPSTREAM_BROKEN,
     GuardedReader,
@@ -56,7 +56,7 @@ USER_AGENT = "switchyard-loop/0.1"
 
 def retry_policy(settings: Settings) -> RetryPolicy:
     """The retry policy the gateway server applies, from the same settings."""
-    return RetryPolicy.from_settings(settings)
+    return RetryPolicy.from_settings(settings.resilience)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +76,9 @@ class StreamGuard:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StreamGuard:
+        resilience = settings.resilience
         return cls(
-            settings.stream_idle_warning_s, settings.stream_idle_timeout_s, settings.nonstreaming_fallback
+            resilience.stream_idle_warning_s, resilience.stream_idle_timeout_s, resilience.nonstreaming_fallback
         )
 
 
@@ -139,7 +140,7 @@ class ProviderModelCaller:
         except GatewayError as exc:  # e.g. a model the upstream does not serve
             yield error_event(exc.error_type, exc.message, exc.status)
             return
-        attempt: Attempt[PreparedRequest] | None = None
+        attempt: RetryResult[PreparedRequest] | None = None
         async for event in with_retry(
             self._provider.messages,
             prepared,

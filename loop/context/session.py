@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.prompt.session import SectionCache
+from gateway.prompt.section_cache import SectionCache
 from loop.context.result import StoredText
 from loop.messages import Message
 

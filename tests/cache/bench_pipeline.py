@@ -27,7 +27,7 @@ import orjson
 from bench.cc_session import ClaudeCodeSession
 from bench.payloads import request_body
 from gateway.cache.pipeline import CachePipeline
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
@@ -38,7 +38,7 @@ USAGE = Usage(input_tokens=5, cache_read_input_tokens=1_000, cache_write_5m_toke
 
 def pipeline(provider: str = "anthropic") -> CachePipeline:
     settings = Settings.from_environ({"ANTHROPIC_API_KEY": "k"})
-    return CachePipeline(settings, provider, MemorySessionStore(1000, 3600), on_break=lambda reason: None)
+    return CachePipeline(settings.cache, provider, MemorySessionStore(1000, 3600), on_break=lambda reason: None)
 
 
 def output(turn: int) -> str:

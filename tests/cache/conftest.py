@@ -24,8 +24,8 @@ from emulators.recorder import RecordedRequest
 from gateway.cache.pipeline import CachePipeline
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import RunningServer, running
 from gateway.server import Gateway, create_app
-from gateway.service import RunningServer, running
 from tests.conformance.conftest import FIRST_PARTY_KEY, GATEWAY_KEY
 from tests.support.redis_server import RedisServer, free_port, running_redis
 

@@ -16,7 +16,7 @@ from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
@@ -50,7 +50,7 @@ async def test_a_claude_code_session_hashes_only_its_new_messages(provider: str)
     settings = Settings.from_environ({"ANTHROPIC_API_KEY": "k"})
     clock = ManualClock(1_800_000_000.0)
     store = MemorySessionStore(10, 3600, clock=clock.time)
-    pipeline = CachePipeline(settings, provider, store, on_break=lambda reason: None, clock=clock.time)
+    pipeline = CachePipeline(settings.cache, provider, store, on_break=lambda reason: None, clock=clock.time)
     session = ClaudeCodeSession.from_fixture()
     previous: PrefixHashes | None = None
     for turn in range(6):
@@ -129,7 +129,7 @@ def test_the_scan_walks_only_messages_that_can_hold_a_marker() -> None:
 
 async def test_a_request_without_a_session_is_forwarded_untouched_and_not_hashed() -> None:
     settings = Settings.from_environ({"ANTHROPIC_API_KEY": "k"})
-    pipeline = CachePipeline(settings, "anthropic", MemorySessionStore(10, 60), on_break=lambda reason: None)
+    pipeline = CachePipeline(settings.cache, "anthropic", MemorySessionStore(10, 60), on_break=lambda reason: None)
     turn = Turn.load("015_cc_tool_bash_turn1").with_session(None)
     client = ClientRequest(Operation.MESSAGES, turn.wire(), turn.body, list(turn.headers), "r")
     sent, context = await pipeline.before(client, "default")

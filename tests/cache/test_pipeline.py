@@ -8,7 +8,7 @@ import pytest
 
 from emulators.clock import ManualClock
 from gateway.cache.pipeline import CachePipeline
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
@@ -26,7 +26,7 @@ class Harness:
         self.breaks: list[str] = []
         self.store = MemorySessionStore(100, 3600, clock=self.clock.time)
         self.pipeline = CachePipeline(
-            self.settings, provider, self.store, on_break=self.breaks.append, clock=self.clock.time
+            self.settings.cache, provider, self.store, on_break=self.breaks.append, clock=self.clock.time
         )
 
     async def turn(self, turn: Turn, read: int, written: int = 100) -> tuple[ClientRequest, str | None]:

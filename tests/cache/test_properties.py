@@ -17,7 +17,7 @@ from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import prefix_hashes
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.prompt.breakpoints import MAX_CACHE_BREAKPOINTS, locate_breakpoints
 from gateway.providers.base import ClientRequest, Operation
@@ -147,7 +147,7 @@ JSON = st.recursive(
 async def test_any_payload_shape_goes_through_the_pipeline(payload: dict[str, Any], auto_cache: bool) -> None:
     """Whatever the client sends (the upstream judges it), the cache step never raises."""
     settings_ = Settings.from_environ({"ANTHROPIC_API_KEY": "k", "GATEWAY_AUTO_CACHE": str(int(auto_cache))})
-    pipeline = CachePipeline(settings_, "bedrock", MemorySessionStore(10, 60), on_break=lambda reason: None)
+    pipeline = CachePipeline(settings_.cache, "bedrock", MemorySessionStore(10, 60), on_break=lambda reason: None)
     headers = [("x-session-id", "s"), ("anthropic-beta", "context-1m-2025-08-07")]
     client = ClientRequest(Operation.MESSAGES, orjson.dumps(payload), payload, headers, "r")
     for _ in range(2):

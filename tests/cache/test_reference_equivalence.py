@@ -20,7 +20,7 @@ from gateway.cache.latches import Latches
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.prompt.breakpoints import locate_breakpoints
 from gateway.providers.base import ClientRequest, Operation
@@ -296,7 +296,7 @@ async def test_a_session_through_the_pipeline_is_sent_and_hashed_as_the_referenc
     each turn's body is the reference's normalisation and its hashes the reference's hashes."""
     settings_ = Settings.from_environ({"ANTHROPIC_API_KEY": "k", "GATEWAY_AUTO_CACHE": str(int(auto_cache))})
     rules = CacheRules(provider, normalise_billing_header=provider == "bedrock", auto_cache=auto_cache)
-    pipeline = CachePipeline(settings_, provider, MemorySessionStore(10, 3600), on_break=lambda reason: None)
+    pipeline = CachePipeline(settings_.cache, provider, MemorySessionStore(10, 3600), on_break=lambda reason: None)
     headers = [("x-session-id", "s1"), ("anthropic-beta", "context-1m-2025-08-07,other-beta")]
     for body in turns:
         try:

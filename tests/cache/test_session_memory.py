@@ -17,7 +17,7 @@ SESSIONS = 300  # enough for the per-session figure to settle (the bench uses 20
 
 
 def test_the_default_bound_is_the_budget_divided_by_the_allowance() -> None:
-    assert Settings.from_environ({}).session_max == DEFAULT_SESSION_MAX
+    assert Settings.from_environ({}).cache.session_max == DEFAULT_SESSION_MAX
     assert DEFAULT_SESSION_MAX * SESSION_BYTES_ALLOWANCE <= SESSION_MEMORY_BUDGET
 
 

@@ -9,7 +9,7 @@ from emulators.clock import ManualClock
 from gateway.cache.breaks import BreakRecord, PreviousRequest
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import prefix_hashes
-from gateway.cache.store import RECENT_BREAKS, MemorySessionStore, SharedValues
+from gateway.cache.session_store import RECENT_BREAKS, MemorySessionStore, SharedValues
 
 HASHES = prefix_hashes({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, [])
 TEAM = "default"

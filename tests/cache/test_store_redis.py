@@ -17,11 +17,11 @@ from gateway.cache.breaks import PreviousRequest
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import prefix_hashes
 from gateway.cache.redis_store import RedisSessionStore, session_keys
-from gateway.cache.store import MemorySessionStore
+from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import RunningServer, running
 from gateway.server import create_app
-from gateway.service import RunningServer, running
 from tests.cache.conftest import (
     Answer,
     RedisServer,

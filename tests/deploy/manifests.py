@@ -19,6 +19,7 @@ import yaml
 from pydantic import AliasChoices
 
 from gateway.config import Settings
+from gateway.config_checks import leaf_fields
 from tests.support import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,7 +102,7 @@ def container_env(manifests: Sequence[Manifest]) -> dict[str, Any]:
 def settings_env_names() -> set[str]:
     """The environment variables Settings reads: its field aliases and alias choices."""
     names: set[str] = set()
-    for field in Settings.model_fields.values():
+    for field in leaf_fields(Settings).values():
         if field.alias:
             names.add(field.alias)
         alias = field.validation_alias

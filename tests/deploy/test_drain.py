@@ -320,9 +320,9 @@ def test_a_second_signal_ends_open_streams_at_once() -> None:
 def test_drain_timeout_settings() -> None:
     base = {"GATEWAY_API_KEYS": "k"}
     settings = Settings.from_environ(base)
-    assert (settings.drain_timeout_s, settings.drain_delay_s) == (60.0, 0.0)
+    assert (settings.listener.drain_timeout_s, settings.listener.drain_delay_s) == (60.0, 0.0)
     settings = Settings.from_environ({**base, "GATEWAY_DRAIN_TIMEOUT_S": "10", "GATEWAY_DRAIN_DELAY_S": "5"})
-    assert (settings.drain_timeout_s, settings.drain_delay_s) == (10.0, 5.0)
+    assert (settings.listener.drain_timeout_s, settings.listener.drain_delay_s) == (10.0, 5.0)
     with pytest.raises(ConfigError, match="GATEWAY_DRAIN_DELAY_S: must not exceed GATEWAY_DRAIN_TIMEOUT_S"):
         Settings.from_environ({**base, "GATEWAY_DRAIN_TIMEOUT_S": "1", "GATEWAY_DRAIN_DELAY_S": "2"})
     with pytest.raises(ConfigError, match="GATEWAY_DRAIN_TIMEOUT_S"):

@@ -329,16 +329,16 @@ def test_each_overlay_is_a_valid_gateway_configuration(
 ) -> None:
     settings = _settings_for(rendered, tmp_path)
     assert settings.provider.value == overlay
-    assert settings.host == "0.0.0.0"
+    assert settings.listener.host == "0.0.0.0"
     assert len(settings.inbound_keys) == 2
     assert [key.role.value for key in settings.inbound_keys] == ["client", "metrics"]
     password = secret_template()["stringData"]["redis-password"]
-    assert settings.session_store == f"redis://:{password}@switchyard-redis:6379/0"
+    assert settings.cache.session_store == f"redis://:{password}@switchyard-redis:6379/0"
     provider_settings = {
-        "anthropic": (settings.anthropic_api_key,),
-        "bedrock": (settings.aws_region,),
-        "vertex": (settings.vertex_project_id, settings.vertex_region),
-        "foundry": (settings.foundry_resource, settings.foundry_api_key),
+        "anthropic": (settings.anthropic.api_key,),
+        "bedrock": (settings.bedrock.region,),
+        "vertex": (settings.vertex.project_id, settings.vertex.region),
+        "foundry": (settings.foundry.resource, settings.foundry.api_key),
     }
     assert None not in provider_settings[overlay]
 
@@ -350,8 +350,8 @@ def test_corporate_proxy_component(tmp_path: Path) -> None:
             kubernetes_validate.validate(manifest, KUBERNETES_VERSIONS[-1], strict=True)
     assert not _unknown_env(manifests), "not read by the gateway (typo?)"
     settings = _settings_for(manifests, tmp_path)
-    assert settings.https_proxy == "http://proxy.corp.example:3128"
-    assert settings.ca_bundle is not None and "metadata.google.internal" in settings.no_proxy
+    assert settings.egress.https_proxy == "http://proxy.corp.example:3128"
+    assert settings.egress.ca_bundle is not None and "metadata.google.internal" in settings.egress.no_proxy
     container = gateway_container(manifests)
     assert {"name": "ca-bundle", "mountPath": "/etc/switchyard/ca", "readOnly": True} in container[
         "volumeMounts"

@@ -76,9 +76,9 @@ def test_ingress_component_serves_the_gateway_over_tls(tmp_path: Path) -> None:
     defaults = Settings.from_environ({})
     annotations = ingress["metadata"]["annotations"]
     assert annotations["cert-manager.io/cluster-issuer"].startswith("REPLACE_")
-    assert _nginx_size(annotations["nginx.ingress.kubernetes.io/proxy-body-size"]) >= defaults.max_body_bytes
+    assert _nginx_size(annotations["nginx.ingress.kubernetes.io/proxy-body-size"]) >= defaults.listener.max_body_bytes
     for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
-        assert int(annotations[f"nginx.ingress.kubernetes.io/{timeout}"]) >= defaults.first_byte_timeout_s
+        assert int(annotations[f"nginx.ingress.kubernetes.io/{timeout}"]) >= defaults.egress.first_byte_timeout_s
     assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
 
 

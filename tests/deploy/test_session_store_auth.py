@@ -23,8 +23,8 @@ import pytest
 from emulators import EmulatorConfig, run_emulator
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from gateway.startup_summary import public_summary
 from tests.deploy.manifests import Manifest, gateway_container, one, pod_environment, render
 from tests.support import binaries

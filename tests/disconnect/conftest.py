@@ -1,5 +1,5 @@
 """Disconnect tests run on both event loops: asyncio's (the rest of the suite's) and uvloop, the
-loop ``switchyard serve`` runs on (``gateway.service.new_event_loop``), whose transports abort and
+loop ``switchyard serve`` runs on (``gateway.process.new_event_loop``), whose transports abort and
 report lost connections their own way."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from gateway.service import new_event_loop
+from gateway.process import new_event_loop
 
 
 def pytest_asyncio_loop_factories(

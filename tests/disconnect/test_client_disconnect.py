@@ -1,6 +1,6 @@
 """A client that goes away, or stops reading, releases its upstream request (issue 13, item 5).
 
-Real servers on loopback: a raw-socket client -> the gateway (``service.running``, as ``switchyard
+Real servers on loopback: a raw-socket client -> the gateway (``process.running``, as ``switchyard
 serve`` runs it) -> a TCP relay that timestamps the gateway's upstream connections
 (:mod:`tests.support.connection_watch`) -> the first-party emulator, whose fault directives make it
 slow, stall mid-stream or answer 529 with ``retry-after`` (the slow-reader cases use an upstream
@@ -31,8 +31,8 @@ from aiohttp import web
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from tests.support.connection_watch import ConnectionWatch, connection_watch
 from tests.support.log_lines import LogLines
 

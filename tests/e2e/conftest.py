@@ -11,8 +11,8 @@ import pytest
 from emulators import EmulatorConfig, run_emulator
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from tests.support.threaded import LoopThread
 
 GATEWAY_KEY = "sk-gw-client-key"

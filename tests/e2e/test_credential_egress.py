@@ -24,11 +24,11 @@ from azure.identity import ClientSecretCredential
 from emulators import EmulatorConfig, run_emulator
 from emulators.bedrock_config import DEFAULT_CONTAINER_TOKEN
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.providers.foundry import FoundryProvider
 from gateway.providers.foundry_auth import credential_token_source
 from gateway.providers.requests_egress import azure_transport_options
 from gateway.server import create_app
-from gateway.service import running
 from tests.providers.foundry_harness import ENTRA_CLIENT_ID, ENTRA_CLIENT_SECRET, ENTRA_TENANT
 from tests.support.mitmproxy import run_mitmdump
 from tests.support.squid import USER, run_squid
@@ -196,7 +196,7 @@ async def test_azure_identity_through_squid_and_no_proxy(tmp_path: Path) -> None
                 settings = gateway_settings(
                     env, HTTPS_PROXY=squid.url(), NO_PROXY=no_proxy, GATEWAY_CA_BUNDLE=str(pki.ca_cert)
                 )
-                options = azure_transport_options(settings)  # what DefaultAzureCredential gets too
+                options = azure_transport_options(settings.egress)  # what DefaultAzureCredential gets too
                 credential = ClientSecretCredential(
                     ENTRA_TENANT,
                     ENTRA_CLIENT_ID,
@@ -205,7 +205,7 @@ async def test_azure_identity_through_squid_and_no_proxy(tmp_path: Path) -> None
                     disable_instance_discovery=True,
                     **options,
                 )
-                source = credential_token_source(credential, settings.foundry_entra_scope)
+                source = credential_token_source(credential, settings.foundry.entra_scope)
                 app = create_app(
                     settings, FoundryProvider(settings, token_source=source), metrics=GatewayMetrics()
                 )

@@ -2,7 +2,7 @@
 counting when it ends, not kept (chunks, buffers, the aiohttp request and response) until the
 cyclic collector runs.
 
-The gateway raises the collector's youngest-generation threshold (``gateway.service.settle_heap``),
+The gateway raises the collector's youngest-generation threshold (``gateway.process.settle_heap``),
 so garbage held by a cycle lingers for thousands of allocations: each streamed request used to
 leave its whole object graph in one (the relay held its write-stall watch, which held the relay's
 bound method). Measured with the collector off and ``DEBUG_SAVEALL``: whatever ``gc.collect()``
@@ -22,8 +22,8 @@ import pytest
 
 from emulators import DEFAULT_API_KEY, emulator_in_thread
 from gateway.config import Settings
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from tests.support.threaded import LoopThread
 
 KEY = "sk-gw-cycles-41c7"

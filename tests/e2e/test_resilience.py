@@ -19,8 +19,8 @@ import pytest
 from emulators import EmulatorConfig, run_emulator
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import RunningServer, running
 from gateway.server import create_app
-from gateway.service import RunningServer, running
 
 KEY = "sk-gw"
 UPSTREAM_KEY = "sk-up"

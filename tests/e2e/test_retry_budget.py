@@ -15,8 +15,8 @@ import pytest
 from emulators import EmulatorConfig, run_emulator
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 
 KEY = "sk-gw"
 UPSTREAM_KEY = "sk-up"

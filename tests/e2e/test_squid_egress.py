@@ -22,8 +22,8 @@ import pytest
 
 from emulators import EmulatorConfig, run_emulator
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from tests.support.log_lines import LogLines
 from tests.support.squid import USER, Squid, free_port, run_squid
 from tests.support.tls import LocalPKI, make_pki

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from tests.support.threaded import LoopThread
 from tests.unit.test_stream_observer import cut, oracle, streams
 

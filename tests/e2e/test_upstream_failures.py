@@ -10,8 +10,8 @@ import anthropic
 import pytest
 
 from gateway.config import Settings
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 
 KEY = "sk-gw"
 

@@ -1,6 +1,6 @@
 """What every fuzz case checks, and the tally that proves how many cases ran.
 
-A case is one request sent as raw bytes to a real gateway (``gateway.service.running``) in front of
+A case is one request sent as raw bytes to a real gateway (``gateway.process.running``) in front of
 the first-party emulator. Its answer must be:
 
 * never a 5xx (the gateway makes none for client input; the emulator answers 4xx for bad bodies,

@@ -168,7 +168,7 @@ def test_a_body_inflating_beyond_the_size_limit_is_a_413(make_stack: StackFactor
 
 @contextlib.asynccontextmanager
 async def served_by_aiohttp_defaults(app: web.Application) -> AsyncIterator[int]:
-    """``app`` on a plain ``AppRunner`` (not ``gateway.service.running``): aiohttp's parser
+    """``app`` on a plain ``AppRunner`` (not ``gateway.process.running``): aiohttp's parser
     inflates coded bodies itself."""
     runner = web.AppRunner(app)
     await runner.setup()

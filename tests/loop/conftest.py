@@ -11,8 +11,8 @@ import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from loop.callers import ProviderModelCaller, SdkModelCaller
 from loop.deps import ModelCaller
 

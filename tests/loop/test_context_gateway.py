@@ -37,8 +37,8 @@ from emulators.prompt import flatten_prompt
 from emulators.upstreams import PROVIDERS, emulated_upstream
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from loop.callers import SdkModelCaller
 from loop.context.kinds import Layer, Outcome
 from loop.events import AssistantMessage, Compaction, StreamEvent

@@ -15,8 +15,8 @@ from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.pricing import DEFAULT_TABLE
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 from gateway.streaming.usage import Usage
 
 KEY = "sk-gw-observability-default-3f9a"

@@ -15,7 +15,7 @@ import pytest
 
 from gateway.line_writer import iso_ts
 from gateway.logging_setup import JsonFormatter
-from gateway.sessions import session_id_of
+from gateway.session_ids import session_id_of
 from tests.observability.rig import (
     HAIKU,
     KEY,

@@ -23,8 +23,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from gateway.config import Settings
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "dashboards"

@@ -232,8 +232,8 @@ def test_settings_validate_the_pricing_file(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(orjson.dumps(OVERRIDES).decode())
     settings = Settings.from_environ({"GATEWAY_PRICING_FILE": str(good), "GATEWAY_LOG_BODIES": "1"})
-    assert settings.pricing_file == good and settings.log_bodies is True
-    assert Settings.from_environ({}).log_bodies is False
+    assert settings.observability.pricing_file == good and settings.observability.log_bodies is True
+    assert Settings.from_environ({}).observability.log_bodies is False
     bad = tmp_path / "bad.json"
     bad.write_text('{"default": {"input": "free"}}')
     with pytest.raises(ConfigError, match=r"^GATEWAY_PRICING_FILE: .*default\.input"):

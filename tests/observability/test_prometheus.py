@@ -41,9 +41,9 @@ from emulators import RunningEmulator
 from gateway.config import Settings
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.providers.bedrock import BedrockProvider
 from gateway.server import create_app
-from gateway.service import running
 from tests.observability.loop_traffic import loop_traffic
 from tests.observability.prom import (
     JOB,

@@ -23,10 +23,10 @@ import anthropic
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.providers.foundry import FoundryProvider
 from gateway.providers.token_cache import TokenFetch
 from gateway.server import create_app
-from gateway.service import running
 from tests.support.tls import make_pki
 
 FOUNDRY_KEY = "foundry-key"

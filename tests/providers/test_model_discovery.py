@@ -25,6 +25,7 @@ from emulators.bedrock_config import (
 )
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.providers import bedrock_discovery, vertex_discovery
 from gateway.providers.bedrock_auth import SigV4ChainAuth
 from gateway.providers.bedrock_discovery import bedrock_fetcher
@@ -32,7 +33,6 @@ from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.models import FIRST_PARTY_MODELS
 from gateway.providers.vertex import VertexProvider
 from gateway.server import create_app
-from gateway.service import running
 from tests.providers.bedrock_harness import (
     GATEWAY_KEY,
     apply_aws_env,

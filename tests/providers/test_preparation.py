@@ -22,7 +22,7 @@ from gateway.providers.base import (
     UpstreamResponse,
 )
 from gateway.providers.factory import build_provider
-from gateway.retry import Attempt, ModelFallback, RetryPolicy, Stop, with_retry
+from gateway.retry import ModelFallback, RetryPolicy, RetryResult, Stop, with_retry
 
 FIRST_PARTY_MAP = '{"fast": "claude-haiku-4-5"}'
 ENV: dict[str, dict[str, str]] = {
@@ -326,7 +326,7 @@ async def test_an_unservable_fallback_model_ends_the_retry_loop_with_its_404() -
     ]
     assert isinstance(events[-2], ModelFallback) and events[-2].to_model == "gpt-4o"
     final = events[-1]
-    assert isinstance(final, Attempt) and final.error is not None
+    assert isinstance(final, RetryResult) and final.error is not None
     assert (final.error.status, final.stop) == (404, Stop.DONE) and final.request is prepared
     assert len(sent) == 1 and sent[0] is prepared
 

@@ -227,7 +227,7 @@ def test_gateway_beta_policy_overrides() -> None:
             '"foundry": ["claude-code-20250219"]}'
         }
     )
-    policy = BetaPolicy.from_settings(settings.beta_policy)
+    policy = BetaPolicy.from_settings(settings.models.beta_policy)
     bedrock = policy.apply(BEDROCK, list(CC332_FIRST_PARTY), claude_code_body())
     # the listed ones only; a beta without a body placement of its own goes in Bedrock's body;
     # the first-party name of tool search is accepted through its Bedrock name

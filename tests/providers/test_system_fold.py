@@ -91,10 +91,10 @@ def test_fold_targets_match_client_or_upstream_model_ids() -> None:
     assert not applies(["*sonnet*"], "claude-opus-4-8", "us.anthropic.claude-opus-4-8-v1")
     assert not applies([], "claude-opus-4-8")
     settings = Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "*sonnet-4-5*, us.anthropic.*"})
-    assert settings.fold_system_messages == frozenset({"*sonnet-4-5*", "us.anthropic.*"})
-    assert Settings.from_environ({}).fold_system_messages == frozenset()
-    assert Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "true"}).fold_system_messages == {"*"}
-    assert Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "off"}).fold_system_messages == frozenset()
+    assert settings.models.fold_system_messages == frozenset({"*sonnet-4-5*", "us.anthropic.*"})
+    assert Settings.from_environ({}).models.fold_system_messages == frozenset()
+    assert Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "true"}).models.fold_system_messages == {"*"}
+    assert Settings.from_environ({"GATEWAY_FOLD_SYSTEM_MESSAGES": "off"}).models.fold_system_messages == frozenset()
 
 
 def shaped(provider: ProviderName, body: dict[str, Any], headers: dict[str, str], fold: str = "") -> Shaped:
@@ -107,8 +107,8 @@ def shaped(provider: ProviderName, body: dict[str, Any], headers: dict[str, str]
         request,
         provider,
         resolver_for(settings),
-        BetaPolicy.from_settings(settings.beta_policy),
-        fold_targets=settings.fold_system_messages,
+        BetaPolicy.from_settings(settings.models.beta_policy),
+        fold_targets=settings.models.fold_system_messages,
     )
 
 

@@ -33,9 +33,9 @@ from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from emulators.clock import Clock
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.providers.vertex import VertexProvider
 from gateway.server import create_app
-from gateway.service import running
 
 PROJECT = "switchyard-test"
 REGION = "us-east5"

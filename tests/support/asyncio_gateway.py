@@ -2,7 +2,7 @@
 
 ``switchyard serve`` runs on uvloop, where libuv absorbs accept()'s ``EMFILE`` itself; on asyncio's
 loop every failed accept reaches the loop's exception handler (an ERROR with a traceback by
-default). This entry point serves ``create_app`` through ``gateway.service.running`` like
+default). This entry point serves ``create_app`` through ``gateway.process.running`` like
 ``serve`` does, so tests can see what the gateway makes of that. Settings come from the
 environment, as for ``switchyard serve``.
 """
@@ -14,13 +14,13 @@ import os
 
 from gateway.config import Settings
 from gateway.logging_setup import configure_logging
+from gateway.process import running
 from gateway.server import create_app
-from gateway.service import running
 
 
 async def main() -> None:
     settings = Settings.from_environ(os.environ, serving=True)
-    async with running(create_app(settings), settings.host, settings.port):
+    async with running(create_app(settings), settings.listener.host, settings.listener.port):
         await asyncio.Event().wait()
 
 

@@ -1,6 +1,6 @@
 """A gateway in front of the first-party emulator, both on loopback in one background loop thread.
 
-The gateway is the real application served by ``gateway.service.running`` (the listener
+The gateway is the real application served by ``gateway.process.running`` (the listener
 ``switchyard serve`` uses), so raw-socket clients see exactly what a deployment would answer.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from emulators import EmulatorConfig, run_emulator
 from emulators.runner import RunningEmulator
 from gateway.config import Settings
+from gateway.process import RunningServer, running
 from gateway.server import create_app
-from gateway.service import RunningServer, running
 from tests.support.threaded import LoopThread
 
 CLIENT_KEY = "sk-gw-hostile-client"

@@ -1,8 +1,10 @@
 """The repository's import graph, read from the source (``ast``), not by importing anything.
 
 Every ``import`` / ``from ... import`` statement counts, at module level or inside a function (a
-lazy import still runs), except those under ``if TYPE_CHECKING:`` (never executed). Used by
-``tests/unit/test_layout.py`` for the package boundaries and the no-cycles rule.
+lazy import still runs), except those under ``if TYPE_CHECKING:`` (never executed). Importing
+``a.b.c`` also runs the packages ``a`` and ``a.b`` (their ``__init__``): an edge to each, unless
+the importer is inside that package (it is loaded already). Used by ``tests/unit/test_layout.py``
+for the package boundaries and the no-cycles rule, and by ``make lint``.
 """
 
 from __future__ import annotations
@@ -87,7 +89,20 @@ def graph(packages: Iterable[str], root: Path = REPO) -> dict[str, set[str]]:
             target = imp.resolve(modules)
             if target is not None and target != imp.module:
                 edges[imp.module].add(target)
+                edges[imp.module].update(_packages_run(target, imp.module, modules))
     return edges
+
+
+def _packages_run(target: str, importer: str, modules: set[str]) -> set[str]:
+    """The packages of ``modules`` whose ``__init__`` importing ``target`` runs (its ancestors),
+    except those ``importer`` itself belongs to (already loaded when it runs)."""
+    parts = target.split(".")
+    ancestors = (".".join(parts[:end]) for end in range(1, len(parts)))
+    return {
+        package
+        for package in ancestors
+        if package in modules and package != importer and not importer.startswith(package + ".")
+    }
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

@@ -1,6 +1,6 @@
 """The connection guard's caps and shedding order, and the per-team in-flight cap, in-process.
 
-A real gateway app on loopback (``gateway.service.running``), raw sockets as clients, and a
+A real gateway app on loopback (``gateway.process.running``), raw sockets as clients, and a
 "silent" upstream (a TCP server that reads and never answers) to hold requests in flight. Caps are
 set tiny so each rule shows with a handful of connections.
 """
@@ -20,8 +20,8 @@ import pytest
 from gateway.config import Settings
 from gateway.connection_events import RateLimitedLog
 from gateway.connections import ConnectionLimits, auto_max_connections
+from gateway.process import RunningServer, running
 from gateway.server import METRICS_KEY, create_app
-from gateway.service import RunningServer, running
 from tests.support.log_lines import LogLines
 
 CLIENT_KEY = "sk-client-conn"

@@ -19,8 +19,8 @@ from prometheus_client import generate_latest
 from gateway.config import Settings
 from gateway.connections import ConnectionGuard, peer_key
 from gateway.metrics import GatewayMetrics
+from gateway.process import RunningServer, running
 from gateway.server import create_app
-from gateway.service import RunningServer, running
 from tests.unit.test_connections import (
     CLIENT_KEY,
     PARTIAL,

@@ -64,7 +64,7 @@ def test_proxy_refusals(status: int, kind: EgressKind, retryable: bool) -> None:
 def test_requests_through_a_proxy_that_is_not_there() -> None:
     proxy = f"http://u:pw-secret@127.0.0.1:{closed_port()}"
     settings = Settings.from_environ({"HTTPS_PROXY": proxy})
-    with EgressRequestsSession(settings) as http, pytest.raises(requests.RequestException) as info:
+    with EgressRequestsSession(settings.egress) as http, pytest.raises(requests.RequestException) as info:
         http.get(f"https://127.0.0.1:{closed_port()}/token", timeout=5)
     failure = classify_sync(info.value, target="the token endpoint", proxy=proxy, ca_bundle=None)
     assert failure is not None and failure.kind is EgressKind.PROXY_UNREACHABLE
@@ -75,7 +75,7 @@ def test_requests_through_a_proxy_that_is_not_there() -> None:
 def test_requests_no_proxy_cidr_goes_direct() -> None:
     proxy = f"http://127.0.0.1:{closed_port()}"
     settings = Settings.from_environ({"HTTPS_PROXY": proxy, "NO_PROXY": "10.0.0.0/8,127.0.0.0/8"})
-    with EgressRequestsSession(settings) as http, pytest.raises(requests.RequestException) as info:
+    with EgressRequestsSession(settings.egress) as http, pytest.raises(requests.RequestException) as info:
         http.get(f"https://127.0.0.1:{closed_port()}/token", timeout=5)
     failure = classify_sync(info.value, target="the token endpoint", proxy=None, ca_bundle=None)
     assert failure is not None and failure.kind is EgressKind.UNREACHABLE  # the target, not the proxy
@@ -89,7 +89,7 @@ def test_botocore_sts_client_follows_proxy_and_no_proxy(via_proxy: bool) -> None
     proxy = f"http://u:pw-secret@127.0.0.1:{closed_port()}"
     settings = Settings.from_environ({"HTTPS_PROXY": proxy, "NO_PROXY": "localhost"})
     endpoint = f"https://{'127.0.0.1' if via_proxy else 'localhost'}:{closed_port()}"
-    client = EgressSession(settings).create_client(
+    client = EgressSession(settings.egress).create_client(
         "sts",
         region_name="us-east-1",
         endpoint_url=endpoint,

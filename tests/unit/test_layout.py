@@ -116,3 +116,22 @@ def test_the_checker_sees_lazy_and_relative_imports_but_not_type_checking_ones(t
     assert edges["pkg.a"] == {"pkg.b"} and edges["pkg.b"] == {"pkg.c"} and edges["pkg.c"] == set()
     assert cycles(edges) == [["pkg.d", "pkg.e"]]  # a -> b -> c does not close: c's import is typing-only
     assert _imports_of_roots("pkg", ("emulators",), tmp_path) == ["pkg/e.py:3 -> emulators.core"]
+
+
+def test_the_checker_sees_the_package_inits_an_import_runs(tmp_path: Path) -> None:
+    """Importing ``pkg.sub.leaf`` runs ``pkg/sub/__init__.py``: a cycle through a package's
+    re-exports counts (a sibling inside the package does not run its own package again)."""
+    _plant(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/sub/__init__.py": "from pkg.sub import heavy\n",
+            "pkg/sub/leaf.py": "",
+            "pkg/sub/leaf2.py": "from pkg.sub import leaf\n",
+            "pkg/sub/heavy.py": "def f():\n    from pkg import user\n    from pkg.sub import leaf2\n",
+            "pkg/user.py": "from pkg.sub.leaf import name\n",
+        },
+    )
+    edges = graph(["pkg"], tmp_path)
+    assert edges["pkg.user"] == {"pkg.sub.leaf", "pkg.sub"} and edges["pkg.sub.leaf2"] == {"pkg.sub.leaf"}
+    assert cycles(edges) == [["pkg.sub", "pkg.sub.heavy", "pkg.user"]]

@@ -10,10 +10,10 @@ import pytest
 from gateway.errors import GatewayError, UpstreamTimeout, UpstreamUnavailable
 from gateway.providers.base import BufferedResponse, ClientRequest, Operation, UpstreamResponse
 from gateway.retry import (
-    Attempt,
     ModelFallback,
     RetryEvent,
     RetryPolicy,
+    RetryResult,
     RetryStatus,
     backoff_delay,
     parse_retry_after,
@@ -71,7 +71,7 @@ async def run(script: Script, policy: RetryPolicy, **kwargs: object) -> list[Ret
 async def test_success_first_time() -> None:
     script = Script([status(200)])
     events = await run(script, RetryPolicy())
-    assert len(events) == 1 and isinstance(events[0], Attempt)
+    assert len(events) == 1 and isinstance(events[0], RetryResult)
     assert events[0].response is not None and events[0].response.status == 200
     assert events[0].retries == 0
 
@@ -85,7 +85,7 @@ async def test_retryable_statuses(code: int) -> None:
     assert all(s.reason == f"status_{code}" for s in statuses)
     assert script.slept == [0.5, 1.0]  # exponential backoff, no jitter with rng=0
     final = events[-1]
-    assert isinstance(final, Attempt) and final.retries == 2 and final.response.status == 200  # type: ignore[union-attr]
+    assert isinstance(final, RetryResult) and final.retries == 2 and final.response.status == 200  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("code", [400, 401, 403, 404, 413])
@@ -131,7 +131,7 @@ async def test_max_retries_bound() -> None:
     script = Script([status(500)] * 4)
     events = await run(script, RetryPolicy(max_retries=3))
     final = events[-1]
-    assert isinstance(final, Attempt) and final.response.status == 500 and final.retries == 3  # type: ignore[union-attr]
+    assert isinstance(final, RetryResult) and final.response.status == 500 and final.retries == 3  # type: ignore[union-attr]
     assert len(script.sent) == 4
 
 
@@ -139,7 +139,7 @@ async def test_deadline_bound() -> None:
     script = Script([status(500)] * 20)
     events = await run(script, RetryPolicy(deadline_s=3.0))
     assert sum(script.slept) <= 3.0
-    assert isinstance(events[-1], Attempt) and len(script.sent) == 3  # waits 0.5 + 1 then 2 would pass 3s
+    assert isinstance(events[-1], RetryResult) and len(script.sent) == 3  # waits 0.5 + 1 then 2 would pass 3s
 
 
 async def test_connection_errors_and_timeouts_retry_but_tls_does_not() -> None:
@@ -148,7 +148,7 @@ async def test_connection_errors_and_timeouts_retry_but_tls_does_not() -> None:
     assert [e.reason for e in events if isinstance(e, RetryStatus)] == ["connection_error", "timeout"]
     script = Script([UpstreamUnavailable("bad cert", retryable=False)])
     events = await run(script, RetryPolicy())
-    assert len(events) == 1 and isinstance(events[0], Attempt) and events[0].error is not None
+    assert len(events) == 1 and isinstance(events[0], RetryResult) and events[0].error is not None
 
 
 async def test_model_fallback_after_consecutive_overloads() -> None:
@@ -159,7 +159,7 @@ async def test_model_fallback_after_consecutive_overloads() -> None:
     assert [r.model for r in script.sent] == ["claude-opus-4-8"] * 3 + ["claude-sonnet-4-6"]
     assert b'"model":"claude-sonnet-4-6"' in script.sent[-1].body
     final = events[-1]
-    assert isinstance(final, Attempt) and final.model_fallback == "claude-sonnet-4-6"
+    assert isinstance(final, RetryResult) and final.model_fallback == "claude-sonnet-4-6"
 
 
 async def test_overload_count_resets_on_other_errors() -> None:
@@ -180,7 +180,7 @@ async def test_credential_refresh_retried_once() -> None:
     assert refreshed == [1] and len(script.sent) == 2
     assert [e.reason for e in events if isinstance(e, RetryStatus)] == ["credential_refresh"]
     final = events[-1]
-    assert isinstance(final, Attempt) and final.response.status == 401  # type: ignore[union-attr]
+    assert isinstance(final, RetryResult) and final.response.status == 401  # type: ignore[union-attr]
 
 
 async def test_no_refresh_no_retry() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.providers.base import BufferedResponse, ClientRequest, Operation
-from gateway.retry import Attempt, ModelFallback, RetryEvent, RetryPolicy, Stop, with_retry
+from gateway.retry import ModelFallback, RetryEvent, RetryPolicy, RetryResult, Stop, with_retry
 from gateway.retry_budget import (
     ClientRetries,
     client_should_retry,
@@ -50,7 +50,7 @@ class Upstream:
         return self.now
 
 
-async def _final(upstream: Upstream, request: ClientRequest, policy: RetryPolicy) -> Attempt:
+async def _final(upstream: Upstream, request: ClientRequest, policy: RetryPolicy) -> RetryResult:
     events: list[RetryEvent] = [
         event
         async for event in with_retry(
@@ -58,7 +58,7 @@ async def _final(upstream: Upstream, request: ClientRequest, policy: RetryPolicy
         )
     ]
     final = events[-1]
-    assert isinstance(final, Attempt)
+    assert isinstance(final, RetryResult)
     return final
 
 
@@ -183,8 +183,8 @@ def test_prior_attempts_remembered_else_estimated() -> None:
     assert prior_attempts(policy, ClientRetries(3, recalled=Recalled(3, 7, 0))) == 7
 
 
-def _attempt(stop: Stop, retries: int = 0, status: int = 529) -> Attempt:
-    return Attempt(BufferedResponse(status, b"{}", []), None, retries, None, _request(), stop, 0.5)
+def _attempt(stop: Stop, retries: int = 0, status: int = 529) -> RetryResult:
+    return RetryResult(BufferedResponse(status, b"{}", []), None, retries, None, _request(), stop, 0.5)
 
 
 def test_final_headers_hints() -> None:
@@ -260,7 +260,7 @@ async def test_model_fallback_counts_the_clients_earlier_overloads() -> None:
             )
         ]
         final = events[-1]
-        assert isinstance(final, Attempt)
+        assert isinstance(final, RetryResult)
         memory.failed(key, final.retries + 1, final.overloads)
         models.append([r.model for r in upstream.sent])
         assert any(isinstance(e, ModelFallback) for e in events) == (n == 2)

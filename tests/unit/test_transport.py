@@ -37,9 +37,9 @@ def test_proxy_chosen_by_scheme() -> None:
             "NO_PROXY": "internal.corp",
         }
     )
-    assert proxy_for("https://api.anthropic.com", settings) == "http://secure-proxy:3128"
-    assert proxy_for("http://emulator:8090", settings) == "http://plain-proxy:3128"
-    assert proxy_for("https://llm.internal.corp", settings) is None
+    assert proxy_for("https://api.anthropic.com", settings.egress) == "http://secure-proxy:3128"
+    assert proxy_for("http://emulator:8090", settings.egress) == "http://plain-proxy:3128"
+    assert proxy_for("https://llm.internal.corp", settings.egress) is None
 
 
 def test_request_headers_drop_credentials_and_hop_by_hop() -> None:

@@ -46,7 +46,7 @@ from gateway.http_protocol import GuardedRunner, watch_accept_errors
 
 GC_GEN0_THRESHOLD: Final = 20_000
 
-log = logging.getLogger("switchyard.service")
+log = logging.getLogger("switchyard.process")
 
 # time given, after the drain deadline, to the streams that end with an error event then
 ABORT_GRACE_S: Final = 2.0
@@ -233,7 +233,7 @@ def serve(settings: Settings) -> None:
             loop.add_signal_handler(signal.SIGHUP, reloader.reload, SIGHUP)
         else:
             loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored: no GATEWAY_API_KEYS_FILE")
-        async with running(app, settings.host, settings.port) as server:
+        async with running(app, settings.listener.host, settings.listener.port) as server:
             settle_heap()
             log.info("switchyard listening on %s", server.base_url)
             if server.guard is not None:
@@ -242,7 +242,8 @@ def serve(settings: Settings) -> None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends open streams now
                 loop.add_signal_handler(sig, state.expire)
-            await drain(server, state, delay_s=settings.drain_delay_s, timeout_s=settings.drain_timeout_s)
+            listener = settings.listener
+            await drain(server, state, delay_s=listener.drain_delay_s, timeout_s=listener.drain_timeout_s)
         log.info("stopped")
 
     run(main)

@@ -1,0 +1,39 @@
+"""The base of every settings section (frozen, read by alias from the flat environment) and the
+value types the sections share (flags, readable files, optional text and URLs, lists, secrets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, ClassVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, SecretStr
+
+from gateway import config_checks
+from gateway.config_values import blank_is_none, comma_set, empty_is_none, existing_file, flag, optional_url
+
+
+class Section(BaseModel):
+    """One group of settings; ``title`` heads its variables in ``switchyard serve --help``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")  # docstrings: gateway.config_docs
+    title: ClassVar[str] = "Settings"
+
+
+def _header_safe(value: SecretStr | None) -> SecretStr | None:
+    if value is not None:
+        config_checks.check_header_safe(value.get_secret_value())
+    return value
+
+
+def _listed_header_safe(value: SecretStr) -> SecretStr:
+    config_checks.check_header_safe(value.get_secret_value(), listed=True)
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(flag)]  # 1/true/yes/on, 0/false/no/off, blank
+ReadableFile = Annotated[Path | None, BeforeValidator(existing_file)]
+OptionalText = Annotated[str | None, BeforeValidator(blank_is_none)]
+OptionalUrl = Annotated[str | None, BeforeValidator(optional_url)]  # userinfo dropped
+CommaSet = Annotated[frozenset[str], BeforeValidator(comma_set)]
+Credential = Annotated[SecretStr | None, BeforeValidator(empty_is_none), AfterValidator(_header_safe)]
+KeyList = Annotated[SecretStr, AfterValidator(_listed_header_safe)]  # comma-separated keys
