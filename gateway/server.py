@@ -349,7 +349,7 @@ class Gateway:
     ) -> RetryResult[PreparedRequest]:
         """Run the bounded retry loop; its status events are logged and counted here."""
         provider = self.provider.name
-        final: Attempt[PreparedRequest] | None = None
+        final: RetryResult[PreparedRequest] | None = None
         async for event in with_retry(
             send,
             prepared,
