@@ -35,6 +35,7 @@ from pydantic import (
 from gateway import config_checks, config_rules
 from gateway.cache.budget import DEFAULT_SESSION_MAX
 from gateway.config_values import FALSY, TRUTHY, existing_file, flag, http_url
+from gateway.fleet import signin_rules
 from gateway.keys import InboundKey, Role, parse_key_file, parse_key_list
 from gateway.provider_names import ProviderName as ProviderName  # re-exported (the leaf is its home)
 
@@ -272,6 +273,38 @@ class Settings(BaseModel):
     )
     """Comma-separated upstreams where Claude Code's per-request billing value is pinned."""
 
+    # --- fleet sign-in (issue 17) ---
+    public_url: str | None = Field(None, alias="GATEWAY_PUBLIC_URL")
+    """The base URL clients use (https; loopback http with GATEWAY_ALLOW_INSECURE_LOOPBACK=1)."""
+    oidc_issuer: str | None = Field(None, alias="GATEWAY_OIDC_ISSUER")
+    """The company IdP's OIDC issuer URL; setting it turns sign-in (`/login`) on."""
+    oidc_client_id: str | None = Field(None, alias="GATEWAY_OIDC_CLIENT_ID")
+    """The gateway's client id at the IdP (redirect URI `{GATEWAY_PUBLIC_URL}/oauth/callback`)."""
+    oidc_client_secret: SecretStr | None = Field(None, alias="GATEWAY_OIDC_CLIENT_SECRET")
+    """The gateway's client secret at the IdP (unset: a public client, PKCE only)."""
+    oidc_client_secret_file: Path | None = Field(None, alias="GATEWAY_OIDC_CLIENT_SECRET_FILE")
+    """A file holding the client secret (instead of GATEWAY_OIDC_CLIENT_SECRET)."""
+    oidc_groups_claim: str = Field("groups", alias="GATEWAY_OIDC_GROUPS_CLAIM")
+    """The ID-token claim holding the user's groups: a name or a dotted path (`realm_access.roles`)."""
+    oidc_scopes: str = Field("openid email profile", alias="GATEWAY_OIDC_SCOPES")
+    """Scopes asked of the IdP (add `offline_access` where the IdP needs it for a refresh token)."""
+    signin_email_domains: frozenset[str] = Field(frozenset(), alias="GATEWAY_SIGNIN_EMAIL_DOMAINS")
+    """Comma-separated e-mail domains allowed to sign in (unset: any verified IdP user)."""
+    token_signing_keys_file: Path | None = Field(None, alias="GATEWAY_TOKEN_SIGNING_KEYS_FILE")
+    """Access-token signing keys, `kid secret` per line, the first signs (unset: generated, stored)."""
+    allow_insecure_loopback: bool = Field(False, alias="GATEWAY_ALLOW_INSECURE_LOOPBACK")
+    """`1`: allow http:// for a loopback IdP and public URL (development and tests only)."""
+    access_token_ttl_s: int = Field(3600, alias="GATEWAY_ACCESS_TOKEN_TTL_S", ge=60, le=86400)
+    """Lifetime of a sign-in access token (a signed JWT), seconds."""
+    refresh_token_ttl_s: int = Field(30 * 86400, alias="GATEWAY_REFRESH_TOKEN_TTL_S", ge=300)
+    """A sign-in lasts this long without a refresh, seconds (each refresh rotates and extends it)."""
+    signin_state_dir: Path | None = Field(None, alias="GATEWAY_SIGNIN_STATE_DIR")
+    """Directory of the embedded sign-in store (sqlite); unset: in memory (a restart signs all out)."""
+    signin_verify_per_minute: int = Field(10, alias="GATEWAY_SIGNIN_VERIFY_PER_MINUTE", ge=1)
+    """Verification-page form submissions allowed per client IP per minute."""
+    signin_login_notice: str | None = Field(None, alias="GATEWAY_SIGNIN_LOGIN_NOTICE", max_length=500)
+    """Plain text Claude Code shows beside the user code at `/login` (at most 500 characters)."""
+
     @field_validator(
         "allow_unauthenticated",
         "use_bedrock",
@@ -280,6 +313,7 @@ class Settings(BaseModel):
         "nonstreaming_fallback",
         "log_bodies",
         "model_discovery",
+        "allow_insecure_loopback",
         mode="before",
     )
     @classmethod
@@ -293,6 +327,8 @@ class Settings(BaseModel):
         "client_key",
         "google_application_credentials",
         "pricing_file",
+        "oidc_client_secret_file",
+        "token_signing_keys_file",
         mode="before",
     )
     @classmethod
@@ -319,7 +355,12 @@ class Settings(BaseModel):
         return config_checks.without_userinfo(http_url(value))  # never sent upstream (nor logged)
 
     @field_validator(
-        "bedrock_base_url", "vertex_base_url", "foundry_base_url", "bedrock_control_url", mode="before"
+        "bedrock_base_url",
+        "vertex_base_url",
+        "foundry_base_url",
+        "bedrock_control_url",
+        "public_url",
+        mode="before",
     )
     @classmethod
     def _check_optional_url(cls, value: object) -> object:
@@ -327,9 +368,19 @@ class Settings(BaseModel):
             return None
         return config_checks.without_userinfo(http_url(str(value)))
 
+    @field_validator("oidc_issuer", mode="before")
+    @classmethod
+    def _check_issuer(cls, value: object) -> object:
+        """An http(s) URL kept exactly as given: the ID token's ``iss`` must equal it (trailing slash too)."""
+        if value in (None, ""):
+            return None
+        http_url(str(value))
+        return str(value)
+
     @field_validator(
         "aws_region",
         "aws_profile",
+        "oidc_client_id",
         "vertex_project_id",
         "vertex_region",
         "foundry_resource",
@@ -345,7 +396,7 @@ class Settings(BaseModel):
             return value or None
         return value
 
-    @field_validator("latched_betas", "normalise_billing_header", mode="before")
+    @field_validator("latched_betas", "normalise_billing_header", "signin_email_domains", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str):
@@ -468,11 +519,12 @@ class Settings(BaseModel):
             (provider_fields, functools.partial(config_rules.provider_settings, self)),
             (frozenset({"stream_idle_warning_s", "stream_idle_timeout_s"}), functools.partial(config_rules.idle_order, self)),
             (frozenset({"drain_delay_s", "drain_timeout_s"}), functools.partial(config_rules.drain_order, self)),
+            (signin_rules.FIELDS, functools.partial(signin_rules.check, self)),  # fleet sign-in (issue 17)
         ]
         if serving:
             checks.append(
                 (
-                    frozenset({"api_keys", "metrics_api_keys", "api_keys_file", "allow_unauthenticated"}),
+                    frozenset({"api_keys", "metrics_api_keys", "api_keys_file", "allow_unauthenticated", "oidc_issuer"}),
                     self._check_open,
                 )
             )
@@ -564,7 +616,7 @@ class Settings(BaseModel):
             raise ConfigError(str(exc)) from None
 
     def _check_open(self) -> None:
-        if not self.inbound_keys and not self.allow_unauthenticated:
+        if not self.inbound_keys and not self.allow_unauthenticated and self.oidc_issuer is None:
             raise ValueError(
                 "GATEWAY_API_KEYS / GATEWAY_API_KEYS_FILE: no inbound API key configured; refusing to "
                 "start an open gateway (set GATEWAY_ALLOW_UNAUTHENTICATED=1 to allow it deliberately)"

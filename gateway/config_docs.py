@@ -33,6 +33,7 @@ SECTION_STARTS: Final = {
     "stream_idle_warning_s": "Resilience",
     "log_level": "Operations",
     "session_store": "Prompt caching",
+    "public_url": "Fleet sign-in (GATEWAY_OIDC_ISSUER turns it on)",
 }
 INDENT: Final = "      "
 WIDTH: Final = 100
