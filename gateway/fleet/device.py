@@ -123,8 +123,14 @@ class DeviceGrants:
                 await self._store.delete(GRANT, key)
                 return PollResult("access_denied")
             too_fast = last is not None and now - last < interval
-            updated = {**record, "last_poll": now, "interval": interval + SLOW_DOWN_STEP_S if too_fast else interval}
-            if await self._store.replace(GRANT, key, record, updated, record["expires_at"] + KEEP_AFTER_EXPIRY_S):
+            updated = {
+                **record,
+                "last_poll": now,
+                "interval": interval + SLOW_DOWN_STEP_S if too_fast else interval,
+            }
+            if await self._store.replace(
+                GRANT, key, record, updated, record["expires_at"] + KEEP_AFTER_EXPIRY_S
+            ):
                 return PollResult("slow_down" if too_fast else "authorization_pending")
         return PollResult("slow_down")
 
@@ -144,7 +150,11 @@ class DeviceGrants:
         current = await self._store.get(GRANT, grant.key)
         if current is None or current["status"] != "pending" or self._clock() >= current["expires_at"]:
             return False
-        decided = {**current, "status": "approved" if approval is not None else "denied", "approval": approval}
+        decided = {
+            **current,
+            "status": "approved" if approval is not None else "denied",
+            "approval": approval,
+        }
         done = await self._store.replace(
             GRANT, grant.key, current, decided, current["expires_at"] + KEEP_AFTER_EXPIRY_S
         )

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import quote
 
 import aiohttp
 from authlib.common.security import generate_token
@@ -26,7 +27,9 @@ from joserfc.jwk import KeySet
 
 LEEWAY_S: Final = 60
 JWKS_REFETCH_S: Final = 60.0
-ASYMMETRIC: Final = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"})
+ASYMMETRIC: Final = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+)
 TIMEOUT: Final = aiohttp.ClientTimeout(total=10)
 
 
@@ -131,20 +134,28 @@ class OidcClient:
 
     async def _token(self, form: dict[str, str], nonce: str | None) -> IdpTokens:
         metadata = await self.metadata()
-        auth = None
-        if self._client_secret is not None:
-            auth = aiohttp.BasicAuth(self._client_id, self._client_secret)
+        headers = {"accept": "application/json"}
+        if self._client_secret is not None:  # client_secret_basic, each part form-encoded (RFC 6749 §2.3.1)
+            headers["authorization"] = aiohttp.encode_basic_auth(
+                quote(self._client_id, safe=""), quote(self._client_secret, safe="")
+            )
         else:
             form = {**form, "client_id": self._client_id}
         try:
-            async with self._session.post(metadata["token_endpoint"], data=form, auth=auth, timeout=TIMEOUT) as response:
+            async with self._session.post(
+                metadata["token_endpoint"], data=form, headers=headers, timeout=TIMEOUT
+            ) as response:
                 payload = await response.json(content_type=None)
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise IdpError(f"token endpoint: {type(exc).__name__}") from None
         if not isinstance(payload, dict):
             raise IdpError("the token endpoint did not answer a JSON object")
-        if status in (400, 401) and payload.get("error") in ("invalid_grant", "unauthorized_client", "access_denied"):
+        if status in (400, 401) and payload.get("error") in (
+            "invalid_grant",
+            "unauthorized_client",
+            "access_denied",
+        ):
             raise IdpDenied(str(payload.get("error")))
         if status != 200:
             raise IdpError(f"the token endpoint answered {status}")

@@ -83,7 +83,9 @@ class RefreshFamilies:
         secret = secrets.token_urlsafe(32)
         previous = [view.record["current"], *view.record["previous"]][:PREVIOUS_KEPT]
         updated = {**view.record, **changes, "current": digest(secret), "previous": previous}
-        if not await self._store.replace(FAMILY, view.family, view.record, updated, self._clock() + self.ttl_s):
+        if not await self._store.replace(
+            FAMILY, view.family, view.record, updated, self._clock() + self.ttl_s
+        ):
             return None
         return f"{view.family}.{secret}"
 

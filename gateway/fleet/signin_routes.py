@@ -45,12 +45,19 @@ NO_STORE: Final = {"cache-control": "no-store", "pragma": "no-cache"}
 
 def _json(answer: OAuthAnswer) -> web.Response:
     return web.Response(
-        status=answer.status, body=orjson.dumps(answer.body), content_type="application/json", headers=NO_STORE
+        status=answer.status,
+        body=orjson.dumps(answer.body),
+        content_type="application/json",
+        headers=NO_STORE,
     )
 
 
 def _html(text: str, status: int = 200) -> web.Response:
-    headers = {**NO_STORE, "x-frame-options": "DENY", "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' *"}
+    headers = {
+        **NO_STORE,
+        "x-frame-options": "DENY",
+        "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' *",
+    }
     return web.Response(status=status, text=text, content_type="text/html", headers=headers)
 
 
@@ -141,7 +148,9 @@ class SigninRoutes:
         csrf = self.service.csrf.token(session_id)
         if not self.service.verify_limit.allow(_ip(request)):
             self.service.audit_refusal("rate_limited", _ip(request))
-            text = code_entry_form("/oauth/device", csrf, "", "Too many attempts: wait a minute and try again.")
+            text = code_entry_form(
+                "/oauth/device", csrf, "", "Too many attempts: wait a minute and try again."
+            )
             return self._with_session(_html(text, 429), session_id, fresh)
         form = await _form(request) or {}
         if fresh or not self.service.csrf.check(session_id, form.get("csrf")):
@@ -157,7 +166,12 @@ class SigninRoutes:
         try:
             url = await self.service.begin_login(grant, session_id)
         except IdpError:
-            return _html(page("Sign-in unavailable", "<p>The identity provider cannot be reached. Try again later.</p>"), 503)
+            return _html(
+                page(
+                    "Sign-in unavailable", "<p>The identity provider cannot be reached. Try again later.</p>"
+                ),
+                503,
+            )
         return web.Response(status=303, headers={**NO_STORE, "location": url})
 
     async def callback(self, request: web.Request) -> web.StreamResponse:
@@ -165,7 +179,10 @@ class SigninRoutes:
         record = await self.service.attempt(state, request.cookies.get(SESSION_COOKIE)) if state else None
         if record is None:
             self.service.audit_refusal("callback_without_attempt", _ip(request))
-            return _html(page("Sign-in expired", '<p>Start again from <a href="/oauth/device">the code page</a>.</p>'), 400)
+            return _html(
+                page("Sign-in expired", '<p>Start again from <a href="/oauth/device">the code page</a>.</p>'),
+                400,
+            )
         if "error" in request.query or not request.query.get("code"):
             self.service.audit_refusal("idp_error", _ip(request))
             return _html(page("Sign-in failed", "<p>The identity provider did not sign you in.</p>"), 400)
@@ -175,7 +192,9 @@ class SigninRoutes:
             return _html(page("Sign-in refused", "<p></p>", str(exc)), 403)
         except IdpError:
             self.service.audit_refusal("idp_token_invalid", _ip(request))
-            return _html(page("Sign-in failed", "<p>The identity provider's answer could not be verified.</p>"), 502)
+            return _html(
+                page("Sign-in failed", "<p>The identity provider's answer could not be verified.</p>"), 502
+            )
         csrf = self.service.csrf.token(request.cookies[SESSION_COOKIE])
         who = identity.email or identity.subject
         return _html(confirm_form("/oauth/confirm", csrf, state, record["user_code"], who, record["surface"]))
@@ -192,11 +211,15 @@ class SigninRoutes:
             return _html(page("Sign-in expired", "<p>This sign-in expired. Run /login again.</p>"), 400)
         approve = form.get("decision") == "approve"
         if not await self.service.decide(state, record, approve, _ip(request)):
-            return _html(page("Sign-in expired", "<p>This code expired or was used. Run /login again.</p>"), 400)
+            return _html(
+                page("Sign-in expired", "<p>This code expired or was used. Run /login again.</p>"), 400
+            )
         return _html(done_page(approve))
 
 
-def register(app: web.Application, settings: Settings, auth: Authenticator, clock: Callable[[], float] = time.time) -> None:
+def register(
+    app: web.Application, settings: Settings, auth: Authenticator, clock: Callable[[], float] = time.time
+) -> None:
     """Add the sign-in routes (when ``GATEWAY_OIDC_ISSUER`` is set) and let ``auth`` accept tokens."""
     if settings.oidc_issuer is None:
         return

@@ -124,7 +124,9 @@ class SigninService:
                 401, "invalid or expired access token: sign in again (/login)", should_retry=False
             ) from None
         if self.denylist.is_revoked(verified.jti):
-            raise GatewayError(401, "this access token was revoked: sign in again (/login)", should_retry=False)
+            raise GatewayError(
+                401, "this access token was revoked: sign in again (/login)", should_retry=False
+            )
         return verified.principal
 
     def audit_refusal(self, reason: str, ip: str) -> None:
@@ -164,7 +166,11 @@ class SigninService:
 
     async def attempt(self, state: str, session_id: str | None) -> dict[str, Any] | None:
         record = await self.store.get(ATTEMPT, state)
-        if record is None or session_id is None or not secrets.compare_digest(record["session"], digest(session_id)):
+        if (
+            record is None
+            or session_id is None
+            or not secrets.compare_digest(record["session"], digest(session_id))
+        ):
             return None
         return record
 
@@ -173,7 +179,9 @@ class SigninService:
         authorization = Authorization("", state, record["nonce"], record["verifier"])
         tokens = await self.oidc.exchange(code, authorization)
         try:
-            identity = identity_from(tokens.claims, self.settings.oidc_groups_claim, self.settings.signin_email_domains)
+            identity = identity_from(
+                tokens.claims, self.settings.oidc_groups_claim, self.settings.signin_email_domains
+            )
         except Refused as exc:
             audit.info("signin.refused reason=%r subject=%r ip=%s", str(exc), tokens.claims.get("sub"), ip)
             raise
@@ -187,7 +195,9 @@ class SigninService:
         grant = await self.grants.find(record["user_code"])
         if grant is None or grant.key != record["grant"]:
             return False
-        approval = {"identity": record["identity"], "idp_refresh": record.get("idp_refresh")} if approve else None
+        approval = (
+            {"identity": record["identity"], "idp_refresh": record.get("idp_refresh")} if approve else None
+        )
         done = await self.grants.decide(grant, approval)
         if done:
             event = "signin.approved" if approve else "signin.denied_by_user"
@@ -201,7 +211,9 @@ class SigninService:
             return await self._device_token(form.get("device_code", ""), ip)
         if grant_type == "refresh_token":
             return await self._refresh(form.get("refresh_token", ""), ip)
-        return oauth_error(400, "unsupported_grant_type", "grant_type must be the device code or refresh_token grant")
+        return oauth_error(
+            400, "unsupported_grant_type", "grant_type must be the device code or refresh_token grant"
+        )
 
     async def _device_token(self, device_code: str, ip: str) -> OAuthAnswer:
         if not device_code:
@@ -269,7 +281,9 @@ class SigninService:
                 return invalid
             except IdpError as exc:
                 log.warning("sign-in refresh: the IdP could not be asked: %s", exc)
-                return oauth_error(503, "temporarily_unavailable", "the identity provider is unreachable; retry later")
+                return oauth_error(
+                    503, "temporarily_unavailable", "the identity provider is unreachable; retry later"
+                )
         access, verified = self.signer.mint(identity, view.family)
         changes = {
             "identity": _identity_record(identity),
@@ -304,7 +318,9 @@ class SigninService:
         if view is None or view.presented is Presented.UNKNOWN:
             return
         await self._revoke_family(view.family)
-        audit.info("signin.revoked kind=refresh_token %s ip=%s", _who(_identity_of(view.record["identity"])), ip)
+        audit.info(
+            "signin.revoked kind=refresh_token %s ip=%s", _who(_identity_of(view.record["identity"])), ip
+        )
 
 
 async def _signing_keys(settings: Settings, store: SigninStore) -> tuple[SigningKey, ...]:

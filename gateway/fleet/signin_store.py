@@ -93,7 +93,9 @@ class SqliteSigninStore(SigninStore):
             "CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, "
             "expires_at REAL, PRIMARY KEY (kind, key))"
         )
-        self._db.execute("CREATE TABLE IF NOT EXISTS revoked (jti TEXT PRIMARY KEY, expires_at REAL NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS revoked (jti TEXT PRIMARY KEY, expires_at REAL NOT NULL)"
+        )
         self._clock = clock
         self._purged_at = clock()
 

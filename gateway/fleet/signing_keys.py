@@ -38,7 +38,9 @@ def parse_signing_keys(text: str) -> tuple[SigningKey, ...]:
         if not secret:
             raise ValueError(f"line {number}: expected '<kid> <secret>'")
         if len(secret) < MIN_SECRET_CHARS:
-            raise ValueError(f"line {number}: the secret of {kid!r} is shorter than {MIN_SECRET_CHARS} characters")
+            raise ValueError(
+                f"line {number}: the secret of {kid!r} is shorter than {MIN_SECRET_CHARS} characters"
+            )
         if any(key.kid == kid for key in keys):
             raise ValueError(f"line {number}: key id {kid!r} is listed twice")
         keys.append(SigningKey(kid, secret))

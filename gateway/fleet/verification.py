@@ -115,5 +115,8 @@ def confirm_form(action: str, csrf: str, attempt: str, user_code: str, who: str,
 
 def done_page(approved: bool) -> str:
     if approved:
-        return page("Signed in", "<p>Claude Code is signed in. You can close this window and return to your terminal.</p>")
+        return page(
+            "Signed in",
+            "<p>Claude Code is signed in. You can close this window and return to your terminal.</p>",
+        )
     return page("Sign-in denied", "<p>The sign-in was denied. You can close this window.</p>")
