@@ -120,6 +120,7 @@ class SigninStack:
     http: aiohttp.ClientSession
     tmp: Path
     metadata: dict[str, Any] = field(default_factory=dict)
+    replica_urls: list[str] = field(default_factory=list)  # every replica (the first is gateway_url)
 
     def browser(self) -> Browser:
         return Browser(aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)))
@@ -184,7 +185,10 @@ def claims_of(token: str) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def signin_stack(tmp: Path, **env: str) -> AsyncIterator[SigninStack]:
+async def signin_stack(tmp: Path, replicas_count: int = 1, **env: str) -> AsyncIterator[SigninStack]:
+    """The stack; ``replicas_count`` gateways share one settings snapshot (give them a Redis
+    ``GATEWAY_SESSION_STORE`` to share sign-in state). ``GATEWAY_TOKEN_SIGNING_KEYS_FILE=""`` runs
+    without the keys file (the key is generated and kept in the store)."""
     keys_file = tmp / "signing-keys"
     keys_file.write_text(f"# new key first\n{SIGNING_KID} {SIGNING_SECRET}\n")
     async with (
@@ -208,10 +212,17 @@ async def signin_stack(tmp: Path, **env: str) -> AsyncIterator[SigninStack]:
             serving=True,
         )
         clock = MovableClock()
-        app = create_app(settings, metrics=GatewayMetrics(), signin_clock=clock)
-        async with running(app, "127.0.0.1", port) as server, aiohttp.ClientSession() as http:
-            stack = SigninStack(server.base_url, idp, emulator, clock, http, tmp)
-            async with http.get(f"{server.base_url}/.well-known/oauth-authorization-server") as response:
+        async with contextlib.AsyncExitStack() as replicas:
+            urls = []
+            for index in range(replicas_count):
+                app = create_app(settings, metrics=GatewayMetrics(), signin_clock=clock)
+                server = await replicas.enter_async_context(
+                    running(app, "127.0.0.1", port if index == 0 else 0)
+                )
+                urls.append(server.base_url)
+            http = await replicas.enter_async_context(aiohttp.ClientSession())
+            stack = SigninStack(urls[0], idp, emulator, clock, http, tmp, replica_urls=urls)
+            async with http.get(f"{urls[0]}/.well-known/oauth-authorization-server") as response:
                 assert response.status == 200
                 stack.metadata = await response.json()
             yield stack

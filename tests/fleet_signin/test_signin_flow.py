@@ -165,6 +165,13 @@ async def test_revocation_of_access_and_refresh_tokens(tmp_path: Path) -> None:
                 "error_description": "the sign-in is no longer valid: run /login again",
             },
         )
+        status, headers, body = await stack.message("not.a-token.of-ours")
+        assert status == 401 and headers["x-should-retry"] == "false"
+        assert body["error"]["message"].startswith("invalid or expired access token")
+        async with stack.http.get(
+            f"{stack.gateway_url}/metrics", headers={"authorization": f"Bearer {tokens['access_token']}"}
+        ) as response:
+            assert response.status in (401, 403)  # a sign-in bearer never reads /metrics
         # RFC 7009 §2.2: an unknown token is answered 200 as well
         assert (await stack.form_post(revoke, {"token": "not-a-token"}))[0] == 200
 
