@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from gateway.config import Settings
 from gateway.fleet.claims import Refused
@@ -69,8 +70,13 @@ async def _form(request: web.Request) -> dict[str, str] | None:
     """The urlencoded form (first value of each field), or ``None`` when it is not one or too big."""
     if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
         return None
-    body = await request.content.read(MAX_FORM_BYTES + 1)
-    if len(body) > MAX_FORM_BYTES:
+    body = b""
+    try:
+        async for chunk in request.content.iter_any():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                return None
+    except (RequestPayloadError, ConnectionResetError):  # broken framing, or the client left
         return None
     try:
         pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True)
@@ -104,6 +110,11 @@ class SigninRoutes:
         )
 
     async def device_authorization(self, request: web.Request) -> web.Response:
+        if not self.service.start_limit.allow(_ip(request)):
+            self.service.audit_refusal("device_authorization_rate_limited", _ip(request))
+            return _json(
+                oauth_error(429, "slow_down", "too many sign-ins started from this address; wait a minute")
+            )
         form = await _form(request)
         if form is None:
             return _json(oauth_error(400, "invalid_request", "expected a form-encoded body"))

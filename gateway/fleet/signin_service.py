@@ -36,6 +36,7 @@ DEVICE_GRANT: Final = "urn:ietf:params:oauth:grant-type:device_code"
 ATTEMPT: Final = "attempt"
 ATTEMPT_TTL_S: Final = 600.0
 KEYS: Final = "keys"
+DEVICE_STARTS_PER_MINUTE: Final = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,7 @@ class SigninService:
         self.families = RefreshFamilies(store, clock, settings.refresh_token_ttl_s)
         self.denylist = Denylist(store, clock)
         self.verify_limit = AttemptLimit(settings.signin_verify_per_minute, clock)
+        self.start_limit = AttemptLimit(DEVICE_STARTS_PER_MINUTE, clock)  # bounds the grants one IP holds
 
     @classmethod
     async def build(cls, settings: Settings, clock: Callable[[], float]) -> SigninService:
@@ -109,6 +111,20 @@ class SigninService:
             clock=clock,
         )
         signer = TokenSigner(keys, settings.public_url, settings.access_token_ttl_s, clock)
+        where = "redis" if store.shared else ("sqlite file" if settings.signin_state_dir else "memory")
+        source = (
+            "GATEWAY_TOKEN_SIGNING_KEYS_FILE"
+            if settings.token_signing_keys_file
+            else "generated, in the store"
+        )
+        log.info(
+            "fleet sign-in on: issuer %s, public URL %s, sign-in store %s, signing keys %s (%d)",
+            settings.oidc_issuer, settings.public_url, where, source, len(keys),
+        )  # fmt: skip
+        if where == "memory":
+            log.warning(
+                "fleet sign-in state is in memory: a restart signs everyone out (set GATEWAY_SIGNIN_STATE_DIR)"
+            )
         return cls(settings, store, signer, Csrf(bytes.fromhex(csrf_record["key"])), oidc, session, clock)
 
     async def close(self) -> None:

@@ -243,3 +243,31 @@ async def test_email_domain_allowlist(tmp_path: Path) -> None:
             refused = await browser.submit(entry)
             assert refused.status == 403 and "example.com may not sign in" in refused.text
         assert (await stack.poll(device["device_code"]))[1]["error"] == "authorization_pending"
+
+
+async def test_oauth_endpoints_answer_bad_input_in_the_oauth_shape(tmp_path: Path) -> None:
+    async with signin_stack(tmp_path) as stack:
+        token = stack.metadata["token_endpoint"]
+        cases = [
+            ({"grant_type": "password", "username": "u"}, 400, "unsupported_grant_type"),
+            ({"grant_type": "urn:ietf:params:oauth:grant-type:device_code"}, 400, "invalid_request"),
+            (
+                {"grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": "x" * 43},
+                400,
+                "invalid_grant",
+            ),
+            ({"grant_type": "refresh_token", "refresh_token": "no-dot"}, 401, "invalid_grant"),
+            ({"grant_type": "refresh_token", "refresh_token": "fam.secret"}, 401, "invalid_grant"),
+        ]
+        for form, status, error in cases:
+            got_status, body = await stack.form_post(token, form)
+            assert (got_status, body.get("error")) == (status, error), (form, body)
+        headers = {"content-type": "application/x-www-form-urlencoded"}
+        for raw in (b"\xff\xfe=\xff", b"grant_type=" + b"a" * 20_000):
+            async with stack.http.post(token, data=raw, headers=headers) as response:
+                assert response.status == 400 and (await response.json())["error"] == "invalid_request"
+                assert response.headers["cache-control"] == "no-store"
+        async with stack.http.post(stack.metadata["revocation_endpoint"], data={}) as response:
+            assert response.status == 400 and (await response.json())["error"] == "invalid_request"
+        async with stack.http.get(token) as response:  # the gateway's own 405, Anthropic-shaped
+            assert response.status == 405
