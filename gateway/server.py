@@ -24,7 +24,7 @@ from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
 from gateway.errors import ClientInputError, GatewayError, error_body
-from gateway.fleet import signin_routes
+from gateway.fleet import signin
 from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
 from gateway.key_reload import KeyReloader
@@ -479,7 +479,7 @@ def create_app(
     app.router.add_get("/healthz", gateway.healthz)
     app.router.add_get("/readyz", gateway.readyz)
     app.router.add_get("/metrics", gateway.metrics_endpoint)
-    signin_routes.register(app, settings, gateway.auth, signin_clock)  # fleet sign-in (issue 17)
+    signin.register(app, settings, gateway.auth, signin_clock)  # fleet sign-in (issue 17)
 
     async def start_provider(_: web.Application) -> None:
         await provider.start()

@@ -9,7 +9,7 @@
 * ``POST /oauth/token``: the device-code and refresh grants; ``POST /oauth/revoke``: RFC 7009.
 
 OAuth endpoints answer ``{"error","error_description"}`` with ``cache-control: no-store``; the
-pages are HTML. :func:`register` also makes the app's :class:`~gateway.inbound.Authenticator`
+pages are HTML. :func:`mount` also makes the app's :class:`~gateway.inbound.Authenticator`
 accept the access tokens this service mints, beside the static keys.
 """
 
@@ -228,12 +228,10 @@ class SigninRoutes:
         return _html(done_page(approve))
 
 
-def register(
+def mount(
     app: web.Application, settings: Settings, auth: Authenticator, clock: Callable[[], float] = time.time
 ) -> None:
-    """Add the sign-in routes (when ``GATEWAY_OIDC_ISSUER`` is set) and let ``auth`` accept tokens."""
-    if settings.oidc_issuer is None:
-        return
+    """Add the sign-in routes and let ``auth`` accept the tokens (``gateway.fleet.signin.register``)."""
     holder: dict[str, SigninRoutes] = {}
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

@@ -82,6 +82,13 @@ def check(settings: SigninFields) -> None:
         raise ValueError("GATEWAY_SIGNIN_STATE_DIR: not a directory")
     if settings.oidc_issuer is None:
         return
+    try:
+        import authlib  # noqa: F401
+        import joserfc  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "GATEWAY_OIDC_ISSUER: sign-in needs authlib and joserfc (pip install 'switchyard[fleet]')"
+        ) from None
     if settings.public_url is None:
         raise ValueError("GATEWAY_PUBLIC_URL: sign-in (GATEWAY_OIDC_ISSUER) needs the gateway's public URL")
     if not settings.oidc_client_id:
