@@ -63,8 +63,11 @@ class Authenticator:
     def _authenticate(self, request: web.Request) -> InboundKey | Principal | None:
         """The presented key, the signed-in caller, or ``None`` for an open gateway (no key
         configured, allowed)."""
+        open_gateway = self._allow_unauthenticated and len(self._keys) == 0
+        if open_gateway and self._tokens is None:
+            return None
         presented = presented_key(request.headers)
-        if self._allow_unauthenticated and len(self._keys) == 0 and (presented is None or self._tokens is None):
+        if open_gateway and presented is None:
             return None
         if presented is None:
             raise GatewayError(

@@ -20,6 +20,7 @@ racing on one record (a refresh token used twice at once) cannot both win.
 from __future__ import annotations
 
 import abc
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -86,6 +87,8 @@ class SigninStore(abc.ABC):
 class SqliteSigninStore(SigninStore):
     def __init__(self, directory: Path | None, clock: Callable[[], float] = time.time) -> None:
         target = ":memory:" if directory is None else str(directory / SQLITE_FILE)
+        if directory is not None:  # it holds the IdP's refresh tokens: readable by this user only
+            os.close(os.open(target, os.O_CREAT | os.O_RDWR, 0o600))
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         if directory is not None:
             self._db.execute("PRAGMA journal_mode=WAL")

@@ -72,6 +72,7 @@ async def test_store_contract(kind: str, tmp_path: Path) -> None:
 async def test_sqlite_store_expires_purges_and_survives_a_restart(tmp_path: Path) -> None:
     clock = MovableClock()
     store = SqliteSigninStore(tmp_path, clock)
+    assert (tmp_path / "signin.sqlite3").stat().st_mode & 0o777 == 0o600  # it holds IdP refresh tokens
     await store.put("t", "short", {"v": 1}, clock() + 10)
     await store.put_if_absent("keys", "signing", {"kid": "x"}, None)
     clock.advance(11)
