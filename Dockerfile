@@ -6,8 +6,9 @@
 #
 # PROVIDERS: a comma list of anthropic, bedrock, vertex, foundry, or all (the default). Only those
 # providers' SDKs are installed (the pyproject extras of the same names; anthropic needs none),
-# plus redis for the shared session store. An image serves only the providers it was built for:
-# started for another, the gateway stops with a one-line configuration error naming the build arg.
+# plus redis for the shared session store and fleet for sign-in (authlib, joserfc). An image
+# serves only the providers it was built for: started for another, the gateway stops with a
+# one-line configuration error naming the build arg.
 # (foundry with an API key needs no SDK either; its extra, azure-identity, is for Entra ID.)
 #
 # Two stages: the builder installs the project with the pinned dependency set (constraints.txt)
@@ -48,7 +49,7 @@ RUN set -eu; \
     unset IFS; \
     if [ -z "${providers}" ]; then echo "PROVIDERS: empty (expected a comma list of anthropic, bedrock, vertex, foundry, or all)" >&2; exit 1; fi; \
     /opt/switchyard/bin/pip install --no-cache-dir --only-binary=:all: --no-binary=switchyard \
-        --constraint constraints.txt ".[${providers}redis]" \
+        --constraint constraints.txt ".[${providers}redis,fleet]" \
     && /opt/switchyard/bin/python -m compileall -q -f --invalidation-mode unchecked-hash /opt/switchyard/lib
 
 FROM ${PYTHON_IMAGE}

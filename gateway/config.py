@@ -36,12 +36,14 @@ from pydantic import (
 )
 
 from gateway import config_checks, config_rules
+from gateway.fleet import signin_rules
 from gateway.keys import InboundKey, parse_key_file
 from gateway.provider_names import ProviderName as ProviderName  # re-exported (the leaf is its home)
 from gateway.settings.aws_bedrock import BedrockSettings
 from gateway.settings.azure_foundry import FoundrySettings
 from gateway.settings.client_auth import AuthSettings
 from gateway.settings.first_party import AnthropicSettings
+from gateway.settings.fleet_signin import SigninSettings
 from gateway.settings.listener import ListenerSettings
 from gateway.settings.model_policy import ModelSettings
 from gateway.settings.observability import ObservabilitySettings
@@ -85,6 +87,7 @@ class Settings(BaseModel):
     resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    signin: SigninSettings = Field(default_factory=SigninSettings)
 
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
     _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)
@@ -121,7 +124,12 @@ class Settings(BaseModel):
 
     def _cross_field_checks(self, serving: bool) -> list[tuple[frozenset[str], Callable[[], None]]]:
         provider_fields = frozenset(
-            {"selection.provider_choice", "selection.use_bedrock", "selection.use_vertex", "selection.use_foundry"}
+            {
+                "selection.provider_choice",
+                "selection.use_bedrock",
+                "selection.use_vertex",
+                "selection.use_foundry",
+            }
             | {"bedrock.region", "vertex.region", "foundry.resource", "foundry.base_url"}
         )
         key_fields = frozenset({"auth.api_keys", "auth.metrics_api_keys", "auth.api_keys_file"})
@@ -140,9 +148,12 @@ class Settings(BaseModel):
                 frozenset({"listener.drain_delay_s", "listener.drain_timeout_s"}),
                 functools.partial(config_rules.drain_order, self.listener),
             ),
+            (signin_rules.FIELDS, functools.partial(signin_rules.check, self.signin)),
         ]
         if serving:
-            checks.append((key_fields | {"auth.allow_unauthenticated"}, self._check_open))
+            checks.append(
+                (key_fields | {"auth.allow_unauthenticated", "signin.oidc_issuer"}, self._check_open)
+            )
         return checks
 
     def _load_keys(self) -> None:
@@ -215,7 +226,7 @@ class Settings(BaseModel):
             raise ConfigError(str(exc)) from None
 
     def _check_open(self) -> None:
-        if not self.inbound_keys and not self.auth.allow_unauthenticated:
+        if not self.inbound_keys and not self.auth.allow_unauthenticated and self.signin.oidc_issuer is None:
             raise ValueError(
                 "GATEWAY_API_KEYS / GATEWAY_API_KEYS_FILE: no inbound API key configured; refusing to "
                 "start an open gateway (set GATEWAY_ALLOW_UNAUTHENTICATED=1 to allow it deliberately)"

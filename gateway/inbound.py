@@ -13,7 +13,7 @@ header value the HTTP client could not send upstream (not UTF-8) is a 400, not a
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -53,12 +53,22 @@ class Authenticator:
     def __init__(self, keys: KeyRing, allow_unauthenticated: bool) -> None:
         self._keys = keys
         self._allow_unauthenticated = allow_unauthenticated
+        self._tokens: Callable[[str], Principal] | None = None
 
-    def _authenticate(self, request: web.Request) -> InboundKey | None:
-        """The presented key, or ``None`` for an open gateway (no key configured, allowed)."""
-        if self._allow_unauthenticated and len(self._keys) == 0:
+    def accept_tokens(self, check: Callable[[str], Principal]) -> None:
+        """Also accept sign-in access tokens (``gateway.fleet``): ``check`` yields the caller or
+        raises the 401 ``GatewayError``. Static keys keep working side by side."""
+        self._tokens = check
+
+    def _authenticate(self, request: web.Request) -> InboundKey | Principal | None:
+        """The presented key, the signed-in caller, or ``None`` for an open gateway (no key
+        configured, allowed)."""
+        open_gateway = self._allow_unauthenticated and len(self._keys) == 0
+        if open_gateway and self._tokens is None:
             return None
         presented = presented_key(request.headers)
+        if open_gateway and presented is None:
+            return None
         if presented is None:
             raise GatewayError(
                 401,
@@ -67,6 +77,8 @@ class Authenticator:
             )
         key = self._keys.lookup(presented)
         if key is None:
+            if self._tokens is not None:
+                return self._tokens(presented)
             raise GatewayError(401, "invalid x-api-key", should_retry=False)
         return key
 
@@ -75,6 +87,8 @@ class Authenticator:
         key = self._authenticate(request)
         if key is None:
             return OPEN_PRINCIPAL
+        if isinstance(key, Principal):
+            return key
         if key.role is not Role.CLIENT:
             raise GatewayError(
                 403,
@@ -88,7 +102,7 @@ class Authenticator:
 
     def check_metrics(self, request: web.Request) -> None:
         key = self._authenticate(request)
-        if key is None or key.role is Role.METRICS:
+        if key is None or (isinstance(key, InboundKey) and key.role is Role.METRICS):
             return
         raise GatewayError(
             403,

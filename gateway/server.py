@@ -24,6 +24,7 @@ from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
 from gateway.errors import ClientInputError, GatewayError, error_body
+from gateway.fleet import signin
 from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
 from gateway.key_reload import KeyReloader
@@ -434,11 +435,13 @@ def create_app(
     metrics: GatewayMetrics | None = None,
     request_id_factory: Callable[[], str] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    signin_clock: Callable[[], float] = time.time,
 ) -> web.Application:
     """Build the aiohttp application. The provider is started and closed with the app.
 
     ``clock``: the monotonic seconds the gateway times requests and stream silences with (tests
     on a virtual-time event loop pass its ``loop.time``, the clock the watchdog's timers run on).
+    ``signin_clock``: the wall clock of fleet sign-in (token and grant expiry).
     """
     if provider is None:
         from gateway.providers.factory import build_provider
@@ -481,6 +484,7 @@ def create_app(
     app.router.add_get("/healthz", gateway.healthz)
     app.router.add_get("/readyz", gateway.readyz)
     app.router.add_get("/metrics", gateway.metrics_endpoint)
+    signin.register(app, settings, gateway.auth, signin_clock)  # fleet sign-in (issue 17)
 
     async def start_provider(_: web.Application) -> None:
         await provider.start()

@@ -80,7 +80,7 @@ def test_two_stages_on_one_slim_python_311_base() -> None:
     assert final[0] == ("FROM", "${PYTHON_IMAGE}")  # same interpreter path: the venv stays valid
     install = " ".join(args for name, args in builder if name == "RUN")
     # the extras come from the PROVIDERS build arg (tests/deploy/test_provider_images.py)
-    assert "--constraint constraints.txt" in install and '".[${providers}redis]"' in install
+    assert "--constraint constraints.txt" in install and '".[${providers}redis,fleet]"' in install
     assert "--only-binary=:all:" in install  # no compiler needed, even in the builder
     # the final stage installs nothing: no package manager, no pip, no compiler
     assert [name for name, _ in final if name in ("RUN", "ADD")] == ["RUN"]

@@ -107,10 +107,10 @@ def test_the_build_arg_defaults_to_every_provider_and_is_labelled() -> None:
 @pytest.mark.parametrize(
     ("providers", "extras"),
     [
-        ("all", ["all", "redis"]),
-        ("bedrock", ["bedrock", "redis"]),
-        ("vertex,foundry", ["vertex", "foundry", "redis"]),
-        ("anthropic", ["anthropic", "redis"]),
+        ("all", ["all", "redis", "fleet"]),
+        ("bedrock", ["bedrock", "redis", "fleet"]),
+        ("vertex,foundry", ["vertex", "foundry", "redis", "fleet"]),
+        ("anthropic", ["anthropic", "redis", "fleet"]),
     ],
 )
 def test_the_install_step_installs_the_named_extras(
@@ -128,6 +128,7 @@ def test_the_install_step_installs_the_named_extras(
         else:
             assert not sdks & installed, (provider, sdks & installed)
     assert "redis" in installed  # the session store, whatever the provider
+    assert {"authlib", "joserfc"} <= installed  # fleet sign-in, whatever the provider
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,26 @@
+"""The one call the app factory makes for fleet sign-in: :func:`register`.
+
+It imports the sign-in modules (and authlib / joserfc, the ``fleet`` extra) only when
+``GATEWAY_OIDC_ISSUER`` is set, so a gateway installed without the extra still starts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from gateway.config import Settings
+from gateway.inbound import Authenticator
+
+
+def register(
+    app: web.Application, settings: Settings, auth: Authenticator, clock: Callable[[], float] = time.time
+) -> None:
+    """Mount the sign-in routes and let ``auth`` accept sign-in tokens, when sign-in is on."""
+    if settings.signin.oidc_issuer is None:
+        return
+    from gateway.fleet import signin_routes
+
+    signin_routes.mount(app, settings, auth, clock)

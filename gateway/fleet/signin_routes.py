@@ -1,0 +1,262 @@
+"""The sign-in endpoints, registered on the app when ``GATEWAY_OIDC_ISSUER`` is set.
+
+* ``GET /.well-known/oauth-authorization-server``: RFC 8414 metadata (same-origin endpoints,
+  ``gateway_protocol_version: 1``);
+* ``POST /oauth/device_authorization``: RFC 8628 §3.1 (form; ``surface`` recorded, anything else
+  ignored, no ``client_id`` needed);
+* ``GET|POST /oauth/device``: the verification page (code entry), ``GET /oauth/callback`` (the IdP
+  redirects back here), ``POST /oauth/confirm`` (approve or deny);
+* ``POST /oauth/token``: the device-code and refresh grants; ``POST /oauth/revoke``: RFC 7009.
+
+OAuth endpoints answer ``{"error","error_description"}`` with ``cache-control: no-store``; the
+pages are HTML. :func:`mount` also makes the app's :class:`~gateway.inbound.Authenticator`
+accept the access tokens this service mints, beside the static keys.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final
+from urllib.parse import parse_qsl
+
+import orjson
+from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
+
+from gateway.config import Settings
+from gateway.fleet.claims import Refused
+from gateway.fleet.device import normalise_user_code
+from gateway.fleet.oidc_client import IdpError
+from gateway.fleet.signin_service import OAuthAnswer, SigninService, oauth_error
+from gateway.fleet.verification import (
+    SESSION_COOKIE,
+    code_entry_form,
+    confirm_form,
+    done_page,
+    new_session_id,
+    page,
+)
+from gateway.inbound import Authenticator
+
+SIGNIN_KEY: Final = web.AppKey("signin", SigninService)
+MAX_FORM_BYTES: Final = 16 * 1024
+NO_STORE: Final = {"cache-control": "no-store", "pragma": "no-cache"}
+
+
+def _json(answer: OAuthAnswer) -> web.Response:
+    return web.Response(
+        status=answer.status,
+        body=orjson.dumps(answer.body),
+        content_type="application/json",
+        headers=NO_STORE,
+    )
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    headers = {
+        **NO_STORE,
+        "x-frame-options": "DENY",
+        "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' *",
+    }
+    return web.Response(status=status, text=text, content_type="text/html", headers=headers)
+
+
+def _ip(request: web.Request) -> str:
+    return request.remote or "unknown"
+
+
+async def _form(request: web.Request) -> dict[str, str] | None:
+    """The urlencoded form (first value of each field), or ``None`` when it is not one or too big."""
+    if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
+        return None
+    body = b""
+    try:
+        async for chunk in request.content.iter_any():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                return None
+    except (RequestPayloadError, ConnectionResetError):  # broken framing, or the client left
+        return None
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        form.setdefault(name, value)
+    return form
+
+
+class SigninRoutes:
+    def __init__(self, service: SigninService) -> None:
+        self.service = service
+        self.base = service.settings.public_url or ""
+        self.secure = self.base.startswith("https://")
+
+    async def metadata(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "issuer": self.base,
+                "device_authorization_endpoint": f"{self.base}/oauth/device_authorization",
+                "token_endpoint": f"{self.base}/oauth/token",
+                "revocation_endpoint": f"{self.base}/oauth/revoke",
+                "grant_types_supported": ["urn:ietf:params:oauth:grant-type:device_code", "refresh_token"],
+                "token_endpoint_auth_methods_supported": ["none"],
+                "revocation_endpoint_auth_methods_supported": ["none"],
+                "response_types_supported": [],
+                "gateway_protocol_version": 1,
+            }
+        )
+
+    async def device_authorization(self, request: web.Request) -> web.Response:
+        if not self.service.start_limit.allow(_ip(request)):
+            self.service.audit_refusal("device_authorization_rate_limited", _ip(request))
+            return _json(
+                oauth_error(429, "slow_down", "too many sign-ins started from this address; wait a minute")
+            )
+        form = await _form(request)
+        if form is None:
+            return _json(oauth_error(400, "invalid_request", "expected a form-encoded body"))
+        answer = await self.service.device_authorization(form.get("surface", ""), _ip(request))
+        return _json(OAuthAnswer(200, answer))
+
+    async def token(self, request: web.Request) -> web.Response:
+        form = await _form(request)
+        if form is None:
+            return _json(oauth_error(400, "invalid_request", "expected a form-encoded body"))
+        return _json(await self.service.token(form, _ip(request)))
+
+    async def revoke(self, request: web.Request) -> web.Response:
+        form = await _form(request)
+        if form is None or not form.get("token"):
+            return _json(oauth_error(400, "invalid_request", "token is required"))
+        await self.service.revoke(form["token"], _ip(request))
+        return web.Response(status=200, headers=NO_STORE)
+
+    # -- the browser pages --------------------------------------------------------------------
+    def _session(self, request: web.Request) -> tuple[str, bool]:
+        existing = request.cookies.get(SESSION_COOKIE)
+        if existing and 16 <= len(existing) <= 64:
+            return existing, False
+        return new_session_id(), True
+
+    def _with_session(self, response: web.StreamResponse, session_id: str, fresh: bool) -> web.StreamResponse:
+        if fresh:
+            response.set_cookie(
+                SESSION_COOKIE, session_id, httponly=True, samesite="Lax", secure=self.secure, path="/oauth"
+            )
+        return response
+
+    async def device_page(self, request: web.Request) -> web.StreamResponse:
+        session_id, fresh = self._session(request)
+        prefilled = normalise_user_code(request.query.get("user_code", "")) or ""
+        form = code_entry_form("/oauth/device", self.service.csrf.token(session_id), prefilled)
+        return self._with_session(_html(form), session_id, fresh)
+
+    async def submit_code(self, request: web.Request) -> web.StreamResponse:
+        session_id, fresh = self._session(request)
+        csrf = self.service.csrf.token(session_id)
+        if not self.service.verify_limit.allow(_ip(request)):
+            self.service.audit_refusal("rate_limited", _ip(request))
+            text = code_entry_form(
+                "/oauth/device", csrf, "", "Too many attempts: wait a minute and try again."
+            )
+            return self._with_session(_html(text, 429), session_id, fresh)
+        form = await _form(request) or {}
+        if fresh or not self.service.csrf.check(session_id, form.get("csrf")):
+            self.service.audit_refusal("csrf", _ip(request))
+            text = code_entry_form("/oauth/device", csrf, "", "This form expired: enter the code again.")
+            return self._with_session(_html(text, 403), session_id, fresh)
+        user_code = normalise_user_code(form.get("user_code", ""))
+        grant = await self.service.grants.find(user_code) if user_code else None
+        if grant is None:
+            self.service.audit_refusal("unknown_user_code", _ip(request))
+            text = code_entry_form("/oauth/device", csrf, "", "That code is not valid or has expired.")
+            return self._with_session(_html(text, 400), session_id, fresh)
+        try:
+            url = await self.service.begin_login(grant, session_id)
+        except IdpError:
+            return _html(
+                page(
+                    "Sign-in unavailable", "<p>The identity provider cannot be reached. Try again later.</p>"
+                ),
+                503,
+            )
+        return web.Response(status=303, headers={**NO_STORE, "location": url})
+
+    async def callback(self, request: web.Request) -> web.StreamResponse:
+        state = request.query.get("state", "")
+        record = await self.service.attempt(state, request.cookies.get(SESSION_COOKIE)) if state else None
+        if record is None:
+            self.service.audit_refusal("callback_without_attempt", _ip(request))
+            return _html(
+                page("Sign-in expired", '<p>Start again from <a href="/oauth/device">the code page</a>.</p>'),
+                400,
+            )
+        if "error" in request.query or not request.query.get("code"):
+            self.service.audit_refusal("idp_error", _ip(request))
+            return _html(page("Sign-in failed", "<p>The identity provider did not sign you in.</p>"), 400)
+        try:
+            identity = await self.service.finish_login(state, record, request.query["code"], _ip(request))
+        except Refused as exc:
+            return _html(page("Sign-in refused", "<p></p>", str(exc)), 403)
+        except IdpError:
+            self.service.audit_refusal("idp_token_invalid", _ip(request))
+            return _html(
+                page("Sign-in failed", "<p>The identity provider's answer could not be verified.</p>"), 502
+            )
+        csrf = self.service.csrf.token(request.cookies[SESSION_COOKIE])
+        who = identity.email or identity.subject
+        return _html(confirm_form("/oauth/confirm", csrf, state, record["user_code"], who, record["surface"]))
+
+    async def confirm(self, request: web.Request) -> web.StreamResponse:
+        session_id = request.cookies.get(SESSION_COOKIE)
+        form = await _form(request) or {}
+        if not self.service.csrf.check(session_id, form.get("csrf")):
+            self.service.audit_refusal("csrf", _ip(request))
+            return _html(page("Sign-in expired", "<p>This form expired. Start again.</p>"), 403)
+        state = form.get("attempt", "")
+        record = await self.service.attempt(state, session_id) if state else None
+        if record is None or record.get("identity") is None:
+            return _html(page("Sign-in expired", "<p>This sign-in expired. Run /login again.</p>"), 400)
+        approve = form.get("decision") == "approve"
+        if not await self.service.decide(state, record, approve, _ip(request)):
+            return _html(
+                page("Sign-in expired", "<p>This code expired or was used. Run /login again.</p>"), 400
+            )
+        return _html(done_page(approve))
+
+
+def mount(
+    app: web.Application, settings: Settings, auth: Authenticator, clock: Callable[[], float] = time.time
+) -> None:
+    """Add the sign-in routes and let ``auth`` accept the tokens (``gateway.fleet.signin.register``)."""
+    holder: dict[str, SigninRoutes] = {}
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        service = await SigninService.build(settings.signin, settings.cache.session_store, clock)
+        app[SIGNIN_KEY] = service
+        holder["routes"] = SigninRoutes(service)
+        auth.accept_tokens(service.principal)
+        async with service.denylist.syncing():
+            yield
+        await service.close()
+
+    app.cleanup_ctx.append(lifecycle)
+
+    def route(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            result: web.StreamResponse = await getattr(holder["routes"], name)(request)
+            return result
+
+        return handler
+
+    app.router.add_get("/.well-known/oauth-authorization-server", route("metadata"))
+    app.router.add_post("/oauth/device_authorization", route("device_authorization"))
+    app.router.add_get("/oauth/device", route("device_page"))
+    app.router.add_post("/oauth/device", route("submit_code"))
+    app.router.add_get("/oauth/callback", route("callback"))
+    app.router.add_post("/oauth/confirm", route("confirm"))
+    app.router.add_post("/oauth/token", route("token"))
+    app.router.add_post("/oauth/revoke", route("revoke"))
