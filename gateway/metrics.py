@@ -1,6 +1,6 @@
 """Prometheus metrics of the gateway, on a registry of their own (one per app, so tests can run
 several gateways in one process). Labels are bounded: models are normalised to the catalogue,
-teams come from the key file, and no request, session, user or key id is ever a label.
+teams come from the key file (every signed-in user is `signed_in`), and no request, session, user or key id is ever a label.
 
 Metric names are an interface: the dashboards and alerts in ``dashboards/`` rely on them.
 """

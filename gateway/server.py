@@ -218,11 +218,12 @@ class Gateway:
             principal = scope.principal = self.auth.principal_for(request)
             scope.team = principal.team
             scope.client = await client_request(request, operation, self.settings.listener, scope.request_id)
-            self.team_slots.acquire(scope.team, len(self.keys.teams))
+            slots = principal.label  # a bounded set, like every label
+            self.team_slots.acquire(slots, len(self.keys.teams))
             try:
                 return await self._exchange(request, scope, send)
             finally:
-                self.team_slots.release(scope.team)
+                self.team_slots.release(slots)
         except GatewayError as exc:
             if outcome.status == 0:  # made by the gateway for this request (auth, body, preparation)
                 outcome.status, outcome.error_type, outcome.failure = exc.status, exc.error_type, exc.message
@@ -411,7 +412,7 @@ class Gateway:
             overhead_s=overhead,
             upstream_error=scope.upstream_error,
             served_model=served,
-            team=team,
+            team=team if scope.principal is None else scope.principal.label,
             usage=outcome.usage if cost is not None else None,
             cost=cost,
         )

@@ -3,13 +3,19 @@
 A static inbound key (``GATEWAY_API_KEYS``, the keys file) is a service account: its subject is
 ``key:<team>`` and its one group is its team. A bearer minted by the sign-in flow carries the
 IdP's subject, e-mail and groups. ``team`` is the label the existing per-team series and session
-isolation use: the key's team, or for a signed-in user the subject.
+isolation use: the key's team, or for a signed-in user the e-mail or subject. ``label`` is what
+metric series are labelled with, which must stay a bounded set: a key's team (from the keys file),
+or ``signed_in`` for every signed-in user (per-user and per-group figures are the fleet series',
+with their own bounds).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Final
+
+SIGNED_IN_LABEL: Final = "signed_in"
 
 
 class Source(enum.StrEnum):
@@ -25,6 +31,11 @@ class Principal:
     groups: tuple[str, ...] = ()
     email: str | None = None
     source: Source = Source.KEY
+
+    @property
+    def label(self) -> str:
+        """The bounded ``team`` label of metric series (never a user id)."""
+        return SIGNED_IN_LABEL if self.source is Source.TOKEN else self.team
 
     @classmethod
     def for_key(cls, team: str) -> Principal:

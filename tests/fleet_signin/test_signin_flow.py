@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet_signin.signin_stack import CLIENT_ID, STATIC_KEY, assert_error_shape, claims_of, signin_stack
+from tests.fleet_signin.signin_stack import (
+    ALICE,
+    CLIENT_ID,
+    STATIC_KEY,
+    assert_error_shape,
+    claims_of,
+    signin_stack,
+)
 
 USER_CODE = re.compile(r"^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$")
 
@@ -271,3 +278,19 @@ async def test_oauth_endpoints_answer_bad_input_in_the_oauth_shape(tmp_path: Pat
             assert response.status == 400 and (await response.json())["error"] == "invalid_request"
         async with stack.http.get(token) as response:  # the gateway's own 405, Anthropic-shaped
             assert response.status == 405
+
+
+async def test_signed_in_users_are_one_bounded_metrics_label(tmp_path: Path) -> None:
+    """Per-team series stay bounded: a signed-in user's spend is labelled ``signed_in``, never
+    with the user's e-mail or subject (per-user figures are the fleet series', bounded there)."""
+    metrics_key = "sk-metrics-signin-3b1f"
+    async with signin_stack(tmp_path, GATEWAY_METRICS_API_KEYS=metrics_key) as stack:
+        tokens = await stack.sign_in()
+        assert (await stack.message(tokens["access_token"]))[0] == 200
+        async with stack.http.get(
+            f"{stack.gateway_url}/metrics", headers={"x-api-key": metrics_key}
+        ) as response:
+            assert response.status == 200
+            exposition = await response.text()
+    assert 'team="signed_in"' in exposition
+    assert "alice" not in exposition and ALICE["sub"] not in exposition
