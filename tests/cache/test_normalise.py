@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.cache.breakpoints import locate_breakpoints
 from gateway.cache.latches import Latches
 from gateway.cache.normalise import CacheRules, normalise
-from gateway.prompt.breakpoints import locate_breakpoints
 from tests.support.cache_turns import TOOL_BASH, Turn, marked_blocks
 
 FIRST_PARTY = CacheRules("anthropic", normalise_billing_header=False, auto_cache=False)
