@@ -22,7 +22,7 @@ from gateway.cache.store import MemorySessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
-from tests.prompt.test_breakpoints import Built, requests
+from tests.cache.test_breakpoints import Built, requests
 
 EMULATOR = EmulatorConfig()
 KEYS = [
