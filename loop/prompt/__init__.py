@@ -43,6 +43,8 @@ Example (inside a coroutine)::
     body = {"model": model, "system": system.blocks, "tools": tools, "messages": messages}
     body = trim_breakpoints(body).body  # never more than 4 cache_control markers
     betas.extend(system.betas)  # extended-cache-ttl / prompt-caching-scope when used
+
+Public: ``__all__``; the modules inside are internal.
 """
 
 from gateway.cache.breakpoints import (

@@ -4,6 +4,8 @@ Give a run ``QueryParams(subagents=SubagentConfig(agents=[AgentDefinition(...)])
 gets the ``agent`` tool, and each call starts a child whose state changes (``TaskUpdate``:
 pending → running → completed | failed | killed) come out on the parent's event stream. Budgets
 nest, a parent's abort kills its children. ``SubagentPool`` is the same machinery for Python code.
+
+Public: ``__all__``; the modules inside are internal.
 """
 
 from loop.subagents.budget import Allowance, NestedBudget
