@@ -56,13 +56,13 @@ from gateway.cache.breakpoints import (
     trim_breakpoints,
 )
 from loop.prompt.assembly import AssembledSystem, assemble_system, join_sections, prefix_digest
+from loop.prompt.assembly_context import MCP_TOOL_PREFIX, AssemblyContext, tools_include_mcp
 from loop.prompt.cache_policy import (
     EXTENDED_CACHE_TTL_BETA,
     PROMPT_CACHING_SCOPE_BETA,
     dynamic_cache_control,
     static_cache_control,
 )
-from loop.prompt.context import MCP_TOOL_PREFIX, AssemblyContext, tools_include_mcp
 from loop.prompt.inputs import PromptInputs
 from loop.prompt.section_cache import SectionCache
 from loop.prompt.sections import (

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from loop.prompt.assembly_context import AssemblyContext
 from loop.prompt.cache_policy import betas_for, dynamic_cache_control, static_cache_control
-from loop.prompt.context import AssemblyContext
 from loop.prompt.inputs import PromptInputs
 from loop.prompt.sections import PromptPart, split_at_boundary
 
