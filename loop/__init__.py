@@ -1,5 +1,11 @@
 """switchyard's agent loop.
 
+Public: the names in ``__all__`` (``query``, its parameters, events and terminal reasons, the
+session, tools), and the subpackages whose docstring says "Public": ``loop.callers`` (model
+callers), ``loop.context``, ``loop.hooks``, ``loop.mcp``, ``loop.prompt`` (system prompt
+assembly), ``loop.subagents``, ``loop.testing`` (a scripted model, a virtual clock), ``loop.tools``
+and ``loop.tools.builtin``. Every other module is internal: import from the package.
+
 ::
 
     import loop

@@ -187,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.base_url and not args.api_key:
         parser.error("--base-url needs --api-key")
+    if args.base_url and (missing := _missing_sdk()) is not None:
+        print(f"switchyard agent: --base-url: {missing}", file=sys.stderr)
+        return EXIT_USAGE
     if not args.workspace.is_dir():
         parser.error(f"--workspace: not a directory: {args.workspace}")
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
@@ -203,6 +206,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _missing_sdk() -> str | None:
+    """Why ``--base-url`` cannot run (the SDK caller's message naming the extra), or None."""
+    try:
+        import loop.callers.sdk  # noqa: F401 - the official SDK, the ``sdk`` extra
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "anthropic":
+            raise
+        return str(exc)
+    return None
 
 
 def loop_config(args: argparse.Namespace) -> LoopConfig:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from pydantic import Field
 
-from loop.callers.sdk import SdkModelCaller
 from loop.config import LoopConfig
 from loop.deps import LoopDeps
 from loop.events import AssistantMessage
@@ -105,6 +104,8 @@ async def _run(base_url: str, api_key: str, model: str, root: Path) -> AgentDemo
     target.write_text(DEMO_BEFORE, encoding="utf-8")
     workspace = Workspace(root)
     rows: list[UsageRow] = []
+    from loop.callers.sdk import SdkModelCaller  # the sdk extra: imported when the demo runs
+
     async with SdkModelCaller(base_url, api_key, max_retries=0) as caller:
         run = query(
             QueryParams(

@@ -1,4 +1,4 @@
-"""The agent's system prompt, laid out the way Claude Code lays out its own (``gateway.prompt``).
+"""The agent's system prompt, laid out the way Claude Code lays out its own (``loop.prompt``).
 
 Static sections first (identity, how to work, tools, editing, safety, long sessions, finishing):
 identical for every session, user and workspace, joined into one ``system`` block with its own
@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from gateway.prompt import (
+from loop.messages import JSONObject
+from loop.prompt import (
     SYSTEM_PROMPT_DYNAMIC_BOUNDARY,
     AssembledSystem,
     AssemblyContext,
@@ -37,7 +38,6 @@ from gateway.prompt import (
     system_prompt_section,
     tools_include_mcp,
 )
-from loop.messages import JSONObject
 
 IDENTITY: Final = (
     "You are a software engineering agent working in a user's project through the tools you are "

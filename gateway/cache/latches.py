@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.prompt.breakpoints import locate_breakpoints
+from gateway.cache.breakpoints import locate_breakpoints
 
 DEFAULT_LATCHED_BETAS: Final = frozenset(
     {

@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gateway.cache.breakpoints import MAX_CACHE_BREAKPOINTS, JsonPath, locate_breakpoints, trim_breakpoints
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import is_billing_block
-from gateway.prompt.breakpoints import MAX_CACHE_BREAKPOINTS, JsonPath, locate_breakpoints, trim_breakpoints
 
 log = logging.getLogger("switchyard.cache")
 

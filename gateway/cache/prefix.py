@@ -103,7 +103,7 @@ class PrefixHashes:
 
 
 def _ttls(payload: Mapping[str, Any], marked: Iterable[int] | None) -> tuple[str, ...]:
-    from gateway.prompt.breakpoints import locate_breakpoints
+    from gateway.cache.breakpoints import locate_breakpoints
 
     return tuple(b.ttl for b in locate_breakpoints(payload, messages=marked))
 

@@ -1,1 +1,4 @@
-"""Stream framing: incremental SSE parsing/encoding and usage observation."""
+"""Stream framing: incremental SSE parsing/encoding and usage observation.
+
+Internal: the server's own.
+"""

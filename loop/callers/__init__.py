@@ -2,6 +2,8 @@
 
 ``SdkModelCaller`` needs the ``anthropic`` SDK (the ``sdk`` extra: ``pip install 'switchyard[sdk]'``);
 it is imported on first use, so the rest of the loop (and the gateway) runs without the SDK.
+
+Public: ``__all__``; the modules inside are internal.
 """
 
 from typing import TYPE_CHECKING, Any

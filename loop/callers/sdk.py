@@ -13,7 +13,12 @@ from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 
-import anthropic
+try:
+    import anthropic
+except ModuleNotFoundError as missing:  # the sdk extra is not installed: say which one to install
+    raise ModuleNotFoundError(
+        "the official SDK (anthropic) is not installed: pip install 'switchyard[sdk]'", name=missing.name
+    ) from missing
 
 from gateway.errors import error_type_for_status
 from loop.callers.errors import error_event

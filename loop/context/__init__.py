@@ -8,6 +8,8 @@ recognises the upstream's "too long" answers that ``loop.decide`` recovers from;
 breaker and the stored tool results live in a :class:`ContextSession` that outlives one run.
 
 Only the leaf modules are imported here (``loop.config`` imports this package).
+
+Public: ``__all__``; the modules inside are internal.
 """
 
 from loop.context.config import ContextConfig

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.prompt.section_cache import SectionCache
 from loop.context.result import StoredText
 from loop.messages import Message
+from loop.prompt.section_cache import SectionCache
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 

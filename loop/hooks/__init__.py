@@ -17,6 +17,8 @@ or, in code, with claude-agent-sdk style callbacks::
 
 See :mod:`loop.hooks.settings` (the file format), :mod:`loop.hooks.output` (what a hook answers),
 :mod:`loop.hooks.lifecycle` and :mod:`loop.hooks.tools` (what the answers do).
+
+Public: ``__all__``; the modules inside are internal (their docstrings document the formats).
 """
 
 from loop.hooks.context import HookContext

@@ -1,5 +1,8 @@
 """Tools from MCP servers (the official ``mcp`` package): the servers file, the connections, the
-tools (``mcp__<server>__<tool>``), resources and prompts. Imported on demand: ``import loop`` does not load ``mcp``."""
+tools (``mcp__<server>__<tool>``), resources and prompts. Imported on demand: ``import loop`` does not load ``mcp``.
+
+Public: ``__all__``; the modules inside are internal.
+"""
 
 from loop.mcp.config import (
     HttpServer,

@@ -5,6 +5,8 @@ gets the ``agent`` tool, and each call starts a child whose state changes (``Tas
 pending → running → completed | failed | killed) come out on the parent's event stream. Budgets
 nest, a parent's abort kills its children. ``SubagentPool`` is the same machinery for Python code;
 ``parse_agents`` / ``load_agents`` read Claude Code's agents JSON.
+
+Public: ``__all__``; the modules inside are internal.
 """
 
 from loop.subagents.agents_file import load_agents, parse_agents

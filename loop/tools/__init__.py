@@ -1,5 +1,8 @@
 """Tools: the declaration (``Tool``), the dispatcher (the security boundary), permissions and the
-streaming executor."""
+streaming executor.
+
+Public: ``__all__``; the modules inside are internal (``loop.tools.builtin`` is public too).
+"""
 
 from loop.tools.base import Tool, ToolContext, ToolError, ToolInput
 from loop.tools.content import Image, ToolResultContent

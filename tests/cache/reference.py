@@ -14,10 +14,10 @@ from typing import Any, Final
 
 import orjson
 
+from gateway.cache.breakpoints import locate_breakpoints, trim_breakpoints
 from gateway.cache.latches import Latches
 from gateway.cache.normalise import CacheRules
 from gateway.cache.prefix import PrefixHashes, is_billing_block, system_blocks
-from gateway.prompt.breakpoints import locate_breakpoints, trim_breakpoints
 
 log = logging.getLogger("switchyard.cache")
 
@@ -57,7 +57,7 @@ def _has_marker(block: Any) -> bool:
 
 
 def _ttls(payload: Mapping[str, Any]) -> tuple[str, ...]:
-    from gateway.prompt.breakpoints import locate_breakpoints
+    from gateway.cache.breakpoints import locate_breakpoints
 
     return tuple(b.ttl for b in locate_breakpoints(payload))
 

@@ -11,7 +11,7 @@ import pytest
 from gateway.cache.breaks import BreakReason, PreviousRequest, changed_segment, classify
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
 from gateway.streaming.usage import Usage
-from tests.cache.conftest import Turn
+from tests.support.cache_turns import Turn
 
 BETAS = ["context-1m-2025-08-07"]
 T0 = 1_800_000_000.0

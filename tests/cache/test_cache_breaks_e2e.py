@@ -11,16 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.cache.conftest import (
-    Answer,
-    CacheStack,
-    Turn,
-    cache_stack,
-    claude_code_session,
-    ordered_bytes,
-    strip_markers,
-    upstream_betas,
-)
+from tests.support.cache_stack import Answer, CacheStack, cache_stack, upstream_betas
+from tests.support.cache_turns import Turn, claude_code_session, ordered_bytes, strip_markers
 
 PROVIDERS = ["anthropic", "bedrock", "vertex", "foundry"]
 TOGGLED = "interleaved-thinking-2025-05-14"  # latchable, and offered by every upstream

@@ -21,7 +21,7 @@ from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
 from tests.cache import reference
-from tests.cache.conftest import TOOL_BASH, Turn
+from tests.support.cache_turns import TOOL_BASH, Turn
 
 BETAS = ["context-1m-2025-08-07"]
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
-from tests.cache.conftest import Turn
+from tests.support.cache_turns import Turn
 
 EPHEMERAL = {"type": "ephemeral"}
 ONE_HOUR = {"type": "ephemeral", "ttl": "1h"}

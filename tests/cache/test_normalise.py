@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.cache.breakpoints import locate_breakpoints
 from gateway.cache.latches import Latches
 from gateway.cache.normalise import CacheRules, normalise
-from gateway.prompt.breakpoints import locate_breakpoints
-from tests.cache.conftest import TOOL_BASH, Turn, marked_blocks
+from tests.support.cache_turns import TOOL_BASH, Turn, marked_blocks
 
 FIRST_PARTY = CacheRules("anthropic", normalise_billing_header=False, auto_cache=False)
 BEDROCK = CacheRules("bedrock", normalise_billing_header=True, auto_cache=False)

@@ -12,7 +12,7 @@ from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
-from tests.cache.conftest import TOOL_BASH, Turn
+from tests.support.cache_turns import TOOL_BASH, Turn
 
 SESSION = "e7ef4113-2efc-4c9e-9196-6e8446c0db6e"  # the tool-bash capture's session
 LATCHED = "interleaved-thinking-2025-05-14"

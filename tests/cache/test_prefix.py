@@ -7,7 +7,7 @@ import itertools
 from typing import Any
 
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from tests.cache.conftest import TOOL_BASH, Turn, marked_blocks
+from tests.support.cache_turns import TOOL_BASH, Turn, marked_blocks
 
 BETAS = ["context-1m-2025-08-07", "interleaved-thinking-2025-05-14"]
 

@@ -13,16 +13,16 @@ from hypothesis import strategies as st
 from emulators import EmulatorConfig
 from emulators.errors import ApiError
 from emulators.validation import validate_body
+from gateway.cache.breakpoints import MAX_CACHE_BREAKPOINTS, locate_breakpoints
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import prefix_hashes
 from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
-from gateway.prompt.breakpoints import MAX_CACHE_BREAKPOINTS, locate_breakpoints
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
-from tests.prompt.test_breakpoints import Built, requests
+from tests.cache.test_breakpoints import Built, requests
 
 EMULATOR = EmulatorConfig()
 KEYS = [

@@ -14,6 +14,7 @@ import orjson
 from hypothesis import event, given, reject, settings
 from hypothesis import strategies as st
 
+from gateway.cache.breakpoints import locate_breakpoints
 from gateway.cache.canonical import without_markers
 from gateway.cache.history import scan_messages
 from gateway.cache.latches import Latches
@@ -22,7 +23,6 @@ from gateway.cache.pipeline import CachePipeline
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
 from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
-from gateway.prompt.breakpoints import locate_breakpoints
 from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
 from tests.cache import reference

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.cache.conftest import CacheStack, Turn, cache_stack, claude_code_session, upstream_betas
+from tests.support.cache_stack import CacheStack, cache_stack, upstream_betas
+from tests.support.cache_turns import Turn, claude_code_session
 
 LATCHED = "context-1m-2025-08-07"
 

@@ -22,18 +22,11 @@ from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
 from gateway.server import create_app
-from tests.cache.conftest import (
-    Answer,
-    RedisServer,
-    Turn,
-    cache_breaks,
-    claude_code_session,
-    free_port,
-    post,
-    until,
-    upstream_betas,
-)
-from tests.conformance.conftest import FIRST_PARTY_KEY, GATEWAY_KEY
+from tests.support.cache_stack import Answer, cache_breaks, post, upstream_betas
+from tests.support.cache_turns import Turn, claude_code_session
+from tests.support.provider_stack import FIRST_PARTY_KEY, GATEWAY_KEY
+from tests.support.redis_server import RedisServer, free_port
+from tests.support.waiting import until
 
 LATCHED = "context-1m-2025-08-07"
 HASHES = prefix_hashes({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, [])

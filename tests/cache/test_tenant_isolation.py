@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cache.conftest import CacheStack, cache_stack, claude_code_session, upstream_betas
+from tests.support.cache_stack import CacheStack, cache_stack, upstream_betas
+from tests.support.cache_turns import claude_code_session
 
 LATCHED = "context-1m-2025-08-07"
 TEAM_A_KEY = "sk-team-a-0123456789"

@@ -8,7 +8,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.conformance.conftest import ProviderStack
+from tests.support.provider_stack import ProviderStack
 
 MODEL = "claude-sonnet-4-5"
 USER: list[dict[str, Any]] = [{"role": "user", "content": "What is the weather like in Paris?"}]

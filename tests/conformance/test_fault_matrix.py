@@ -21,7 +21,7 @@ import anthropic
 import orjson
 import pytest
 
-from tests.conformance.conftest import PROVIDERS, ProviderStack, provider_stack
+from tests.support.provider_stack import PROVIDERS, ProviderStack, provider_stack
 
 MODEL = "claude-sonnet-4-5"
 FAST = {

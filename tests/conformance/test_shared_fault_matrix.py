@@ -27,8 +27,8 @@ from gateway.providers.factory import build_provider
 from loop.callers.provider import ProviderModelCaller, StreamGuard, retry_policy
 from loop.events import StatusEvent
 from loop.request import ModelRequest
-from tests.conformance.conftest import PROVIDERS, ProviderStack, provider_stack, upstream_env
 from tests.conformance.test_fault_matrix import CASES, FAST, MODEL, Case, _calls
+from tests.support.provider_stack import PROVIDERS, ProviderStack, provider_stack, upstream_env
 
 STREAMING = [case for case in CASES if case.streaming]
 MESSAGES = [{"role": "user", "content": "Tell me about the weather"}]

@@ -11,7 +11,7 @@ import orjson
 import pytest
 import requests
 
-from tests.e2e.conftest import GATEWAY_KEY, StackFactory
+from tests.support.sdk_stack import GATEWAY_KEY, StackFactory
 
 MAP = '{"fast": "claude-haiku-4-5"}'
 USER = [{"role": "user", "content": "Hello there"}]

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from emulators import EmulatorConfig
-from tests.e2e.conftest import GATEWAY_KEY, UPSTREAM_KEY, Stack, StackFactory
+from tests.support.sdk_stack import GATEWAY_KEY, UPSTREAM_KEY, Stack, StackFactory
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real-clients"
 FIRST_PARTY = sorted(

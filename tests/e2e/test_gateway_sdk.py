@@ -7,7 +7,7 @@ import orjson
 import pytest
 import requests
 
-from tests.e2e.conftest import GATEWAY_KEY, METRICS_KEY, TEAM_KEY, UPSTREAM_KEY, Stack, StackFactory
+from tests.support.sdk_stack import GATEWAY_KEY, METRICS_KEY, TEAM_KEY, UPSTREAM_KEY, Stack, StackFactory
 
 MODEL = "claude-sonnet-4-6"
 USER = [{"role": "user", "content": "Hello there"}]

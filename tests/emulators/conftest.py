@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import anthropic
 import pytest
@@ -20,10 +17,7 @@ from emulators import (
     run_emulator,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-clients"
 _AMBIENT_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "CLOUD_ML_")
-MODEL = "claude-sonnet-4-6"
-"""A current (non-deprecated) model with a 2048-token cache minimum."""
 
 
 @pytest.fixture(autouse=True)
@@ -68,33 +62,3 @@ def client(threaded_emu: RunningEmulator) -> Iterator[anthropic.Anthropic]:
 async def aclient(emu: RunningEmulator) -> AsyncIterator[anthropic.AsyncAnthropic]:
     async with anthropic.AsyncAnthropic(api_key=DEFAULT_API_KEY, base_url=emu.base_url, max_retries=0) as sdk:
         yield sdk
-
-
-def block(message: Any, index: int) -> Any:
-    """Content block ``index`` of an SDK message, untyped (tests assert its type themselves)."""
-    return message.content[index]
-
-
-def body_of(error: anthropic.APIStatusError) -> dict[str, Any]:
-    """The decoded JSON body of an SDK status error."""
-    assert isinstance(error.body, dict)
-    return error.body
-
-
-def load_real_client_fixture(name: str) -> dict[str, Any]:
-    """A captured request (``headers`` as [name, value] pairs, ``body``, ``raw_path``) by file stem."""
-    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
-    return data
-
-
-def replay_headers(fixture: dict[str, Any], api_key: str = DEFAULT_API_KEY) -> list[tuple[str, str]]:
-    """The fixture's headers in order, minus hop-by-hop ones, with a valid ``x-api-key``."""
-    skip = {"content-length", "host", "connection", "accept-encoding", "x-api-key", "authorization"}
-    headers = [(k, v) for k, v in fixture["headers"] if k.lower() not in skip]
-    headers.append(("x-api-key", api_key))
-    return headers
-
-
-@pytest.fixture
-def real_client_fixture() -> Callable[[str], dict[str, Any]]:
-    return load_real_client_fixture

@@ -11,7 +11,8 @@ import pytest
 
 from emulators import DEFAULT_API_KEY, ManualClock, RunningEmulator
 from gateway.streaming.sse import SSEParser
-from tests.emulators.conftest import MODEL, load_real_client_fixture, replay_headers
+from tests.support.emulator_sdk import MODEL
+from tests.support.real_clients import load_real_client_fixture, replay_headers
 
 HEADERS = {
     "x-api-key": DEFAULT_API_KEY,

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from emulators import DEFAULT_API_KEY, RunningEmulator
-from tests.emulators.conftest import MODEL
+from tests.support.emulator_sdk import MODEL
 
 OTHER = "claude-haiku-4-5"
 HEADERS = {"x-api-key": DEFAULT_API_KEY, "anthropic-version": "2023-06-01"}

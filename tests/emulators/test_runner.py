@@ -26,7 +26,7 @@ from emulators import (
     get_state,
     run_emulator,
 )
-from tests.emulators.conftest import MODEL
+from tests.support.emulator_sdk import MODEL
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import anthropic
 import pytest
 
 from emulators import DEFAULT_API_KEY, RunningEmulator
-from tests.emulators.conftest import MODEL, body_of
+from tests.support.emulator_sdk import MODEL, body_of
 
 USER: Any = [{"role": "user", "content": "Hello"}]
 

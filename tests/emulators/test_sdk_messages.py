@@ -8,7 +8,7 @@ import anthropic
 import pytest
 
 from emulators import RunningEmulator
-from tests.emulators.conftest import MODEL, block
+from tests.support.emulator_sdk import MODEL, block
 
 USER: Any = [{"role": "user", "content": "Hello there, emulator"}]
 WEATHER: Any = {

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from emulators import DEFAULT_API_KEY, EmulatorConfig, RunningEmulator, run_emulator
-from tests.emulators.conftest import MODEL
+from tests.support.emulator_sdk import MODEL
 
 VALID: dict[str, Any] = {"model": MODEL, "max_tokens": 32, "messages": [{"role": "user", "content": "hi"}]}
 HEADERS = {

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from tests.support.gateway_stack import GatewayStack, start_stack
+from tests.support.gateway_stack import Connect, GatewayStack, StackFactory, start_stack
 from tests.support.raw_http import RawConnection
 from tests.support.threaded import LoopThread
-
-StackFactory = Callable[..., GatewayStack]
-Connect = Callable[[GatewayStack], RawConnection]
 
 
 @pytest.fixture

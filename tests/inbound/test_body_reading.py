@@ -11,8 +11,7 @@ import socket
 
 import pytest
 
-from tests.inbound.conftest import StackFactory
-from tests.support.gateway_stack import CLIENT_KEY
+from tests.support.gateway_stack import CLIENT_KEY, StackFactory
 from tests.support.log_lines import LogLines
 from tests.support.raw_http import request_bytes
 from tests.support.waiting import wait_until

@@ -20,9 +20,8 @@ import pytest
 from aiohttp import web
 
 from gateway.server import create_app
-from tests.inbound.conftest import Connect, StackFactory
 from tests.support.error_shape import assert_error
-from tests.support.gateway_stack import CLIENT_KEY
+from tests.support.gateway_stack import CLIENT_KEY, Connect, StackFactory
 from tests.support.log_lines import LogLines
 from tests.support.raw_http import RawConnection, RawResponse, request_bytes
 from tests.support.threaded import LoopThread

@@ -12,8 +12,8 @@ import logging
 import pytest
 
 from gateway.config import ConfigError, Settings
-from tests.inbound.conftest import Connect, StackFactory
 from tests.support.error_shape import assert_error
+from tests.support.gateway_stack import Connect, StackFactory
 from tests.support.log_lines import LogLines
 from tests.support.raw_http import request_bytes
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.inbound.conftest import Connect, StackFactory
-from tests.support.gateway_stack import CLIENT_KEY
+from tests.support.gateway_stack import CLIENT_KEY, Connect, StackFactory
 from tests.support.raw_http import request_bytes
 
 

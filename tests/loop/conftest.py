@@ -1,12 +1,10 @@
-"""A real stack on loopback, in the test's own event loop: emulator, and a gateway in front of it."""
+"""Fixtures for the loop tests: a real stack on loopback in the test's own event loop (emulator, and
+a gateway in front of it: ``tests.support.loop_stack``), and the loop's two model callers for it."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
-import orjson
 import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
@@ -15,29 +13,7 @@ from gateway.process import running
 from gateway.server import create_app
 from loop.callers import ProviderModelCaller, SdkModelCaller
 from loop.deps import ModelCaller
-
-GATEWAY_KEY = "sk-gw-loop-tests"
-UPSTREAM_KEY = "sk-upstream-loop-tests"
-MAX_RETRIES = 2
-"""Both the gateway server and the in-process provider caller retry twice, 1 ms apart."""
-
-
-@dataclass(frozen=True)
-class LoopStack:
-    emulator: RunningEmulator
-    gateway_url: str
-
-    def message_bodies(self) -> list[dict[str, Any]]:
-        """The Messages request bodies the emulator received, in order."""
-        return [orjson.loads(r.body) for r in self.emulator.requests if r.path.startswith("/v1/messages")]
-
-    def upstream_environ(self) -> dict[str, str]:
-        """The environment that points the in-process provider at the emulator."""
-        return {
-            "ANTHROPIC_API_KEY": UPSTREAM_KEY,
-            "ANTHROPIC_BASE_URL": self.emulator.base_url,
-            "GATEWAY_MAX_RETRIES": str(MAX_RETRIES),
-        }
+from tests.support.loop_stack import GATEWAY_KEY, MAX_RETRIES, UPSTREAM_KEY, LoopStack
 
 
 @pytest.fixture

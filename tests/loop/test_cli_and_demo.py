@@ -12,7 +12,7 @@ from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from loop.cli import main
 from loop.demo import DEMO_BEFORE, NEW_TEXT, run_agent_demo
 from loop.transitions import Completed
-from tests.loop.conftest import GATEWAY_KEY, LoopStack
+from tests.support.loop_stack import GATEWAY_KEY, LoopStack
 
 KEY = "sk-cli-test"
 

@@ -29,8 +29,8 @@ from loop.transitions import (
     PromptTooLong,
     Refusal,
 )
-from tests.loop.conftest import GATEWAY_KEY, MAX_RETRIES, LoopStack
 from tests.loop.support import pairing_violations, run_to_end
+from tests.support.loop_stack import GATEWAY_KEY, MAX_RETRIES, LoopStack
 
 
 @pytest.fixture

@@ -26,8 +26,8 @@ from loop.events import StatusEvent, Tombstone, ToolStarted
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.tools.base import Tool, ToolContext
 from loop.transitions import Completed, ModelFallback, NextTurn, OverloadRetry
-from tests.loop.conftest import GATEWAY_KEY, UPSTREAM_KEY, LoopStack
 from tests.loop.support import pairing_violations, run_to_end
+from tests.support.loop_stack import GATEWAY_KEY, UPSTREAM_KEY, LoopStack
 
 PRIMARY = "claude-sonnet-4-6"
 FALLBACK = "claude-haiku-4-5"

@@ -23,8 +23,8 @@ from loop.hooks import load_hooks
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.tools.builtin import builtin_tools
 from loop.transitions import Completed, NextTurn, StopHookBlocking, TokenBudgetContinuation
-from tests.loop.conftest import LoopStack
 from tests.loop.support import pairing_violations
+from tests.support.loop_stack import LoopStack
 
 # What a hook script written for Claude Code looks like: no jq, the event name read with python3,
 # the flag with sed; stderr + exit 2 to block.

@@ -20,8 +20,8 @@ from loop.mcp import McpConfigError, McpServerError, Permission, connect, parse_
 from loop.mcp.tools import result_content
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.transitions import Completed
-from tests.loop.conftest import GATEWAY_KEY, LoopStack
 from tests.loop.support import of_type, pairing_violations, run_to_end
+from tests.support.loop_stack import GATEWAY_KEY, LoopStack
 from tests.support.mcp_servers import everything_http, server_binary
 
 # --- the servers file -------------------------------------------------------------------------

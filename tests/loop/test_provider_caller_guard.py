@@ -18,7 +18,7 @@ from gateway.retry import RetryPolicy
 from loop.callers.provider import ProviderModelCaller, StreamGuard
 from loop.events import StatusEvent
 from loop.request import ModelRequest
-from tests.loop.conftest import UPSTREAM_KEY
+from tests.support.loop_stack import UPSTREAM_KEY
 
 
 class FaultyProvider(AnthropicProvider):

@@ -20,8 +20,8 @@ from loop.transitions import (
     StructuredOutputRetry,
     describe,
 )
-from tests.loop.conftest import GATEWAY_KEY, LoopStack
 from tests.loop.support import pairing_violations, run_to_end
+from tests.support.loop_stack import GATEWAY_KEY, LoopStack
 
 
 class Verdict(BaseModel):

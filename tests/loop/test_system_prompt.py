@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import loop
-from gateway.prompt import PROMPT_CACHING_SCOPE_BETA, SectionCache, static_prefix_variants
 from loop.context.session import ContextSession
+from loop.prompt import PROMPT_CACHING_SCOPE_BETA, SectionCache, static_prefix_variants
 from loop.system_prompt import AgentPrompt, default_parts
 from loop.testing import FakeModel, FakeResponse, VirtualClock, text
 from tests.loop.support import run_to_end

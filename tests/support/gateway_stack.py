@@ -6,6 +6,7 @@ The gateway is the real application served by ``gateway.process.running`` (the l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from emulators import EmulatorConfig, run_emulator
@@ -13,6 +14,7 @@ from emulators.runner import RunningEmulator
 from gateway.config import Settings
 from gateway.process import RunningServer, running
 from gateway.server import create_app
+from tests.support.raw_http import RawConnection
 from tests.support.threaded import LoopThread
 
 CLIENT_KEY = "sk-gw-hostile-client"
@@ -47,3 +49,10 @@ def start_stack(thread: LoopThread, **env: str) -> GatewayStack:
     settings = Settings.from_environ(environ)
     server = thread.enter(running(create_app(settings), "127.0.0.1", 0))
     return GatewayStack(server, emulator, settings)
+
+
+StackFactory = Callable[..., GatewayStack]
+"""``make_stack(**env)``: the fixture that starts a ``GatewayStack`` with extra settings."""
+Connect = Callable[[GatewayStack], RawConnection]
+"""``connect(stack)``: the fixture that opens a raw connection to the stack's gateway (closed
+after the test)."""

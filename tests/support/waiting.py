@@ -1,11 +1,12 @@
-"""Waiting for something another thread does (the server's loop thread writes the access line just
-after the client has the last byte of the answer)."""
+"""Waiting for something another thread or task does (the server's loop thread writes the access
+line just after the client has the last byte of the answer; a store writes in the background)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -20,3 +21,12 @@ def wait_until(probe: Callable[[], T], *, timeout_s: float = 10.0) -> T:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_s} s (last value {value!r})")
         time.sleep(0.005)
+
+
+async def until(predicate: Callable[[], Any], timeout_s: float = 5.0) -> None:
+    """Wait (polling every 10 ms) until ``await predicate()`` is true; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)

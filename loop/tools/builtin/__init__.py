@@ -1,4 +1,7 @@
-"""The built-in file tools, confined to one workspace directory."""
+"""The built-in file tools, confined to one workspace directory.
+
+Public: ``__all__``; the modules inside are internal.
+"""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.prompt import (
+from loop.prompt import (
     SYSTEM_PROMPT_DYNAMIC_BOUNDARY,
     DANGEROUS_uncached_system_prompt_section,
     DynamicBoundary,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from gateway.prompt.section_cache import SectionCache
 from gateway.provider_names import ProviderName
+from loop.prompt.section_cache import SectionCache
 
 MCP_TOOL_PREFIX: Final = "mcp__"
 """Tools named ``mcp__<server>__<tool>`` come from the user's MCP servers: per-user definitions."""
@@ -23,7 +23,7 @@ def tools_include_mcp(tools: Iterable[Mapping[str, Any]] | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class AssemblyContext:
-    """The per-request facts :func:`~gateway.prompt.assembly.assemble_system` depends on.
+    """The per-request facts :func:`~loop.prompt.assembly.assemble_system` depends on.
 
     ``provider`` accepts a :class:`~gateway.config.ProviderName` or its value (``"bedrock"``); an
     unknown name is a ``ValueError`` here rather than a silently lost cache scope later.

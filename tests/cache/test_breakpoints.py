@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.prompt import (
+from gateway.cache.breakpoints import (
     MAX_CACHE_BREAKPOINTS,
     count_breakpoints,
     locate_breakpoints,

@@ -6,7 +6,7 @@ of the hits). :func:`static_prefix_variants` runs the static sections under ever
 combination of a condition space and counts the distinct static texts.
 
 Which conditions are relevant is observed, not declared: every section runs against a tracing
-:class:`~gateway.prompt.inputs.PromptInputs` that records the names it looks up. The search starts
+:class:`~loop.prompt.inputs.PromptInputs` that records the names it looks up. The search starts
 from each condition's first value and widens to the cartesian product of the conditions read so
 far until no new condition is read. Since a deterministic section's path depends only on the
 values it reads, this finds every reachable read and every variant without enumerating conditions
@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.prompt.assembly import join_sections, prefix_digest
-from gateway.prompt.inputs import PromptInputs
-from gateway.prompt.sections import PromptPart, SystemPromptSection, split_at_boundary
+from loop.prompt.assembly import join_sections, prefix_digest
+from loop.prompt.inputs import PromptInputs
+from loop.prompt.sections import PromptPart, SystemPromptSection, split_at_boundary
 
 DEFAULT_MAX_COMBINATIONS: Final = 65_536
 
@@ -38,7 +38,7 @@ class VariantReport:
     variants: int
     """Distinct static-prefix texts over the explored combinations."""
     digests: frozenset[str]
-    """Their :func:`~gateway.prompt.assembly.prefix_digest` values."""
+    """Their :func:`~loop.prompt.assembly.prefix_digest` values."""
     conditions_read: tuple[str, ...]
     """Every input name read before the boundary (sorted)."""
     unexplored: tuple[str, ...]
@@ -93,7 +93,7 @@ async def static_prefix_variants(
     ``condition_space`` maps an input name to the values it can take at runtime (e.g.
     ``{"model": ("opus", "sonnet"), "fast_mode": (False, True)}``). Only static sections run,
     uncached and without a session. Raises the layout errors of
-    :func:`~gateway.prompt.sections.split_at_boundary`, and ``ValueError`` when the conditions read
+    :func:`~loop.prompt.sections.split_at_boundary`, and ``ValueError`` when the conditions read
     would need more than ``max_combinations`` evaluations.
     """
     static = split_at_boundary(parts).static

@@ -3,7 +3,7 @@
 Sections never reach for runtime state on their own: what they depend on (the model, the working
 directory, a user setting...) arrives as a :class:`PromptInputs`, a read-only mapping that also
 allows attribute access (``inputs.model`` is ``inputs["model"]``). Every lookup is recorded, hit or
-miss, so the 2^N guard (:mod:`gateway.prompt.variants`) learns which runtime conditions a section
+miss, so the 2^N guard (:mod:`loop.prompt.variants`) learns which runtime conditions a section
 depends on by watching it run rather than trusting a declaration that can be forgotten.
 
 A name that clashes with a ``Mapping`` method (``get``, ``keys``, ``items``, ``values``) must be

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.prompt.inputs import PromptInputs
-from gateway.prompt.sections import SystemPromptSection
+from loop.prompt.inputs import PromptInputs
+from loop.prompt.sections import SystemPromptSection
 
 
 class SectionCache:

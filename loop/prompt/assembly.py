@@ -1,8 +1,8 @@
 """Assemble the Messages API ``system`` blocks from sections: static block, dynamic block.
 
 The static sections (before the boundary) are joined with blank lines into ONE text block with
-:func:`~gateway.prompt.cache_policy.static_cache_control`; the dynamic ones into one block with
-:func:`~gateway.prompt.cache_policy.dynamic_cache_control`. A section whose text is ``None`` or
+:func:`~loop.prompt.cache_policy.static_cache_control`; the dynamic ones into one block with
+:func:`~loop.prompt.cache_policy.dynamic_cache_control`. A section whose text is ``None`` or
 blank is left out; a part with no text produces no block (so 0, 1 or 2 blocks, each carrying one
 breakpoint). Texts are used verbatim: the same session always gets the same bytes.
 
@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.prompt.cache_policy import betas_for, dynamic_cache_control, static_cache_control
-from gateway.prompt.context import AssemblyContext
-from gateway.prompt.inputs import PromptInputs
-from gateway.prompt.sections import PromptPart, split_at_boundary
+from loop.prompt.assembly_context import AssemblyContext
+from loop.prompt.cache_policy import betas_for, dynamic_cache_control, static_cache_control
+from loop.prompt.inputs import PromptInputs
+from loop.prompt.sections import PromptPart, split_at_boundary
 
 SECTION_SEPARATOR: Final = "\n\n"
 
@@ -55,8 +55,8 @@ class AssembledSystem:
 async def assemble_system(parts: Sequence[PromptPart], context: AssemblyContext) -> AssembledSystem:
     """Resolve every section for this request and build the ``system`` blocks.
 
-    Raises :class:`~gateway.prompt.sections.UncachedBeforeBoundaryError` when an uncached section
-    sits before the boundary, and :class:`~gateway.prompt.sections.PromptLayoutError` for other
+    Raises :class:`~loop.prompt.sections.UncachedBeforeBoundaryError` when an uncached section
+    sits before the boundary, and :class:`~loop.prompt.sections.PromptLayoutError` for other
     layout mistakes, before any ``compute`` runs.
     """
     layout = split_at_boundary(parts)

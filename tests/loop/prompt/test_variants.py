@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.prompt import (
+from loop.prompt import (
     SYSTEM_PROMPT_DYNAMIC_BOUNDARY,
     AssemblyContext,
     DANGEROUS_uncached_system_prompt_section,
@@ -18,7 +18,7 @@ from gateway.prompt import (
     static_prefix_variants,
     system_prompt_section,
 )
-from tests.prompt.support import reading
+from tests.support.counting_sections import reading
 
 BOOL = (False, True)
 SPACE = {"fast_mode": BOOL, "auto_memory": BOOL, "plan_mode": BOOL, "model": ("opus", "sonnet", "haiku")}

@@ -1,5 +1,9 @@
 """Cache-aware system prompt assembly: sections, a dynamic boundary, cache tiers, the 2^N guard.
 
+A client-side library: the loop's system prompt (``loop.AgentPrompt``) and context session use
+it, and so can any caller that builds system prompts. The breakpoint counting and trimming it
+re-exports live in ``gateway.cache.breakpoints``, the one piece the gateway's cache pipeline uses.
+
 The system prompt is a list of named sections split by :data:`SYSTEM_PROMPT_DYNAMIC_BOUNDARY`.
 The part before it is identical for every session, user and organisation and is cached with the
 broadest scope the upstream accepts (``scope: "global"`` on the first-party API without MCP
@@ -39,10 +43,11 @@ Example (inside a coroutine)::
     body = {"model": model, "system": system.blocks, "tools": tools, "messages": messages}
     body = trim_breakpoints(body).body  # never more than 4 cache_control markers
     betas.extend(system.betas)  # extended-cache-ttl / prompt-caching-scope when used
+
+Public: ``__all__``; the modules inside are internal.
 """
 
-from gateway.prompt.assembly import AssembledSystem, assemble_system, join_sections, prefix_digest
-from gateway.prompt.breakpoints import (
+from gateway.cache.breakpoints import (
     MAX_CACHE_BREAKPOINTS,
     Breakpoint,
     TrimResult,
@@ -50,16 +55,17 @@ from gateway.prompt.breakpoints import (
     locate_breakpoints,
     trim_breakpoints,
 )
-from gateway.prompt.cache_policy import (
+from loop.prompt.assembly import AssembledSystem, assemble_system, join_sections, prefix_digest
+from loop.prompt.assembly_context import MCP_TOOL_PREFIX, AssemblyContext, tools_include_mcp
+from loop.prompt.cache_policy import (
     EXTENDED_CACHE_TTL_BETA,
     PROMPT_CACHING_SCOPE_BETA,
     dynamic_cache_control,
     static_cache_control,
 )
-from gateway.prompt.context import MCP_TOOL_PREFIX, AssemblyContext, tools_include_mcp
-from gateway.prompt.inputs import PromptInputs
-from gateway.prompt.section_cache import SectionCache
-from gateway.prompt.sections import (
+from loop.prompt.inputs import PromptInputs
+from loop.prompt.section_cache import SectionCache
+from loop.prompt.sections import (
     SYSTEM_PROMPT_DYNAMIC_BOUNDARY,
     DANGEROUS_uncached_system_prompt_section,
     DynamicBoundary,
@@ -71,7 +77,7 @@ from gateway.prompt.sections import (
     split_at_boundary,
     system_prompt_section,
 )
-from gateway.prompt.variants import VariantReport, static_prefix_variants
+from loop.prompt.variants import VariantReport, static_prefix_variants
 
 __all__ = [
     "EXTENDED_CACHE_TTL_BETA",

@@ -5,14 +5,14 @@ between the static part (identical for every session, user and organisation: it 
 cache scope) and the dynamic part (session specific). Each section is one of:
 
 * :func:`system_prompt_section`: computed once per session, then memoised (the memo is the
-  session's :class:`~gateway.prompt.section_cache.SectionCache`);
+  session's :class:`~loop.prompt.section_cache.SectionCache`);
 * :func:`DANGEROUS_uncached_system_prompt_section`: recomputed on every request, so any change
   busts the cache from that point on. Its ``reason`` is mandatory: never read at runtime, it
   documents in the code why the cost is worth paying.
 
 ``compute`` is sync or async and returns ``str | None``; ``None`` or blank text leaves the
 section out. A ``compute`` with one required positional parameter receives the request's
-:class:`~gateway.prompt.inputs.PromptInputs`; one with none is called without arguments (so the
+:class:`~loop.prompt.inputs.PromptInputs`; one with none is called without arguments (so the
 ``lambda text=text: text`` idiom works).
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, TypeAlias, cast, final
 
-from gateway.prompt.inputs import PromptInputs
+from loop.prompt.inputs import PromptInputs
 
 SectionResult: TypeAlias = str | Awaitable[str | None] | None
 SectionCompute: TypeAlias = Callable[[], SectionResult] | Callable[[PromptInputs], SectionResult]

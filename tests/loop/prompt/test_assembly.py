@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from gateway.config import ProviderName
-from gateway.prompt import (
+from gateway.providers.betas import BODY_HALVES
+from loop.prompt import (
     EXTENDED_CACHE_TTL_BETA,
     PROMPT_CACHING_SCOPE_BETA,
     SYSTEM_PROMPT_DYNAMIC_BOUNDARY,
@@ -22,7 +23,6 @@ from gateway.prompt import (
     system_prompt_section,
     tools_include_mcp,
 )
-from gateway.providers.betas import BODY_HALVES
 
 PROMPT: list[PromptPart] = [
     system_prompt_section("identity", lambda: "You are a coding agent."),

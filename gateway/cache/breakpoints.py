@@ -1,5 +1,8 @@
 """Cache breakpoints of a whole request: find them, count them, keep at most four.
 
+Used by the cache pipeline (``latches``, ``normalise``, ``prefix``) and re-exported by the
+client-side prompt library ``loop.prompt``.
+
 The API accepts at most :data:`MAX_CACHE_BREAKPOINTS` ``cache_control`` markers per request and
 rejects the request otherwise. Markers are found where the API looks for them: on tools, system
 blocks, message content blocks and blocks nested in them (``tool_result`` content), plus the

@@ -1,11 +1,11 @@
-"""Helpers for the prompt tests: sections that count how often they run."""
+"""Sections for the prompt-assembly tests (``tests/loop/prompt/``) that count how often they run."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 
-from gateway.prompt import PromptInputs
+from loop.prompt import PromptInputs
 
 
 class Counter:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from gateway.prompt.context import AssemblyContext
+from loop.prompt.assembly_context import AssemblyContext
 
 EXTENDED_CACHE_TTL_BETA: Final = "extended-cache-ttl-2025-04-11"
 """The ``anthropic-beta`` value that goes with ``ttl: "1h"``."""

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.prompt import (
+from loop.prompt import (
     SYSTEM_PROMPT_DYNAMIC_BOUNDARY,
     AssemblyContext,
     DANGEROUS_uncached_system_prompt_section,
@@ -15,7 +15,7 @@ from gateway.prompt import (
     assemble_system,
     system_prompt_section,
 )
-from tests.prompt.support import AsyncCounter, Counter
+from tests.support.counting_sections import AsyncCounter, Counter
 
 
 def _context(session: SectionCache, **inputs: object) -> AssemblyContext:
