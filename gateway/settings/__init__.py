@@ -2,4 +2,6 @@
 
 Each section reads its own flat variables (``GATEWAY_*``, AWS, Vertex, Foundry) from the same
 environment; :mod:`gateway.config` composes them and runs the checks that span sections.
+
+Internal: read them through ``gateway.Settings`` (``settings.listener.port``, ...).
 """
