@@ -33,6 +33,7 @@ SECTION_STARTS: Final = {
     "stream_idle_warning_s": "Resilience",
     "log_level": "Operations",
     "session_store": "Prompt caching",
+    "telemetry_max_body_bytes": "Fleet telemetry (OTLP intake and forwarding)",
 }
 INDENT: Final = "      "
 WIDTH: Final = 100
