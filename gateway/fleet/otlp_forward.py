@@ -186,7 +186,7 @@ class OtlpForwarder:
                     outcome = "refused"
                 else:
                     failure = f"status {response.status}"
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except Exception as exc:  # ClientError, TimeoutError, OSError, ValueError (aiohttp's own checks)...
             failure = type(exc).__name__  # the class only: a message may hold the URL
         finally:
             destination.inflight -= 1
