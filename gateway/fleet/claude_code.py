@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from gateway.fleet.fleet_labels import user_label
-from gateway.fleet.fleet_metrics import FleetMetrics
+from gateway.fleet.fleet_metrics import DECISIONS, EDIT_TOOLS, FleetMetrics
 from gateway.fleet.otlp_decode import SumPoint
 from gateway.fleet.principal import Principal
 from gateway.fleet.topk import OTHER
@@ -52,8 +52,6 @@ TOKEN_TYPES: Final = {"input": "input", "output": "output", "cacheRead": "cache_
                       "cache_creation": "cache_creation"}  # fmt: skip
 LINE_TYPES: Final = frozenset({"added", "removed"})
 ACTIVE_TYPES: Final = frozenset({"user", "cli"})
-EDIT_TOOLS: Final = frozenset({"Edit", "Write", "NotebookEdit", "MultiEdit"})
-DECISIONS: Final = frozenset({"accept", "reject"})
 
 StreamKey = tuple[str, str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], int]
 
@@ -98,7 +96,7 @@ class ClaudeCodeRecorder:
             "claude_code.active_time.total": self._active_time,
             "claude_code.code_edit_tool.decision": self._edit_decision,
         }
-        self._user = ""
+        self._spent = 0.0  # this export's cost, for the top spenders (one amount per export)
 
     def record(self, principal: Principal, points: Iterable[SumPoint | None]) -> int:
         """Add every Claude Code point; the number recorded (other points are ignored)."""
@@ -108,7 +106,7 @@ class ClaudeCodeRecorder:
             self._primed.add(group)
             metrics.prime_group(group)
         metrics.active.saw(principal.subject, group)
-        self._user = user_label(principal)
+        self._spent = 0.0
         recorded = 0
         for point in points:
             if point is None:
@@ -124,6 +122,8 @@ class ClaudeCodeRecorder:
             recorded += 1
         if recorded:
             metrics.points_recorded.inc(recorded)
+        if self._spent > 0:
+            metrics.user_spend(user_label(principal), self._spent)
         return recorded
 
     def _sessions(self, group: str, point: SumPoint, value: float) -> None:
@@ -135,7 +135,7 @@ class ClaudeCodeRecorder:
 
     def _cost(self, group: str, point: SumPoint, value: float) -> None:
         self.metrics.cost.labels(group, metric_label(point.attributes.get("model", ""))).inc(value)
-        self.metrics.user_spend(self._user, value)
+        self._spent += value
 
     def _lines(self, group: str, point: SumPoint, value: float) -> None:
         self.metrics.lines.labels(group, _bounded(point.attributes.get("type"), LINE_TYPES)).inc(value)

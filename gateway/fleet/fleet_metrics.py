@@ -26,6 +26,7 @@ from gateway.fleet.fleet_labels import ActiveUsers, GroupLabels
 from gateway.fleet.otlp_signals import Reason, Signal
 from gateway.fleet.topk import OTHER, TopSpenders
 from gateway.metric_types import LoopCounter, LoopGauge
+from gateway.providers.models import FIRST_PARTY_MODELS
 
 SIGNIN_OUTCOMES: Final = ("success", "denied", "expired", "error", "refreshed", "revoked")
 REFUSAL_REASONS: Final = (
@@ -38,6 +39,9 @@ REFUSAL_REASONS: Final = (
     "revoked_token",
 )
 FORWARD_OUTCOMES: Final = ("delivered", "refused", "failed", "dropped_queue_full", "dropped_breaker_open")
+CATALOGUE_LABELS: Final = (*dict.fromkeys(entry.alias for entry in FIRST_PARTY_MODELS), OTHER)
+EDIT_TOOLS: Final = frozenset({"Edit", "Write", "NotebookEdit", "MultiEdit"})  # Claude Code's editing tools
+DECISIONS: Final = frozenset({"accept", "reject"})
 ACTIVE_WINDOW_S: Final = 24 * 3600.0
 ACTIVE_CAPACITY: Final = 100_000
 
@@ -46,8 +50,10 @@ class _ActiveUsersCollector(Collector):
     def __init__(self, active: ActiveUsers, groups: GroupLabels) -> None:
         self._active = active
         self._groups = groups
+        self.collections = 0  # how many times the registry was read (/metrics scrapes)
 
     def collect(self) -> Iterable[Metric]:
+        self.collections += 1
         family = GaugeMetricFamily(
             "gateway_fleet_active_users",
             "Callers whose Claude Code sent telemetry to this replica in the last 24 h, by group.",
@@ -182,7 +188,9 @@ class FleetMetrics:
             "1 from when a collector's circuit breaker opens until an export to it is tried again.",
             ["destination"], registry=r,
         )  # fmt: skip
-        r.register(_ActiveUsersCollector(self.active, groups))
+        self._collector = _ActiveUsersCollector(self.active, groups)
+        r.register(self._collector)
+        self._labelled_at: dict[str, int] = {}  # top user -> collections when its series appeared
         self.prime()
 
     def prime(self) -> None:
@@ -210,6 +218,11 @@ class FleetMetrics:
             self.lines.labels(group, kind)
         for kind in ("user", "cli"):
             self.active_time.labels(group, kind)
+        for model in CATALOGUE_LABELS:
+            self.cost.labels(group, model)
+        for tool in EDIT_TOOLS:
+            for decision in DECISIONS:
+                self.edit_decisions.labels(group, tool, decision)
 
     def prime_destination(self, destination: str) -> None:
         for signal in Signal:
@@ -227,9 +240,22 @@ class FleetMetrics:
         self.refusals.labels(reason if reason in REFUSAL_REASONS else OTHER).inc()
 
     def user_spend(self, user: str, amount: float) -> None:
-        """``amount`` USD for ``user``: under their own label while they are a top spender."""
+        """``amount`` USD for ``user``: under their own label while they are a top spender.
+
+        A user's series appears at zero when they earn a label, and counts from the first read
+        of the registry (a scrape) after that; until then their amounts go to ``other``. A counter
+        whose first sample is already above zero would be extrapolated by ``increase()``: this
+        way the top users plus ``other`` are exactly all the spend, in Prometheus too."""
         placement = self.top.add(user, amount)
         if placement.evicted is not None:
-            with contextlib.suppress(KeyError):  # never counted (its first amount was 0)
+            self._labelled_at.pop(placement.evicted, None)
+            with contextlib.suppress(KeyError):  # never created
                 self.user_cost.remove(placement.evicted)
-        self.user_cost.labels(placement.label).inc(amount)
+        label = placement.label
+        if placement.admitted:
+            self.user_cost.labels(label)
+            self._labelled_at[label] = self._collector.collections
+            label = OTHER
+        elif self._labelled_at.get(label) == self._collector.collections:
+            label = OTHER  # not scraped at zero yet
+        self.user_cost.labels(label).inc(amount)

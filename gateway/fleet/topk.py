@@ -27,6 +27,7 @@ OTHER: Final = "other"
 class Placement:
     label: str  # the user's own label, or ``OTHER``
     evicted: str | None = None  # the user who lost their label to make room, if one did
+    admitted: bool = False  # the user took a label with this amount
 
 
 class TopSpenders:
@@ -47,14 +48,14 @@ class TopSpenders:
             return Placement(user)
         if len(self._labelled) < self.k:
             self._labelled.add(user)
-            return Placement(user)
+            return Placement(user, admitted=True)
         if self.k == 0:
             return Placement(OTHER)
         weakest = min(self._labelled, key=lambda name: self._spend.get(name, 0.0))
         if self._spend[user] > self._spend.get(weakest, 0.0):
             self._labelled.discard(weakest)
             self._labelled.add(user)
-            return Placement(user, evicted=weakest)
+            return Placement(user, evicted=weakest, admitted=True)
         return Placement(OTHER)
 
     def _track(self, user: str, amount: float) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from gateway.fleet.fleet_labels import ActiveUsers, GroupLabels, user_label
 from gateway.fleet.fleet_metrics import FleetMetrics
@@ -41,7 +41,8 @@ def test_top_spenders_find_the_heavy_users_among_many() -> None:
 
 
 def test_user_cost_series_stay_bounded_and_evicted_series_go() -> None:
-    metrics = FleetMetrics(CollectorRegistry(), groups=GroupLabels((), 10), top_users=3)
+    registry = CollectorRegistry()
+    metrics = FleetMetrics(registry, groups=GroupLabels((), 10), top_users=3)
     for i in range(50):
         metrics.user_spend(f"user-{i}@example.com", 1.0 + i)  # each newcomer outspends the weakest
     series = {
@@ -51,7 +52,15 @@ def test_user_cost_series_stay_bounded_and_evicted_series_go() -> None:
         if sample.name == "gateway_fleet_user_cost_usd_total"
     }
     assert set(series) == {"user-47@example.com", "user-48@example.com", "user-49@example.com", OTHER}
-    assert series[OTHER] == 0  # every newcomer outspent the weakest holder and took its label
+    # every newcomer outspent the weakest holder and took its label; the amount that earned it a
+    # label is counted under other (the new series starts at zero), so the sum is all the spend
+    assert series[OTHER] == sum(1.0 + i for i in range(50))
+    assert sum(series.values()) == series[OTHER]
+    metrics.user_spend("user-49@example.com", 2.5)  # not scraped at zero yet: still other
+    assert metrics.user_cost.labels("user-49@example.com")._value.get() == 0
+    generate_latest(registry)  # a scrape saw the series at zero: from now on its own label
+    metrics.user_spend("user-49@example.com", 2.5)
+    assert metrics.user_cost.labels("user-49@example.com")._value.get() == 2.5
 
 
 def test_group_labels_configured_or_first_come() -> None:

@@ -60,13 +60,17 @@ async def test_protobuf_and_gzip_exports_become_group_series(tmp_path: Path) -> 
         recorder = Recorder()
         endpoint = f"{rig.base_url}/v1/metrics"
         assert await asyncio.to_thread(export_protobuf, endpoint, recorder.record(activity), ALPHA_KEY)
+        rig.metrics.exposition()  # a scrape between the exports
         assert await asyncio.to_thread(
             export_protobuf, endpoint, recorder.record(activity), ALPHA_KEY, gzip=True
         )
         assert_series(rig, "alpha", activity, times=2)  # delta points: each export adds its own
         assert rig.value("gateway_fleet_sessions_total", group="beta") == 0
         # the authenticated caller is the user, whatever user.email the client wrote
-        assert rig.value("gateway_fleet_user_cost_usd_total", user="key:alpha") == pytest.approx(0.52)
+        # (the first export earned the label and counts under other; after a scrape saw the new
+        # series at zero, the second counts under the label)
+        assert rig.value("gateway_fleet_user_cost_usd_total", user="key:alpha") == pytest.approx(0.26)
+        assert rig.value("gateway_fleet_user_cost_usd_total", user="other") == pytest.approx(0.26)
         users = {dict(k)["user"] for k in rig.samples("gateway_fleet_user_cost_usd_total")}
         assert users == {"key:alpha", "other"}
         assert rig.value("gateway_fleet_active_users", group="alpha") == 1
