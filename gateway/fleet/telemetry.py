@@ -38,7 +38,11 @@ _BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, FleetMetrics] = weakr
 
 
 def intake_available() -> bool:
-    return importlib.util.find_spec("opentelemetry.proto") is not None
+    """Whether ``opentelemetry-proto`` is installed (without importing it)."""
+    try:
+        return importlib.util.find_spec("opentelemetry.proto") is not None
+    except ModuleNotFoundError:  # no ``opentelemetry`` package at all
+        return False
 
 
 def fleet_metrics(registry: CollectorRegistry, settings: Settings) -> FleetMetrics:
