@@ -1,24 +1,25 @@
 """OTLP/HTTP request bodies (``/v1/metrics``, ``/v1/logs``, ``/v1/traces``): decoding and the answer.
 
-A body is an ``Export{Metrics,Logs,Trace}ServiceRequest`` (``opentelemetry-proto``) encoded as
-protobuf (``application/x-protobuf``) or as OTLP JSON (``application/json``: protobuf's JSON mapping,
-lowerCamelCase or original field names, integers as numbers or strings). Anything else, or bytes
-that do not decode, is a :class:`Rejected` with one of a few fixed reasons (the metric label); the
-caller still answers 200 (an exporter that gets an error logs it on every flush).
+A body is an ``Export{Metrics,Logs,Trace}ServiceRequest`` encoded as protobuf
+(``application/x-protobuf``: parsed into the ``opentelemetry-proto`` message) or as OTLP JSON
+(``application/json``: protobuf's JSON mapping, lowerCamelCase or original field names, 64-bit
+integers as numbers or strings; read with ``orjson`` and walked by ``gateway.fleet.otlp_json``).
+Anything else, or bytes that do not decode, is a :class:`Rejected` with one of a few fixed reasons
+(the metric label); the caller still answers 200 (an exporter that gets an error logs it on every
+flush).
 
 The answer has the request's content type (the OTLP/HTTP specification): an empty
-``Export*ServiceResponse``, or one whose ``partial_success`` says how many points, records or spans
-were not used and why.
+``Export*ServiceResponse``, or one whose ``partial_success`` says why the export was not used.
 
-Only ``Sum`` data points of metrics come out of :func:`sum_points`: the Claude Code metrics are all
-monotonic counters (``gateway.fleet.claude_code``). Attribute values are read as text.
+Only ``Sum`` data points of metrics come out (:meth:`Export.sum_points`): the Claude Code metrics
+are all monotonic counters (``gateway.fleet.claude_code``). Attribute values are read as text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -37,6 +38,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
+from gateway.fleet import otlp_json
 from gateway.fleet.otlp_signals import Reason, Signal
 
 PROTOBUF: Final = "application/x-protobuf"
@@ -68,17 +70,67 @@ def media_type(content_type: str | None) -> str | None:
     return None
 
 
-def decode(signal: Signal, media: str, body: bytes) -> Message:
-    """The export request in ``body``; :class:`Rejected` (``decode``) when it is not one."""
+@dataclass(frozen=True, slots=True)
+class Export:
+    """One decoded export request: how many points, log records or spans it holds, and (metrics)
+    its ``Sum`` points, read on demand."""
+
+    signal: Signal
+    items: int
+    _message: Message | None = None  # protobuf
+    _document: dict[str, Any] | None = None  # OTLP JSON, as orjson parsed it
+
+    def sum_points(self) -> Iterator[SumPoint | None]:
+        if self._message is not None:
+            assert isinstance(self._message, ExportMetricsServiceRequest)
+            return sum_points(self._message)
+        assert self._document is not None
+        return _json_sum_points(self._document)
+
+
+def decode(signal: Signal, media: str, body: bytes) -> Export:
+    """The export request in ``body``; :class:`Rejected` (``decode``) when it is not one.
+
+    Protobuf is parsed into the ``opentelemetry-proto`` message; OTLP JSON is read with ``orjson``
+    and walked (``gateway.fleet.otlp_json``: protobuf's own JSON parser costs ~40 times more),
+    its ``Sum`` points checked as they are read."""
+    if media == JSON:
+        try:
+            document = otlp_json.loads(body)
+            export = Export(signal, otlp_json.count(document, signal), _document=document)
+            if signal is Signal.METRICS:
+                for _ in export.sum_points():  # check the shape now: a bad body is rejected whole
+                    pass
+        except (otlp_json.JsonShapeError, RecursionError):
+            raise Rejected(Reason.DECODE) from None
+        return export
     message = _REQUESTS[signal]()
     try:
-        if media == PROTOBUF:
-            message.ParseFromString(body)
-        else:
-            json_format.Parse(body.decode("utf-8"), message, ignore_unknown_fields=True)
-    except Exception:  # DecodeError, ParseError, UnicodeDecodeError, RecursionError on deep JSON...
+        message.ParseFromString(body)
+    except Exception:  # DecodeError, and upb's nesting limit
         raise Rejected(Reason.DECODE) from None
-    return message
+    return Export(signal, items(signal, message), _message=message)
+
+
+def _json_sum_points(document: dict[str, Any]) -> Iterator[SumPoint | None]:
+    resources: dict[int, tuple[tuple[str, str], ...]] = {}
+    for resource, metric in otlp_json.leaves(document, Signal.METRICS):
+        key = id(resource)
+        if key not in resources:
+            resources[key] = tuple(sorted(otlp_json.attributes(resource).items()))
+        name, data = otlp_json.sum_data(metric)
+        if data is None:
+            continue  # counted by otlp_json.count; not a Sum
+        cumulative = otlp_json.is_cumulative(data)
+        for point in otlp_json.data_points(data):
+            yield SumPoint(
+                name,
+                otlp_json.attributes(point),
+                otlp_json.point_value(point),
+                cumulative,
+                otlp_json.start_ns(point),
+                resources[key],
+            )
 
 
 def items(signal: Signal, message: Message) -> int:

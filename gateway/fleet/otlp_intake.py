@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 from gateway.config import Settings
 from gateway.content_coding import BodyDecoder, content_coding
 from gateway.errors import GatewayError
 from gateway.fleet.claude_code import ClaudeCodeRecorder
 from gateway.fleet.fleet_metrics import FleetMetrics
-from gateway.fleet.otlp_decode import Rejected, decode, items, media_type, response, sum_points
+from gateway.fleet.otlp_decode import Rejected, decode, media_type, response
 from gateway.fleet.otlp_forward import OtlpForwarder
-from gateway.fleet.otlp_signals import PATHS, Reason
+from gateway.fleet.otlp_signals import PATHS, Reason, Signal
 from gateway.inbound import Authenticator
 
 
@@ -64,7 +63,7 @@ class TelemetryIntake:
             if media is None:
                 raise Rejected(Reason.CONTENT_TYPE)
             raw, body, coding = await self._read(request)
-            message = decode(signal, media, body)
+            export = decode(signal, media, body)
         except Rejected as refused:
             self.metrics.rejected.labels(signal.value, refused.reason.value).inc()
             answer, answer_type = response(
@@ -72,9 +71,9 @@ class TelemetryIntake:
             )
             return web.Response(body=answer, headers={"content-type": answer_type})
         self.metrics.exports.labels(signal.value).inc()
-        self.metrics.items.labels(signal.value).inc(items(signal, message))
-        if isinstance(message, ExportMetricsServiceRequest):
-            self.recorder.record(principal, sum_points(message))
+        self.metrics.items.labels(signal.value).inc(export.items)
+        if signal is Signal.METRICS:
+            self.recorder.record(principal, export.sum_points())
         if self.forwarder is not None:
             self.forwarder.submit(signal, raw, content_type, coding)
         answer, answer_type = response(signal, media)
