@@ -101,11 +101,7 @@ class ClaudeCodeRecorder:
     def record(self, principal: Principal, points: Iterable[SumPoint | None]) -> int:
         """Add every Claude Code point; the number recorded (other points are ignored)."""
         metrics = self.metrics
-        group = metrics.groups(principal)
-        if group not in self._primed:
-            self._primed.add(group)
-            metrics.prime_group(group)
-        metrics.active.saw(principal.subject, group)
+        group = ""  # found at the first Claude Code point: other exporters take no group label
         self._spent = 0.0
         recorded = 0
         for point in points:
@@ -114,14 +110,20 @@ class ClaudeCodeRecorder:
             handler = self._handlers.get(point.metric)
             if handler is None:
                 continue
+            if not group:
+                group = metrics.groups(principal)
+                if group not in self._primed:
+                    self._primed.add(group)
+                    metrics.prime_group(group)
             value = self.deltas.delta(principal.subject, point) if point.cumulative else point.value
             if not math.isfinite(value) or value < 0:  # a counter never goes down; NaN never counts
                 continue
             if value:
                 handler(group, point, value)
             recorded += 1
-        if recorded:
+        if recorded:  # a Claude Code client (another exporter's metrics make nobody active)
             metrics.points_recorded.inc(recorded)
+            metrics.active.saw(principal.subject, group)
         if self._spent > 0:
             metrics.user_spend(user_label(principal), self._spent)
         return recorded

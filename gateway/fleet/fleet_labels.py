@@ -64,7 +64,7 @@ def user_label(principal: Principal) -> str:
 
 
 class ActiveUsers:
-    """Callers whose clients sent telemetry within the last ``window_s`` seconds, per group.
+    """Callers whose clients sent Claude Code metrics within the last ``window_s`` seconds, per group.
 
     At most ``capacity`` callers are remembered (the least recently seen are forgotten first), so
     a flood of identities cannot grow memory. Per replica: a caller whose exports reach several

@@ -227,3 +227,22 @@ async def test_configured_groups_partition_callers(tmp_path: Path) -> None:
             "beta",
             "other",
         }
+
+
+async def test_other_exporters_metrics_are_received_not_recorded(tmp_path: Path) -> None:
+    """An export without any Claude Code metric is accepted (200) but takes no group label and makes
+    nobody an active Claude Code user."""
+    async with telemetry_rig(tmp_path, {"GATEWAY_TELEMETRY_MAX_GROUPS": "1"}) as rig:
+        quiet = Activity(sessions=0, cost={}, tokens={}, lines={}, commits=0, pull_requests=0, active={},
+                         decisions={})  # fmt: skip
+        body = otlp_json(Recorder().record(quiet))  # only the unrelated library's counter
+        status, _, _ = await post(rig, "/v1/metrics", body, "application/json", key=BETA_KEY)
+        assert status == 200
+        assert rig.value("gateway_fleet_telemetry_items_total", signal="metrics") == 1
+        assert rig.value("gateway_fleet_telemetry_points_recorded_total") == 0
+        assert {dict(k)["group"] for k in rig.samples("gateway_fleet_active_users")} == {"other"}
+        # the one group label is still free for the first Claude Code client
+        body = otlp_json(Recorder().record(Activity()))
+        assert (await post(rig, "/v1/metrics", body, "application/json"))[0] == 200
+        assert rig.value("gateway_fleet_sessions_total", group="alpha") == 1
+        assert rig.value("gateway_fleet_active_users", group="alpha") == 1
