@@ -5,7 +5,8 @@
 
 Every panel queries the metrics of ``gateway/metrics.py`` (in the reliability dashboard's
 "Connections" row, the connection layer's collector ``gateway/connection_events.py`` and the team
-in-flight cap of ``gateway/transport.py``; in its "Agent loop" row, ``gateway/loop_metrics.py``)
+in-flight cap of ``gateway/transport.py``; in its "Agent loop" row, ``gateway/loop_metrics.py``;
+the Fleet dashboard, ``fleet_panels.py``, the fleet series of ``gateway/fleet/fleet_metrics.py``)
 through the ``$datasource`` variable,
 honours the ``$job``, ``$namespace`` and ``$instance`` variables (the scrape target: one deployment
 among several on one Prometheus, one pod) in every selector, and ``$provider``, ``$model`` and
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # panel_kit beside this file, however it runs
+from fleet_panels import fleet_panels, fleet_variables
 from panel_kit import (
     DS,
     PER_HOUR,
@@ -277,29 +279,33 @@ def loop_panels() -> list[Panel]:
     ]  # fmt: skip
 
 
-def variables() -> list[dict[str, Any]]:
-    def query(name: str, label: str, definition: str) -> dict[str, Any]:
-        return {
-            "type": "query",
-            "name": name,
-            "label": label,
-            "datasource": DS,
-            "definition": definition,
-            "query": {"query": definition, "refId": f"{name}-variable", "qryType": 1},
-            "refresh": 2,
-            "includeAll": True,
-            "multi": True,
-            "allValue": ".*",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "options": [],
-            "regex": "",
-            "sort": 1,
-            "hide": 0,
-        }
+def query(name: str, label: str, definition: str) -> dict[str, Any]:
+    return {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": DS,
+        "definition": definition,
+        "query": {"query": definition, "refId": f"{name}-variable", "qryType": 1},
+        "refresh": 2,
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "options": [],
+        "regex": "",
+        "sort": 1,
+        "hide": 0,
+    }
 
+
+DATASOURCE = {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
+              "current": {}, "options": [], "refresh": 1, "regex": "", "hide": 0}  # fmt: skip
+
+
+def variables() -> list[dict[str, Any]]:
     return [
-        {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
-         "current": {}, "options": [], "refresh": 1, "regex": "", "hide": 0},
+        DATASOURCE,
         query("job", "Job", "label_values(gateway_requests_total, job)"),
         query("namespace", "Namespace", 'label_values(gateway_requests_total{job=~"$job"}, namespace)'),
         query("instance", "Instance",
@@ -310,7 +316,13 @@ def variables() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Panel]) -> dict[str, Any]:
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    panels: list[Panel],
+    templating: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     x = y = row_height = 0
     for number, item in enumerate(panels, start=1):
         grid = item["gridPos"]
@@ -333,7 +345,7 @@ def dashboard(uid: str, title: str, description: str, panels: list[Panel]) -> di
         "time": {"from": "now-24h", "to": "now"},
         "timezone": "utc",
         "links": [LINKS],
-        "templating": {"list": variables()},
+        "templating": {"list": variables() if templating is None else templating},
         "annotations": {"list": []},
         "panels": panels,
     }
@@ -352,6 +364,11 @@ def dashboards() -> dict[str, dict[str, Any]]:
             "Errors, retries, fallbacks, the stream watchdog, latency and gateway overhead; connection "
             "caps, shedding and malformed HTTP; the agent loop's context management and recovery.",
             reliability_dashboard()),
+        "switchyard-fleet.json": dashboard(
+            "switchyard-fleet", "Switchyard / Fleet",
+            "Claude Code adoption and spend per group, top users by spend, what the fleet produced, "
+            "sign-ins and policy refusals, and the OTLP intake (gateway/fleet).",
+            fleet_panels(), fleet_variables(DATASOURCE, query)),
     }  # fmt: skip
 
 

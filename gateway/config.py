@@ -44,6 +44,7 @@ from gateway.settings.azure_foundry import FoundrySettings
 from gateway.settings.client_auth import AuthSettings
 from gateway.settings.first_party import AnthropicSettings
 from gateway.settings.fleet_signin import SigninSettings
+from gateway.settings.fleet_telemetry import TelemetrySettings
 from gateway.settings.listener import ListenerSettings
 from gateway.settings.model_policy import ModelSettings
 from gateway.settings.observability import ObservabilitySettings
@@ -88,6 +89,7 @@ class Settings(BaseModel):
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     signin: SigninSettings = Field(default_factory=SigninSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
     _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)

@@ -25,6 +25,7 @@ from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
 from gateway.errors import ClientInputError, GatewayError, error_body
 from gateway.fleet import signin
+from gateway.fleet.telemetry import install_telemetry
 from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
 from gateway.key_reload import KeyReloader
@@ -486,6 +487,7 @@ def create_app(
     app.router.add_get("/readyz", gateway.readyz)
     app.router.add_get("/metrics", gateway.metrics_endpoint)
     signin.register(app, settings, gateway.auth, signin_clock)  # fleet sign-in (issue 17)
+    install_telemetry(app, settings, gateway.auth, metrics.registry)  # OTLP intake (issue 17)
 
     async def start_provider(_: web.Application) -> None:
         await provider.start()

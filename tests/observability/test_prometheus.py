@@ -120,6 +120,8 @@ def panel_targets() -> list[tuple[str, str, str]]:
     """(dashboard title, panel title, expression) of every panel target."""
     found = []
     for path in sorted((DASHBOARDS / "grafana").glob("*.json")):
+        if path.name == "switchyard-fleet.json":  # OTLP traffic: tests/fleet/test_fleet_dashboard.py
+            continue
         document = orjson.loads(path.read_bytes())
         for panel in document["panels"]:
             for target in panel.get("targets", []):

@@ -1,0 +1,113 @@
+"""``POST /v1/metrics``, ``/v1/logs``, ``/v1/traces``: the OTLP/HTTP intake Claude Code exports to.
+
+The gateway protocol lists them among the bearer endpoints (fleet-gateway.md section 2): the
+caller authenticates as on ``/v1/messages`` (a static key or a signed-in bearer), and who sent the
+data is that caller, whatever the data's attributes claim. Without a valid bearer the answer is the
+protocol's ``401 authentication_error`` with ``x-should-retry: false`` (section 3), counted as
+``reason="unauthenticated"``: data from nobody in particular cannot be attributed to a user or a
+group, and accepting it would let anyone write into the fleet's spend series.
+
+Everything an authenticated caller sends is answered 200 (an exporter that gets an error logs it
+on every flush, section 2): a body that is too large (``GATEWAY_TELEMETRY_MAX_BODY_BYTES``, before
+and after decompression), compressed with a coding the gateway does not decode or corrupt (gzip and
+deflate are decoded within the limits of ``gateway.content_coding``: a zip bomb stops after a
+bounded amount of work), of another content type, or not an OTLP export is answered 200 with an
+OTLP ``partial_success`` naming why, and counted in ``gateway_fleet_telemetry_rejected_total``.
+
+Accepted metrics feed the fleet series (``gateway.fleet.claude_code``); every accepted export of
+any signal is forwarded to the configured collectors (``gateway.fleet.otlp_forward``) as the client
+sent it (still compressed).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
+
+from gateway.config import Settings
+from gateway.content_coding import BodyDecoder, content_coding
+from gateway.errors import GatewayError
+from gateway.fleet.claude_code import ClaudeCodeRecorder
+from gateway.fleet.fleet_metrics import FleetMetrics
+from gateway.fleet.otlp_decode import Rejected, decode, media_type, response
+from gateway.fleet.otlp_forward import OtlpForwarder
+from gateway.fleet.otlp_signals import PATHS, Reason, Signal
+from gateway.inbound import Authenticator
+
+
+class TelemetryIntake:
+    def __init__(
+        self,
+        settings: Settings,
+        auth: Authenticator,
+        metrics: FleetMetrics,
+        forwarder: OtlpForwarder | None = None,
+    ) -> None:
+        self.max_bytes = settings.telemetry.telemetry_max_body_bytes
+        self.max_ratio = settings.listener.max_decompression_ratio
+        self.auth = auth
+        self.metrics = metrics
+        self.recorder = ClaudeCodeRecorder(metrics)
+        self.forwarder = forwarder
+
+    async def handle(self, request: web.Request) -> web.Response:
+        signal = PATHS[request.path]
+        try:
+            principal = self.auth.principal_for(request)
+        except GatewayError:
+            self.metrics.rejected.labels(signal.value, Reason.UNAUTHENTICATED.value).inc()
+            raise
+        content_type = request.headers.get("content-type", "")
+        media = media_type(content_type)
+        try:
+            if media is None:
+                raise Rejected(Reason.CONTENT_TYPE)
+            raw, body, coding = await self._read(request)
+            export = decode(signal, media, body)
+        except Rejected as refused:
+            self.metrics.rejected.labels(signal.value, refused.reason.value).inc()
+            answer, answer_type = response(
+                signal, media, error=f"export not accepted: {refused.reason.value}"
+            )
+            return web.Response(body=answer, headers={"content-type": answer_type})
+        self.metrics.exports.labels(signal.value).inc()
+        self.metrics.items.labels(signal.value).inc(export.items)
+        if signal is Signal.METRICS:
+            self.recorder.record(principal, export.sum_points())
+        if self.forwarder is not None:
+            self.forwarder.submit(signal, raw, content_type, coding)
+        answer, answer_type = response(signal, media)
+        return web.Response(body=answer, headers={"content-type": answer_type})
+
+    async def _read(self, request: web.Request) -> tuple[bytes, bytes, str | None]:
+        """(the bytes as sent, the decoded body, the content coding); :class:`Rejected` when the
+        body is too large, unreadable or not decodable."""
+        try:
+            coding = content_coding(request.headers)
+        except GatewayError:
+            raise Rejected(Reason.ENCODING) from None
+        length = request.content_length
+        if length is not None and length > self.max_bytes:
+            raise Rejected(Reason.TOO_LARGE)
+        # set when aiohttp's parser inflated the body already (a server not run by gateway.service)
+        inflated = getattr(request.content, "total_compressed_bytes", None) is not None
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in request.content.iter_any():
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise Rejected(Reason.TOO_LARGE)
+                chunks.append(chunk)
+        except (RequestPayloadError, ConnectionResetError):
+            raise Rejected(Reason.UNREADABLE) from None
+        raw = b"".join(chunks)
+        if coding is None or inflated:
+            return raw, raw, None
+        decoder = BodyDecoder(coding, self.max_bytes, self.max_ratio)
+        try:
+            decoder.feed(raw)
+            body = decoder.finish()
+        except GatewayError as exc:
+            raise Rejected(Reason.TOO_LARGE if exc.status == 413 else Reason.ENCODING) from None
+        return raw, body, coding
