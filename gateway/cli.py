@@ -31,6 +31,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         )
     settings.require_startable()
+    if settings.upstreams_file is not None:  # several upstreams (issue 18): validated before serving
+        from gateway.upstreams.config import upstreams_of
+
+        upstreams_of(settings)
     from gateway.service import check_listen, serve  # aiohttp: only once the settings are good
     from gateway.startup_summary import public_summary
 

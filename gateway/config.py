@@ -18,6 +18,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import (
     AliasChoices,
@@ -271,6 +272,19 @@ class Settings(BaseModel):
         frozenset({"bedrock", "vertex"}), alias="GATEWAY_NORMALISE_BILLING_HEADER"
     )
     """Comma-separated upstreams where Claude Code's per-request billing value is pinned."""
+
+    # --- upstreams (issue 18) ---
+    upstreams_file: Path | None = Field(None, alias="GATEWAY_UPSTREAMS_FILE")
+    """YAML or JSON file of several named upstreams and their routes (failover, session affinity, breakers); unset: the single upstream above."""
+    _upstreams: Any = PrivateAttr(None)  # gateway.upstreams.config.UpstreamsConfig, once loaded
+    _environ: Mapping[str, str] = PrivateAttr(default_factory=dict)  # only with GATEWAY_UPSTREAMS_FILE
+
+    @field_validator("upstreams_file", mode="before")
+    @classmethod
+    def _check_upstreams_file(cls, value: object) -> object:
+        return existing_file(value)
+
+    # --- end upstreams ---
 
     @field_validator(
         "allow_unauthenticated",
@@ -528,6 +542,8 @@ class Settings(BaseModel):
             problems.extend(cls._problems_besides(environ, failed, serving))
         except ConfigError as exc:
             problems.extend(exc.problems)
+        if settings is not None and settings.upstreams_file is not None:  # upstreams (issue 18)
+            settings._environ = dict(environ)  # each upstream overlays it (gateway.upstreams.config)
         if settings is not None and not unknown:
             settings._aws_variables = frozenset(config_checks.AWS_CHAIN_VARIABLES & environ.keys())
             settings._dropped_url_credentials = config_checks.url_credentials(
@@ -569,6 +585,20 @@ class Settings(BaseModel):
                 "GATEWAY_API_KEYS / GATEWAY_API_KEYS_FILE: no inbound API key configured; refusing to "
                 "start an open gateway (set GATEWAY_ALLOW_UNAUTHENTICATED=1 to allow it deliberately)"
             )
+
+    @property
+    def upstreams(self) -> Any:
+        """The loaded ``GATEWAY_UPSTREAMS_FILE`` (``gateway.upstreams.config.upstreams_of`` loads it)."""
+        return self._upstreams
+
+    @property
+    def source_environ(self) -> Mapping[str, str]:
+        """The environment these settings came from, kept only with GATEWAY_UPSTREAMS_FILE (issue 18:
+        each upstream's settings are it overlaid with the upstream's values)."""
+        return self._environ
+
+    def adopt_upstreams(self, upstreams: Any) -> None:
+        self._upstreams = upstreams
 
     @property
     def inbound_keys(self) -> tuple[InboundKey, ...]:
