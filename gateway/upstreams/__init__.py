@@ -45,7 +45,6 @@ def build(
     providers: Mapping[str, Provider],
     *,
     clock: Callable[[], float] = time.time,
-    breaker_sync_s: float = 1.0,
 ) -> UpstreamSet:
     config = upstreams_of(settings)
     assert config is not None, "GATEWAY_UPSTREAMS_FILE is not set"
@@ -67,7 +66,7 @@ def build(
             names,
             config.breaker,
             shared,
-            sync_s=breaker_sync_s,
+            sync_s=config.breaker.sync_s,
             clock=clock,
             on_change=metrics.breaker_changed,
         )

@@ -17,7 +17,7 @@
         upstreams: [bedrock-us, vertex-east]
         weights: [3, 1]                  # optional: spreads new sessions over the list
     affinity: {return_after_s: 300, max_sessions: 100000, idle_s: 7200}
-    breaker: {failures: 5, window_s: 30, open_s: 30, half_open_probes: 1}
+    breaker: {failures: 5, window_s: 30, open_s: 30, half_open_probes: 1, sync_s: 1}
     failover: {same_upstream_retries: 1}
     probe: {interval_s: 0, timeout_s: 5}
 
@@ -119,6 +119,7 @@ class BreakerOptions(_Strict):
     window_s: float = Field(30.0, gt=0)
     open_s: float = Field(30.0, gt=0)
     half_open_probes: int = Field(1, ge=1)
+    sync_s: float = Field(1.0, ge=0)  # with Redis: read the other replicas' breakers at most this often
 
 
 class FailoverOptions(_Strict):

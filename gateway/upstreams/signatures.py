@@ -6,8 +6,10 @@ no guarantee that another provider's endpoint accepts it, and a signature that f
 model is a 400"; Claude Code's own model fallback strips them first). So when a session's history
 was produced on one provider (first party, Bedrock, Vertex, Foundry) and a request of it goes to
 another, the ``thinking`` and ``redacted_thinking`` blocks of its assistant turns are left out.
-When that leaves the last assistant turn without its leading thinking block while the request
-enables thinking (the API then refuses the turn), ``thinking`` is left out of that one request.
+When that leaves the last assistant turn of a tool loop (a ``tool_use`` answered by the request's
+``tool_result``) without its leading thinking block while the request enables thinking (the API
+then refuses it: "a final assistant message must start with a thinking block"), ``thinking`` is
+left out of that one request.
 Moves between two upstreams of the same provider (two Bedrock regions) keep them.
 """
 
@@ -40,9 +42,10 @@ def strip_thinking(client: ClientRequest) -> tuple[ClientRequest, int]:
         kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in THINKING_TYPES)]
         removed += len(content) - len(kept)
         first = content[0] if content else None
-        last_lost_lead = (
+        lost_lead = (
             len(kept) != len(content) and isinstance(first, dict) and first.get("type") in THINKING_TYPES
         )
+        last_lost_lead = lost_lead and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in kept)
         if len(kept) == len(content):
             rebuilt.append(message)
         else:  # a turn that was only thinking keeps a placeholder (empty text blocks are refused)

@@ -213,3 +213,37 @@ async def test_every_candidate_overloaded_is_529_with_retry_after(
         # one try each, the last candidate with the request's own retry budget (an SDK client that
         # retries itself gets one gateway retry); the second request found every breaker open
         assert [fleet.served(n) for n in ("primary", "bedrock", "vertex", "foundry")] == [1, 1, 1, 2]
+
+
+async def test_a_move_between_providers_leaves_thinking_signatures_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with four_upstreams(tmp_path, monkeypatch, providers=("anthropic", "bedrock")) as fleet:
+        client = fleet.client("s-thinking")
+        thinking = {"type": "enabled", "budget_tokens": 1024}
+        history: list[anthropic.types.MessageParam] = [{"role": "user", "content": "think first"}]
+        first = await client.messages.create(
+            model=MODEL,
+            max_tokens=2048,
+            system=SYSTEM,
+            thinking=thinking,
+            messages=history,  # type: ignore[arg-type]
+        )
+        assert first.content[0].type == "thinking" and first.content[0].signature
+        history += [
+            {"role": "assistant", "content": [block.model_dump() for block in first.content]},  # type: ignore[misc]
+            {"role": "user", "content": "and now?"},
+        ]
+        fleet.emulators["primary"].set_fault(STORM)
+        second = await client.messages.create(
+            model=MODEL,
+            max_tokens=2048,
+            system=SYSTEM,
+            thinking=thinking,
+            messages=history,  # type: ignore[arg-type]
+        )
+        assert second.content
+        sent = [r for r in fleet.emulators["bedrock"].requests if r.method == "POST"]
+        assert len(sent) == 1
+        assert first.content[0].signature.encode() not in sent[0].body
+        assert b'"thinking"' in sent[0].body  # thinking stays on: the last assistant turn was not a tool call
