@@ -87,6 +87,7 @@ class UpstreamMetrics:
             self.health.labels(name).set(1)
             self.breaker.labels(name).set(0)
             self.move_writes.labels(name)
+            self.latency.labels(name)
             for reason in SELECTION_REASONS:
                 self.selected.labels(name, reason)
 
