@@ -296,9 +296,11 @@ class Gateway:
         provider: str,
         retrying: ClientRetries,
         retry_key: RequestKey,
+        upstream_name: str | None = None,
     ) -> web.StreamResponse:
         """Answer the client from the retry loop's outcome: the error, or the upstream's answer
-        relayed (a stream through ``StreamRelay``, with its non-streaming fallback on ``send``)."""
+        relayed (a stream through ``StreamRelay``, with its non-streaming fallback on ``send``).
+        ``upstream_name``: the named upstream that answered (several upstreams: ``x-gateway-upstream``)."""
         client = scope.client
         assert client is not None
         operation = client.operation
@@ -307,6 +309,8 @@ class Gateway:
         extra = {"x-client-request-id": client.request_id, "x-gateway-retries": str(attempt.retries)}
         if attempt.model_fallback is not None:
             extra["x-gateway-model-fallback"] = attempt.model_fallback
+        if upstream_name is not None:
+            extra["x-gateway-upstream"] = upstream_name
         advice = self._final_advice(attempt, retrying, retry_key, provider)
         if attempt.error is not None:
             exc = attempt.error

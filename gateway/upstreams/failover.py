@@ -276,8 +276,16 @@ class UpstreamSet:
                 scope.upstream_error = "overloaded_error"
                 raise error
             await self._place(session_id, team, served, failures, plan, attempt, placement)
+            scope.provider = served.kind.value
             return await gateway._respond(
-                request, scope, attempt, served.send(operation), served.kind.value, retrying, retry_key
+                request,
+                scope,
+                attempt,
+                served.send(operation),
+                served.kind.value,
+                retrying,
+                retry_key,
+                served.name,
             )
         finally:
             gateway.metrics.inflight_requests.dec()

@@ -34,6 +34,17 @@ async def test_all_four_serve_in_route_order(tmp_path: Path, monkeypatch: pytest
         assert fleet.served("primary") == 1
         assert fleet.served("bedrock") == fleet.served("vertex") == fleet.served("foundry") == 0
         assert fleet.metric("gateway_upstream_selected_total", upstream="primary", reason="route") == 1
+        fleet.emulators["primary"].set_fault(STORM)
+        raw = await fleet.client("s-2").messages.with_raw_response.create(
+            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+        assert raw.headers["x-gateway-upstream"] == "bedrock"  # which upstream answered
+        assert (
+            fleet.metric(
+                "gateway_requests_total", provider="bedrock", model=MODEL, stream="false", status_class="2xx"
+            )
+            == 1
+        )
 
 
 class Clock:
