@@ -245,15 +245,22 @@ def report(results: Mapping[str, RunResult], minimum: float) -> dict[str, Any]:
     base = results["no_outage"].cost
     ours = results["affinity"].cost - base
     anchor = results["per_request"].cost - base
+    over_minimum = ours / minimum if minimum > 0 else None
+    versus = anchor / ours if ours > 0 else None
     return {
+        "passed": {
+            "affinity_over_minimum": over_minimum is not None and over_minimum <= TARGET_OVER_MINIMUM,
+            "per_request_over_affinity": versus is not None and versus >= TARGET_VS_PER_REQUEST,
+            "no_request_lost": all(r.failed == 0 for r in results.values()),
+        },
         "runs": {
             name: dataclasses.asdict(r) | {"served_by": None, "read": None} for name, r in results.items()
         },
         "increase_affinity_usd": ours,
         "increase_per_request_usd": anchor,
         "minimum_increase_usd": minimum,
-        "affinity_over_minimum": ours / minimum if minimum > 0 else None,
-        "per_request_over_affinity": anchor / ours if ours > 0 else None,
+        "affinity_over_minimum": over_minimum,
+        "per_request_over_affinity": versus,
         "targets": {
             "affinity_over_minimum_max": TARGET_OVER_MINIMUM,
             "per_request_over_affinity_min": TARGET_VS_PER_REQUEST,
@@ -285,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps(summary, indent=2, default=str))
     if args.json is not None:
         args.json.write_text(json.dumps(summary, indent=2, default=str))
-    return 0
+    return 0 if all(summary["passed"].values()) else 1
 
 
 if __name__ == "__main__":
