@@ -73,6 +73,8 @@ class BreakerBoard:
         circuit = self._circuits[name]
         if state is BreakerState.HALF_OPEN and circuit.probes < self.options.half_open_probes:
             circuit.probes += 1
+            if circuit.probes == 1:  # the first probe of this half-open period: say so
+                self._notify(name)
             return True
         return False
 

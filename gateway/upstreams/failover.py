@@ -120,8 +120,12 @@ class UpstreamSet:
         self.breakers = breakers
         self.placements = placements
         self.metrics = metrics
-        self.router = Router(config)
         self.health = PassiveHealth(metrics, breakers)
+        # a placement's time is refreshed at most this often (it only decides when a moved session
+        # may return: an error of a tenth of return_after_s, at most a minute, is immaterial)
+        return_after = config.affinity.return_after_s
+        self._refresh_s = 60.0 if return_after is None else min(60.0, return_after / 10)
+        self.router = Router(config, slack_s=self._refresh_s)
         self.probe: ActiveProbe | None = None
         self._probe_task: asyncio.Task[None] | None = None
         self.clock = clock  # wall-clock seconds (placements and breakers are shared by replicas)
@@ -255,7 +259,7 @@ class UpstreamSet:
                 if not last:
                     if attempt.response is not None:
                         attempt.response.close()
-                    log.warning(
+                    log.info(
                         "upstream %s failed (%s); trying the next one (request %s)",
                         name,
                         reason,
@@ -321,7 +325,15 @@ class UpstreamSet:
             self.metrics.moves.labels(plan.home, served.name, reason).inc()
             mixed = mixed or self.upstreams[plan.home].kind is not served.kind
             log.info("session moved from upstream %s to %s (%s)", plan.home, served.name, reason)
-        await self.placements.put(team, session_id, Placement(served.name, self.clock(), mixed))
+        now = self.clock()
+        if (
+            placement is not None
+            and placement.upstream == served.name
+            and placement.mixed == mixed
+            and now - placement.at < self._refresh_s
+        ):
+            return  # unchanged and recent: not rewritten on every request (one Redis write saved)
+        await self.placements.put(team, session_id, Placement(served.name, now, mixed))
 
     async def readyz(self) -> web.Response:
         """Ready while one upstream can serve (credentials present, breaker not open)."""

@@ -15,6 +15,7 @@ the file (bounded by it) and fixed reason words; never a session id.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry
@@ -22,6 +23,8 @@ from prometheus_client import CollectorRegistry
 from gateway.metric_types import LoopCounter, LoopGauge, LoopHistogram
 from gateway.metrics import LATENCY_BUCKETS
 from gateway.upstreams.breaker import BreakerState
+
+log = logging.getLogger("switchyard.upstreams")
 
 SELECTION_REASONS = ("route", "weighted", "affinity", "return", "breaker_open", "failover")
 MOVE_REASONS = (
@@ -92,5 +95,6 @@ class UpstreamMetrics:
                 self.selected.labels(name, reason)
 
     def breaker_changed(self, name: str, state: BreakerState) -> None:
+        log.warning("circuit breaker of upstream %s: %s", name, state.name.lower().replace("_", "-"))
         self.breaker.labels(name).set(int(state))
         self.health.labels(name).set(1 if state is BreakerState.CLOSED else 0)

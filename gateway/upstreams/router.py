@@ -38,10 +38,15 @@ class Plan:
 
 
 class Router:
-    def __init__(self, config: UpstreamsConfig, *, rng: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self, config: UpstreamsConfig, *, rng: Callable[[], float] = random.random, slack_s: float = 0.0
+    ) -> None:
+        """``slack_s``: how stale a placement's time may be (it is refreshed lazily): a session
+        returns only once it has surely been idle ``return_after_s``."""
         self._routes = config.routes
         self._all = Route(("*",), config.names(), None)
-        self._return_after_s = config.affinity.return_after_s
+        after = config.affinity.return_after_s
+        self._return_after_s = None if after is None else after + slack_s
         self._rng = rng
         self._cache: dict[str, Route] = {}
 

@@ -110,7 +110,13 @@ async def test_breaker_opens_half_opens_and_closes_on_the_injected_clock() -> No
     assert board.acquire("a")
     await board.success("a")
     assert board.state("a") is BreakerState.CLOSED and board.acquire("a")
-    assert [s for _, s in changes] == [BreakerState.OPEN, BreakerState.OPEN, BreakerState.CLOSED]
+    assert [s for _, s in changes] == [
+        BreakerState.OPEN,
+        BreakerState.HALF_OPEN,
+        BreakerState.OPEN,
+        BreakerState.HALF_OPEN,
+        BreakerState.CLOSED,
+    ]
 
 
 async def test_placements_are_bounded_and_expire() -> None:
