@@ -258,3 +258,34 @@ async def test_a_move_between_providers_leaves_thinking_signatures_behind(
         assert len(sent) == 1
         assert first.content[0].signature.encode() not in sent[0].body
         assert b'"thinking"' in sent[0].body  # thinking stays on: the last assistant turn was not a tool call
+
+
+async def test_active_probe_closes_a_half_open_breaker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    sections = {
+        "failover": {"same_upstream_retries": 0},
+        "breaker": {"failures": 1, "open_s": 10},
+        "probe": {"interval_s": 0.1, "timeout_s": 2, "model": MODEL},
+    }
+    async with four_upstreams(
+        tmp_path,
+        monkeypatch,
+        sections=sections,
+        providers=("anthropic", "vertex"),
+        app_kwargs={"wall_clock": clock},
+    ) as fleet:
+        fleet.emulators["primary"].set_fault(STORM)
+        await _turn(fleet.client(), "opens the breaker")
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2
+        fleet.emulators["primary"].set_fault("")
+        clock.now += 11  # half-open: the next probe (every 0.1 s) is its one trial request
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while fleet.metric("gateway_breaker_state", upstream="primary") != 0:
+            assert loop.time() < deadline, "the probe never closed the breaker"
+            await asyncio.sleep(0.05)
+        probes = [r for r in fleet.emulators["primary"].requests if r.path.endswith("/count_tokens")]
+        assert probes  # closed by a count_tokens probe, not by client traffic
+        assert fleet.served("primary") == 1
