@@ -221,6 +221,9 @@ class UpstreamSet:
                     failures[name] = "unservable"
                     refused = refused or exc
                     continue
+                except BaseException:
+                    self.breakers.release(name)
+                    raise
                 last = index == len(plan.candidates) - 1
                 policy = base_policy
                 if not last and policy.max_retries > self.config.failover.same_upstream_retries:
@@ -232,15 +235,19 @@ class UpstreamSet:
                 retried: list[RetryStatus] = []
                 gateway.count_dropped_betas(prepared.request, upstream.kind.value)
                 started = gateway.clock()
-                attempt = await gateway._attempt(
-                    upstream.send(operation),
-                    prepared.request,
-                    outcome,
-                    retrying,
-                    upstream.provider,
-                    policy,
-                    retried.append,
-                )
+                try:
+                    attempt = await gateway._attempt(
+                        upstream.send(operation),
+                        prepared.request,
+                        outcome,
+                        retrying,
+                        upstream.provider,
+                        policy,
+                        retried.append,
+                    )
+                except BaseException:  # the client left (cancelled), or a bug: no outcome to record
+                    self.breakers.release(name)  # a half-open probe slot is not kept forever
+                    raise
                 self.metrics.latency.labels(name).observe(gateway.clock() - started)
                 for event in retried:
                     if event.reason != "credential_refresh":
