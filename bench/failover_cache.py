@@ -10,7 +10,8 @@ emulator's cache model, on one manual clock) behind one in-process gateway with 
 the moving message breakpoint, a tool call per turn) each send ``--turns`` streamed turns through
 the real ``anthropic`` SDK, a round at a time (turn n of every session, 10 at once), the clock moving
 ``--round-seconds`` per round. During the middle third of the rounds the primary answers every
-request with ``529 overloaded_error`` (an emulator standing fault).
+request with ``529 overloaded_error`` (an emulator standing fault); ``--blips N`` lets it answer
+again for N single rounds spread through the outage (an unstable recovery).
 
 Three runs, same sessions:
 
@@ -160,10 +161,23 @@ async def _send_to(
         return message, stream.response.headers.get("x-gateway-upstream", "?")
 
 
-async def run_once(run: str, sessions: int, turns: int, round_s: float, fixture: Path) -> RunResult:
+def outage_rounds(turns: int, blips: int) -> set[int]:
+    """The rounds the primary is down: the middle third, less ``blips`` single rounds spread evenly
+    through it where it answers again before failing anew (an unstable recovery)."""
+    first, last = turns // 3 + 1, 2 * turns // 3
+    down = set(range(first, last + 1))
+    span = last - first + 1
+    for k in range(1, blips + 1):
+        down.discard(first + k * span // (blips + 1))
+    return down
+
+
+async def run_once(
+    run: str, sessions: int, turns: int, round_s: float, fixture: Path, blips: int = 0
+) -> RunResult:
     clock = ManualClock()
     result = RunResult(run)
-    outage = range(turns // 3 + 1, 2 * turns // 3 + 1)  # the middle third of the rounds
+    outage = outage_rounds(turns, blips)
     with tempfile.TemporaryDirectory() as directory:
         async with _fleet(run, Path(directory), clock) as (url, emulators):
             states = [(s, tool_order(s)) for s in (_session(i, fixture) for i in range(sessions))]
@@ -276,13 +290,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--round-seconds", type=float, default=30.0)
     parser.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE)
+    parser.add_argument(
+        "--blips",
+        type=int,
+        default=0,
+        help="single rounds the primary answers again during its outage (default 0)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
 
     async def all_runs() -> dict[str, RunResult]:
         return {
-            run: await run_once(run, args.sessions, args.turns, args.round_seconds, args.fixture)
+            run: await run_once(run, args.sessions, args.turns, args.round_seconds, args.fixture, args.blips)
             for run in RUNS
         }
 
