@@ -18,6 +18,7 @@ from typing import Any
 
 import anthropic
 import pytest
+from anthropic.types import TextBlockParam
 
 from emulators.runner import RunningEmulator
 from emulators.upstreams import EmulatedUpstream, emulated_upstream
@@ -29,7 +30,7 @@ CLIENT_KEY = "sk-gw-failover"
 MODEL = "claude-opus-5-5"
 NAMES = {"anthropic": "primary", "bedrock": "bedrock", "vertex": "vertex", "foundry": "foundry"}
 # a system prompt long enough to be cached (above every model's minimum cacheable prefix)
-SYSTEM = [
+SYSTEM: list[TextBlockParam] = [
     {"type": "text", "text": "You are a careful assistant. " * 800, "cache_control": {"type": "ephemeral"}}
 ]
 

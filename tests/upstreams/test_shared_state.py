@@ -15,7 +15,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from emulators.upstreams import emulated_upstream
+from emulators.upstreams import EmulatedUpstream, emulated_upstream
 from tests.support.redis_server import RedisServer, running_redis
 from tests.support.serve_process import GatewayProcess, serve_process
 from tests.support.threaded import LoopThread
@@ -80,7 +80,10 @@ def test_two_processes_agree_on_breakers_and_placements(tmp_path: Path, redis_se
             serve_process(env, tmp_path / "a.log") as a,
             serve_process(env, tmp_path / "b.log") as b,
         ):
-            served = lambda emu: sum(1 for r in emu.emulator.requests if r.method == "POST")  # noqa: E731
+
+            def served(upstream: EmulatedUpstream) -> int:
+                return sum(1 for r in upstream.emulator.requests if r.method == "POST")
+
             _turn(a, "shared-session", "one")  # placed on the primary, in Redis
             assert (served(primary), served(second)) == (1, 0)
             primary.emulator.set_fault("fail_first=1000000:529,retry_after_ms=1")
