@@ -112,12 +112,7 @@ def _spawn(
 ) -> tuple[subprocess.Popen[bytes], IO[bytes], Path]:
     log = tempfile.NamedTemporaryFile(prefix=f"switchyard-soak-{name}-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
-        list(cmd),
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=REPO_ROOT,
+        list(cmd), env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT
     )
     return proc, log, Path(log.name)
 
