@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.eventstream_bench
 	$(BIN)/python -m bench.provider_latency
 	$(BIN)/python -m bench.cache_efficiency
+	$(BIN)/python -m bench.failover_cache --json bench-failover-cache.json
 	$(BIN)/python -m bench.context_session --json bench-context.json
 
 # py-spy profile of the gateway under load (py-spy is installed on demand into ~/.cache/switchyard).

@@ -183,8 +183,50 @@ def reliability_dashboard() -> list[Panel]:
         series("Session store errors", "Failed session-store reads or writes per interval.", "short",
                target(f"sum(increase(gateway_session_store_errors_total{{{J}}}[$__rate_interval]))", "errors"),
                width=8),
+        *upstream_panels(),
         *connection_panels(),
         *loop_panels(),
+    ]  # fmt: skip
+
+
+def upstream_panels() -> list[Panel]:
+    """Several upstreams (``gateway/upstreams/metrics.py``; GATEWAY_UPSTREAMS_FILE): where requests
+    went and why, health and breakers, session moves and what they cost in cache re-writes. The
+    series are labelled by upstream name, not provider, so only the target variables apply."""
+    selected = f"gateway_upstream_selected_total{{{J}}}"
+    moves = f"gateway_session_moves_total{{{J}}}"
+    rewrites = f"gateway_session_move_cache_write_tokens_total{{{J}}}"
+    return [
+        row("Upstreams: routing, failover, breakers and session moves"),
+        stat("Failovers (range)", "Requests sent on to another upstream after one failed.",
+             f'sum(increase(gateway_upstream_selected_total{{{J},reason="failover"}}[$__range]))', "short", 0),
+        stat("Session moves (range)", "Sessions moved to another upstream's (cold) prompt cache.",
+             f"sum(increase({moves}[$__range]))", "short", 0),
+        stat("Cache re-write tokens from moves (range)", "Cache-write tokens of requests whose cache "
+             "break was upstream_changed: what moving sessions cost.",
+             f"sum(increase({rewrites}[$__range]))", "short", 0),
+        stat("Unhealthy upstreams", "Upstreams whose breaker is not closed or whose recent requests "
+             "mostly failed (gateway_upstream_health 0), now.",
+             f"count(min by (upstream) (gateway_upstream_health{{{J}}}) == 0) or vector(0)", "short", 0),
+        series("Requests by upstream and reason (req/s)", "Where requests went first (route, weighted, "
+               "affinity, return, breaker_open) and on failover.", "reqps",
+               target(f"sum by (upstream, reason) (rate({selected}[$__rate_interval]))",
+                      "{{upstream}} {{reason}}")),
+        series("Breaker state and health", "Breaker: 0 closed, 1 half-open, 2 open (the worst "
+               "replica); health: 1 healthy (the worst replica).", "short",
+               target(f"max by (upstream) (gateway_breaker_state{{{J}}})", "breaker {{upstream}}"),
+               target(f"min by (upstream) (gateway_upstream_health{{{J}}})", "health {{upstream}}")),
+        series("Session moves by route and reason", "Per interval, from the upstream that held the "
+               "session's cache to the one that answered.", "short",
+               target(f"sum by (from, to, reason) (increase({moves}[$__rate_interval]))",
+                      "{{from}} → {{to}} ({{reason}})"), width=8),
+        series("Upstream failures by kind (per s)", "Failed attempts: status_429, status_529, "
+               "status_5xx, connection_error, timeout, credentials.", "short",
+               target(f"sum by (upstream, reason) (rate(gateway_upstream_failures_total{{{J}}}"
+                      "[$__rate_interval]))", "{{upstream}} {{reason}}"), width=8),
+        series("Upstream latency (to headers)", "Time from sending to an upstream to its answer's "
+               "headers, by upstream.", "s",
+               *quantiles("gateway_upstream_latency_seconds", J, ", upstream", " {{upstream}}"), width=8),
     ]  # fmt: skip
 
 

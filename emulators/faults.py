@@ -1,6 +1,8 @@
 """Fault injection: how an emulator misbehaves, selected per request.
 
-The header ``x-emulator-fault`` carries a comma-separated list of directives; requests that share
+The header ``x-emulator-fault`` carries a comma-separated list of directives (a request without it
+gets the app's standing fault, if one is set: ``RunningEmulator.set_fault``, an outage of the whole
+upstream that a test switches on and off); requests that share
 an ``x-emulator-fault-key`` header (default: the directive text itself) share the counters of the
 counting directives, so "fail twice, then succeed" works across a client's retries.
 
@@ -230,6 +232,9 @@ async def apply_faults(
     app's wire format.
     """
     plan = FaultPlan.from_headers(request.headers)
+    standing = get_state(request.app).standing_fault
+    if not plan.active and standing.spec and not _credential_route(request.path):  # an outage set by the test
+        plan = FaultPlan.parse(standing.spec, standing.key)
     if plan.model is not None and plan.model not in await _request_models(request):
         plan = FaultPlan()  # another model's request: answered normally
     request[FAULT_PLAN] = plan
@@ -243,6 +248,12 @@ async def apply_faults(
         return await handler(request)
     except ConnectionReset:
         return web.StreamResponse(status=200)
+
+
+def _credential_route(path: str) -> bool:
+    """The token endpoints served beside the API (Google's OAuth, Entra ID, STS): separate services
+    in reality, so an outage of the upstream's API leaves them up."""
+    return path.endswith("/token") or "/oauth2/" in path or "/.well-known/" in path or path == "/"
 
 
 async def _request_models(request: web.Request) -> set[str]:

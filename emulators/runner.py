@@ -72,6 +72,13 @@ class RunningEmulator:
     def cache(self) -> PromptCache:
         return get_state(self.app).cache
 
+    def set_fault(self, spec: str, key: str = "standing") -> None:
+        """Apply fault directives (``faults.py``) to every later request without its own
+        ``x-emulator-fault`` header: an outage of this upstream; ``""`` ends it. Counting
+        directives (``fail_first``, ``first``) count under ``key``."""
+        standing = get_state(self.app).standing_fault
+        standing.spec, standing.key = spec, key
+
 
 @contextlib.asynccontextmanager
 async def run_emulator(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -11,13 +11,23 @@ from .config import EmulatorConfig
 from .recorder import RequestLog
 
 
+@dataclass(slots=True)
+class StandingFault:
+    """Fault directives applied to every request that carries no ``x-emulator-fault`` header of its
+    own (a test's outage of this whole upstream: ``RunningEmulator.set_fault``); empty: none."""
+
+    spec: str = ""
+    key: str = "standing"
+
+
 @dataclass(frozen=True, slots=True)
 class EmulatorState:
-    """The shared, per-app state: configuration, prompt cache and request log."""
+    """The shared, per-app state: configuration, prompt cache, request log and standing fault."""
 
     config: EmulatorConfig
     cache: PromptCache
     log: RequestLog
+    standing_fault: StandingFault = field(default_factory=StandingFault)
 
 
 STATE_KEY: web.AppKey[EmulatorState] = web.AppKey("emulator_state", EmulatorState)

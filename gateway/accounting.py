@@ -53,6 +53,7 @@ class RequestScope:
     team: str = ""  # set once the caller is authenticated
     principal: Principal | None = None  # who the caller is, once authenticated
     upstream_error: str | None = None  # the error type, when the failure is the upstream's
+    provider: str | None = None  # several upstreams (issue 18): the provider that answered
 
     def request(self) -> ClientRequest:
         """The parsed request, or an empty stand-in (no model, no body) when it never was."""

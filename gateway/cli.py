@@ -32,6 +32,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         settings = settings.model_copy(update={"listener": listener})
     settings.require_startable()
+    if settings.selection.upstreams_file is not None:  # several upstreams (issue 18): validated before serving
+        from gateway.upstreams.config import upstreams_of
+
+        upstreams_of(settings)
     from gateway.process import check_listen, serve  # aiohttp: only once the settings are good
     from gateway.startup_summary import public_summary
 

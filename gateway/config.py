@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -94,6 +95,8 @@ class Settings(BaseModel):
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
     _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)
     _dropped_url_credentials: frozenset[str] = PrivateAttr(frozenset())  # variables (for the summary)
+    _upstreams: Any = PrivateAttr(None)  # gateway.upstreams.config.UpstreamsConfig, once loaded
+    _environ: Mapping[str, str] = PrivateAttr(default_factory=dict)  # only with GATEWAY_UPSTREAMS_FILE
 
     @model_validator(mode="before")
     @classmethod
@@ -192,6 +195,8 @@ class Settings(BaseModel):
             problems.extend(cls._problems_besides(environ, failed, serving))
         except ConfigError as exc:
             problems.extend(exc.problems)
+        if settings is not None and settings.selection.upstreams_file is not None:  # upstreams (issue 18)
+            settings._environ = dict(environ)  # each upstream overlays it (gateway.upstreams.config)
         if settings is not None and not unknown:
             settings._aws_variables = frozenset(config_checks.AWS_CHAIN_VARIABLES & environ.keys())
             settings._dropped_url_credentials = config_checks.url_credentials(
@@ -233,6 +238,20 @@ class Settings(BaseModel):
                 "GATEWAY_API_KEYS / GATEWAY_API_KEYS_FILE: no inbound API key configured; refusing to "
                 "start an open gateway (set GATEWAY_ALLOW_UNAUTHENTICATED=1 to allow it deliberately)"
             )
+
+    @property
+    def upstreams(self) -> Any:
+        """The loaded ``GATEWAY_UPSTREAMS_FILE`` (``gateway.upstreams.config.upstreams_of`` loads it)."""
+        return self._upstreams
+
+    @property
+    def source_environ(self) -> Mapping[str, str]:
+        """The environment these settings came from, kept only with GATEWAY_UPSTREAMS_FILE (issue 18:
+        each upstream's settings are it overlaid with the upstream's values)."""
+        return self._environ
+
+    def adopt_upstreams(self, upstreams: Any) -> None:
+        self._upstreams = upstreams
 
     @property
     def inbound_keys(self) -> tuple[InboundKey, ...]:

@@ -51,6 +51,7 @@ CACHE_BREAK_REASONS: Final = frozenset(
         "ttl_expired",
         "unavailable",
         "unknown",
+        "upstream_changed",
     }
 )
 

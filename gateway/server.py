@@ -12,7 +12,8 @@ import contextlib
 import logging
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
@@ -42,6 +43,9 @@ from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
 from gateway.startup_summary import strip_userinfo
 from gateway.transport import TeamSlots
+
+if TYPE_CHECKING:
+    from gateway.upstreams import UpstreamSet
 
 log = logging.getLogger("switchyard.server")
 
@@ -103,6 +107,8 @@ class Gateway:
         request_id_factory: Callable[[], str] = new_request_id,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        upstream_providers: Mapping[str, Provider] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.provider = provider
@@ -140,6 +146,14 @@ class Gateway:
             on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
         )
         self.preparation = RequestPreparation(self.cache, provider)
+        # --- upstreams (issue 18): several upstreams; None (one upstream) costs nothing per request
+        self.upstreams: UpstreamSet | None = None
+        if upstream_providers is not None:
+            from gateway.upstreams import build as build_upstreams
+
+            self.upstreams = build_upstreams(self, settings, upstream_providers, clock=wall_clock)
+            for upstream in self.upstreams.upstreams.values():
+                metrics.prime(upstream.kind.value, self.keys)
 
     def _keys_reloaded(self, ring: KeyRing) -> None:
         """New keys in force (SIGHUP): series of teams that appeared start at zero."""
@@ -156,6 +170,8 @@ class Gateway:
         return self.drain.draining
 
     async def readyz(self, request: web.Request) -> web.Response:
+        if self.upstreams is not None and not self.draining:  # ready while one upstream can serve
+            return await self.upstreams.readyz()
         reason = "draining" if self.draining else await self.provider.readiness()
         if reason is not None:
             return web.json_response({"status": "not ready", "reason": reason}, status=503)
@@ -243,9 +259,10 @@ class Gateway:
     ) -> web.StreamResponse:
         client = scope.client
         assert client is not None
-        operation = client.operation
         retry_key = RequestKey(scope.team, client)  # the client's own bytes, before any reshaping
         retrying = ClientRetries.from_headers(client.headers, self.retry_memory.recall(retry_key))
+        if self.upstreams is not None:  # several upstreams (issue 18): route, fail over, keep affinity
+            return await self.upstreams.exchange(request, scope, retrying, retry_key)
         try:  # once, before the retry loop: cache step, then the provider's preparation
             prepared = await self.preparation.prepare(client, scope.team)
         except ClientInputError as refused:  # e.g. a model the upstream does not serve
@@ -256,68 +273,12 @@ class Gateway:
         outcome = scope.outcome
         metrics = self.metrics
         provider = self.provider.name
-        for beta in prepared.request.dropped_betas:
-            label = beta if beta in self.known_betas else "other"
-            metrics.betas_dropped.labels(provider, label).inc()
+        self.count_dropped_betas(prepared.request, provider)
         metrics.inflight_requests.inc()
         try:
             outcome.upstream_started_at = self.clock()
             attempt = await self._attempt(send, prepared.request, outcome, retrying)
-            extra = {"x-client-request-id": client.request_id, "x-gateway-retries": str(attempt.retries)}
-            if attempt.model_fallback is not None:
-                extra["x-gateway-model-fallback"] = attempt.model_fallback
-            advice = self._final_advice(attempt, retrying, retry_key)
-            if attempt.error is not None:
-                exc = attempt.error
-                outcome.status = exc.status
-                outcome.error_type = exc.error_type
-                outcome.failure = exc.message
-                if not isinstance(exc, ClientInputError):
-                    scope.upstream_error = exc.error_type
-                should_retry = advice.pop("x-should-retry", None)
-                if should_retry is not None:
-                    exc.should_retry = should_retry == "true"
-                for name, value in {**extra, **advice}.items():
-                    exc.headers.setdefault(name, value)
-                raise exc
-            upstream = attempt.response
-            assert upstream is not None
-            extra.update(advice)
-            outcome.upstream_request_id = header_value(upstream.headers, "request-id")
-            try:
-                if client.stream and upstream.status == 200:
-                    final_request = attempt.request
-
-                    async def fallback() -> UpstreamResponse:
-                        metrics.fallbacks.labels(provider, "non_streaming").inc()
-                        return await send(final_request.as_non_streaming())  # derived once, here
-
-                    relay = StreamRelay(
-                        request,
-                        client,
-                        outcome,
-                        self.stream_settings,
-                        fallback=fallback,
-                        on_idle=lambda action: metrics.stream_idle.labels(provider, action.value).inc(),
-                        clock=self.clock,
-                        provider=provider,
-                    )
-                    metrics.inflight_streams.inc()
-                    try:
-                        return await relay.run(upstream, extra)
-                    finally:
-                        metrics.inflight_streams.dec()
-                        if outcome.error_type is not None:  # an error event or a broken stream
-                            scope.upstream_error = outcome.error_type
-                answer = await relay_buffered(
-                    upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES
-                )
-                if upstream.status >= 400:  # relayed as the upstream sent it
-                    scope.upstream_error = outcome.error_type
-                return answer
-            finally:
-                outcome.upstream_done_at = self.clock()
-                upstream.close()
+            return await self._respond(request, scope, attempt, send, provider, retrying, retry_key)
         finally:
             metrics.inflight_requests.dec()
             if cache_context is not None:
@@ -325,8 +286,88 @@ class Gateway:
                     cache_context, outcome.usage, outcome.status, provider
                 )
 
+    def count_dropped_betas(self, prepared: PreparedRequest, provider: str) -> None:
+        for beta in prepared.dropped_betas:
+            label = beta if beta in self.known_betas else "other"
+            self.metrics.betas_dropped.labels(provider, label).inc()
+
+    async def _respond(
+        self,
+        request: web.Request,
+        scope: RequestScope,
+        attempt: RetryResult[PreparedRequest],
+        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
+        provider: str,
+        retrying: ClientRetries,
+        retry_key: RequestKey,
+        upstream_name: str | None = None,
+    ) -> web.StreamResponse:
+        """Answer the client from the retry loop's outcome: the error, or the upstream's answer
+        relayed (a stream through ``StreamRelay``, with its non-streaming fallback on ``send``).
+        ``upstream_name``: the named upstream that answered (several upstreams: ``x-gateway-upstream``)."""
+        client = scope.client
+        assert client is not None
+        operation = client.operation
+        outcome = scope.outcome
+        metrics = self.metrics
+        extra = {"x-client-request-id": client.request_id, "x-gateway-retries": str(attempt.retries)}
+        if attempt.model_fallback is not None:
+            extra["x-gateway-model-fallback"] = attempt.model_fallback
+        if upstream_name is not None:
+            extra["x-gateway-upstream"] = upstream_name
+        advice = self._final_advice(attempt, retrying, retry_key, provider)
+        if attempt.error is not None:
+            exc = attempt.error
+            outcome.status = exc.status
+            outcome.error_type = exc.error_type
+            outcome.failure = exc.message
+            if not isinstance(exc, ClientInputError):
+                scope.upstream_error = exc.error_type
+            should_retry = advice.pop("x-should-retry", None)
+            if should_retry is not None:
+                exc.should_retry = should_retry == "true"
+            for name, value in {**extra, **advice}.items():
+                exc.headers.setdefault(name, value)
+            raise exc
+        upstream = attempt.response
+        assert upstream is not None
+        extra.update(advice)
+        outcome.upstream_request_id = header_value(upstream.headers, "request-id")
+        try:
+            if client.stream and upstream.status == 200:
+                final_request = attempt.request
+
+                async def fallback() -> UpstreamResponse:
+                    metrics.fallbacks.labels(provider, "non_streaming").inc()
+                    return await send(final_request.as_non_streaming())  # derived once, here
+
+                relay = StreamRelay(
+                    request,
+                    client,
+                    outcome,
+                    self.stream_settings,
+                    fallback=fallback,
+                    on_idle=lambda action: metrics.stream_idle.labels(provider, action.value).inc(),
+                    clock=self.clock,
+                    provider=provider,
+                )
+                metrics.inflight_streams.inc()
+                try:
+                    return await relay.run(upstream, extra)
+                finally:
+                    metrics.inflight_streams.dec()
+                    if outcome.error_type is not None:  # an error event or a broken stream
+                        scope.upstream_error = outcome.error_type
+            answer = await relay_buffered(upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES)
+            if upstream.status >= 400:  # relayed as the upstream sent it
+                scope.upstream_error = outcome.error_type
+            return answer
+        finally:
+            outcome.upstream_done_at = self.clock()
+            upstream.close()
+
     def _final_advice(
-        self, attempt: RetryResult[PreparedRequest], retrying: ClientRetries, key: RequestKey
+        self, attempt: RetryResult[PreparedRequest], retrying: ClientRetries, key: RequestKey, provider: str
     ) -> dict[str, str]:
         """Remember how the request ended and, for a retryable error, what the client is told."""
         if attempt.stop is Stop.DONE:
@@ -338,9 +379,7 @@ class Gateway:
         advice = final_headers(self.retry_policy, retrying, attempt, upstream_headers)
         if attempt.error is not None and attempt.error.should_retry is not None:  # the error's own word
             advice["x-should-retry"] = "true" if attempt.error.should_retry else "false"
-        self.metrics.retry_final_errors.labels(
-            self.provider.name, attempt.stop.value, advice["x-should-retry"]
-        ).inc()
+        self.metrics.retry_final_errors.labels(provider, attempt.stop.value, advice["x-should-retry"]).inc()
         return advice
 
     async def _attempt(
@@ -349,22 +388,31 @@ class Gateway:
         prepared: PreparedRequest,
         outcome: Outcome,
         retrying: ClientRetries,
+        provider: Provider | None = None,
+        policy: RetryPolicy | None = None,
+        on_retry: Callable[[RetryStatus], None] | None = None,
     ) -> RetryResult[PreparedRequest]:
-        """Run the bounded retry loop; its status events are logged and counted here."""
-        provider = self.provider.name
+        """Run the bounded retry loop; its status events are logged and counted here.
+
+        ``provider`` (default: the configured one), ``policy`` and ``on_retry`` (each retried
+        failure) are given by the several-upstreams path (:mod:`gateway.upstreams.failover`)."""
+        target = provider or self.provider
+        label = target.name
         final: RetryResult[PreparedRequest] | None = None
         async for event in with_retry(
             send,
             prepared,
-            policy_for(self.retry_policy, retrying),
-            refresh_credentials=self.provider.refresh_credentials,
+            policy or policy_for(self.retry_policy, retrying),
+            refresh_credentials=target.refresh_credentials,
             sleep=self.sleep,
             clock=self.clock,
         ):
             if isinstance(event, RetryStatus):
                 # what the access log says if the client leaves meanwhile (the loop then ends here)
                 outcome.retries, outcome.failure = event.attempt - 1, f"while retrying after {event.reason}"
-                self.metrics.retries.labels(provider, event.reason).inc()
+                self.metrics.retries.labels(label, event.reason).inc()
+                if on_retry is not None:
+                    on_retry(event)
                 log.info(
                     "retrying upstream request: attempt=%d reason=%s delay=%.2fs request_id=%s",
                     event.attempt,
@@ -373,7 +421,7 @@ class Gateway:
                     prepared.request_id,
                 )
             elif isinstance(event, ModelFallback):
-                self.metrics.fallbacks.labels(provider, "model").inc()
+                self.metrics.fallbacks.labels(label, "model").inc()
                 log.warning(
                     "consecutive overloads: falling back from %s to %s (request_id=%s)",
                     event.from_model,
@@ -393,7 +441,7 @@ class Gateway:
         client, team, outcome, started = scope.request(), scope.team, scope.outcome, scope.started
         finished = self.clock()
         duration = finished - started
-        provider = self.provider.name
+        provider = scope.provider or self.provider.name
         model, stream = client.model, client.stream
         ttft = None if outcome.first_content_at is None else outcome.first_content_at - started
         overhead = overhead_seconds(
@@ -438,13 +486,21 @@ def create_app(
     request_id_factory: Callable[[], str] | None = None,
     clock: Callable[[], float] = time.monotonic,
     signin_clock: Callable[[], float] = time.time,
+    wall_clock: Callable[[], float] = time.time,
 ) -> web.Application:
     """Build the aiohttp application. The provider is started and closed with the app.
 
     ``clock``: the monotonic seconds the gateway times requests and stream silences with (tests
     on a virtual-time event loop pass its ``loop.time``, the clock the watchdog's timers run on).
-    ``signin_clock``: the wall clock of fleet sign-in (token and grant expiry).
+    ``signin_clock``: the wall clock of fleet sign-in (token and grant expiry); ``wall_clock``: the
+    one of several upstreams' breakers and session placements.
     """
+    upstream_providers: dict[str, Provider] | None = None
+    if settings.selection.upstreams_file is not None:  # several upstreams (issue 18): the first is the default
+        from gateway.upstreams import build_providers
+
+        upstream_providers = build_providers(settings)
+        provider = provider or next(iter(upstream_providers.values()))
     if provider is None:
         from gateway.providers.factory import build_provider
 
@@ -456,6 +512,8 @@ def create_app(
         metrics,
         request_id_factory=request_id_factory or new_request_id,
         clock=clock,
+        upstream_providers=upstream_providers,
+        wall_clock=wall_clock,
     )
 
     listener = settings.listener
@@ -489,13 +547,22 @@ def create_app(
     signin.register(app, settings, gateway.auth, signin_clock)  # fleet sign-in (issue 17)
     install_telemetry(app, settings, gateway.auth, metrics.registry)  # OTLP intake (issue 17)
 
+    upstreams = gateway.upstreams
+    started = [provider] if upstreams is None else [u.provider for u in upstreams.upstreams.values()]
+
     async def start_provider(_: web.Application) -> None:
-        await provider.start()
-        facts = {key: strip_userinfo(value) or "" for key, value in provider.describe().items()}
-        log.info("provider ready: %s", orjson.dumps(facts).decode())  # no URL userinfo
+        for each in started:
+            await each.start()
+            facts = {key: strip_userinfo(value) or "" for key, value in each.describe().items()}
+            log.info("provider ready: %s", orjson.dumps(facts).decode())  # no URL userinfo
+        if upstreams is not None:
+            upstreams.start_probe()
 
     async def close_provider(_: web.Application) -> None:
-        await provider.close()
+        for each in started:
+            await each.close()
+        if upstreams is not None:
+            await upstreams.close()
         await gateway.cache.store.close()
 
     app.on_startup.append(start_provider)

@@ -9,7 +9,8 @@ less, the first segment that differs names the break:
 ``model_changed``, ``betas_changed``, ``tools_changed``, ``system_changed``, ``compaction`` (the
 history was replaced: its first message differs and it got shorter), ``messages_edited`` (an earlier
 message differs), ``ttl_expired`` (nothing differs but the previous request is older than its
-longest TTL), ``unknown`` (nothing differs: an eviction, or a replica of the upstream cache that
+longest TTL), ``upstream_changed`` (the session moved to another upstream's cache: several
+upstreams, :mod:`gateway.upstreams`), ``unknown`` (nothing differs: an eviction, or a replica of the upstream cache that
 had not seen the prefix); a session's first request that writes the cache is ``first_request``.
 """
 
@@ -35,6 +36,7 @@ class BreakReason(enum.StrEnum):
     MESSAGES_EDITED = "messages_edited"
     TTL_EXPIRED = "ttl_expired"
     UNKNOWN = "unknown"
+    UPSTREAM_CHANGED = "upstream_changed"  # the session moved to another upstream (issue 18)
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,12 +147,19 @@ class CachePipeline:
         result = normalise(client.payload, self._rules, Latches(), marked=scan.marked)
         return client.with_payload(result.payload) if result.changed else client
 
-    def after(self, context: CacheContext, usage: Usage, status: int, provider: str) -> str | None:
-        """Classify a cache break (``None`` when there was none) and record the request's cache use."""
+    def after(
+        self, context: CacheContext, usage: Usage, status: int, provider: str, *, moved: bool = False
+    ) -> str | None:
+        """Classify a cache break (``None`` when there was none) and record the request's cache use.
+
+        ``moved``: the request went to another upstream than the session's last one (several
+        upstreams): a break is then ``upstream_changed``, whatever else differs."""
         if status != 200 or context.session_id is None or context.hashes is None:
             return None
         now = self.clock()
         reason = classify(context.previous, context.hashes, usage, now)
+        if moved and reason is not None and reason is not BreakReason.FIRST_REQUEST:
+            reason = BreakReason.UPSTREAM_CHANGED
         record: BreakRecord | None = None
         if reason is not None:
             self._on_break(reason.value)

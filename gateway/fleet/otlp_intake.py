@@ -89,7 +89,7 @@ class TelemetryIntake:
         length = request.content_length
         if length is not None and length > self.max_bytes:
             raise Rejected(Reason.TOO_LARGE)
-        # set when aiohttp's parser inflated the body already (a server not run by gateway.service)
+        # set when aiohttp's parser inflated the body already (a server not run by gateway.process)
         inflated = getattr(request.content, "total_compressed_bytes", None) is not None
         chunks: list[bytes] = []
         size = 0

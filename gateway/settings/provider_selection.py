@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Field
 
 from gateway.config_values import blank_is_none
 from gateway.provider_names import ProviderName
-from gateway.settings.section import Flag, Section
+from gateway.settings.section import Flag, ReadableFile, Section
 
 
 class ProviderSelection(Section):
@@ -26,6 +26,8 @@ class ProviderSelection(Section):
     """`1`: Vertex AI is the upstream (when GATEWAY_PROVIDER is unset)."""
     use_foundry: Flag = Field(False, alias="CLAUDE_CODE_USE_FOUNDRY")
     """`1`: Foundry is the upstream (when GATEWAY_PROVIDER is unset)."""
+    upstreams_file: ReadableFile = Field(None, alias="GATEWAY_UPSTREAMS_FILE")
+    """YAML or JSON file of several named upstreams and their routes (failover, session affinity, breakers); unset: the single upstream above."""
 
     @property
     def provider(self) -> ProviderName:

@@ -7,10 +7,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.service import running
-
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
+from gateway.process import running
 from gateway.server import create_app
 
 ALPHA_KEY = "sk-fleet-alpha-1f2e"  # team alpha: the caller's one group is "alpha"

@@ -26,7 +26,7 @@ import aiohttp
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.server import create_app
-from gateway.service import running
+from gateway.process import running
 
 async def main():
     settings = Settings.from_environ({"GATEWAY_API_KEYS": "k", "ANTHROPIC_API_KEY": "u",

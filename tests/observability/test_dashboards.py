@@ -52,10 +52,13 @@ async def _serving_registry(directory: Path) -> list[Collector]:
     loop's metrics, which share the registry when the loop runs in the gateway's process."""
     keys = directory / "keys"
     keys.write_text("sk-dash-alpha alpha\nsk-dash-metrics monitoring role=metrics\n", encoding="utf-8")
+    upstreams = directory / "upstreams.json"  # several upstreams: their series are registered too
+    upstreams.write_text('{"upstreams": [{"name": "primary", "provider": "anthropic"}]}', encoding="utf-8")
     settings = Settings.from_environ(
         {
             "GATEWAY_API_KEYS": "sk-dash-default",
             "GATEWAY_API_KEYS_FILE": str(keys),
+            "GATEWAY_UPSTREAMS_FILE": str(upstreams),
             "ANTHROPIC_API_KEY": "sk-upstream-dash",
             "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # never contacted
         }

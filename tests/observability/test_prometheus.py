@@ -44,6 +44,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.bedrock import BedrockProvider
 from gateway.server import create_app
+from gateway.upstreams.metrics import UpstreamMetrics
 from tests.observability.loop_traffic import loop_traffic
 from tests.observability.prom import (
     JOB,
@@ -327,6 +328,7 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
     started = time.monotonic()
     metrics = GatewayMetrics()
     loop_metrics = LoopMetrics(metrics.registry)  # an agent loop in the gateway's process
+    upstream_metrics = UpstreamMetrics(metrics.registry, ("primary", "secondary"))  # series primed at 0
     env = {
         "GATEWAY_FALLBACK_MODEL": HAIKU,
         "GATEWAY_FALLBACK_AFTER_OVERLOADS": "3",
@@ -358,6 +360,12 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
                 # stand-ins until the cache-break detector and the session store (cache issue) call them
                 metrics.observe_cache_break("anthropic", "system_changed")
                 metrics.session_store_errors.inc()
+                # stand-ins for a gateway with several upstreams (their traffic: tests/upstreams)
+                upstream_metrics.selected.labels("secondary", "failover").inc()
+                upstream_metrics.failures.labels("primary", "status_529").inc()
+                upstream_metrics.latency.labels("secondary").observe(0.2)
+                upstream_metrics.moves.labels("primary", "secondary", "status_529").inc()
+                upstream_metrics.move_writes.labels("secondary").inc(4096)
                 at = await prometheus.scrapes_after(max(time.time(), quiet_since + 5), 2)
                 results = await check_panels(prometheus, at)
                 await check_quiet_window(prometheus, at, quiet_since)

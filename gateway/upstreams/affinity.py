@@ -1,0 +1,123 @@
+"""Session placement: which upstream holds a session's prompt cache.
+
+A session (the id of :mod:`gateway.session_ids`, per team) is placed on the upstream that served it
+last, with the time of that request. The map is bounded (least recently used sessions go first,
+and a placement idle for ``idle_s`` expires). With Redis configured the placements are shared by
+every replica (``switchyard:upstreams:placement:<team>:<session id>`` hash ``upstream``, ``at``, ``mixed``;
+expiring after ``idle_s``), with the local map as the fallback when Redis is unavailable.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from gateway.upstreams.shared import KEY_PREFIX, SharedRedis
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    upstream: str
+    at: float  # wall-clock seconds of the last request it served
+    mixed: bool = False  # its history was produced on more than one provider (it moved between them)
+
+
+class PlacementMap:
+    """Placements in memory (one replica), LRU- and idle-bounded."""
+
+    def __init__(self, max_sessions: int, idle_s: float, *, clock: Callable[[], float] = time.time) -> None:
+        self.max_sessions = max_sessions
+        self.idle_s = idle_s
+        self.clock = clock
+        self._map: OrderedDict[tuple[str, str], Placement] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def local(self, team: str, session_id: str) -> Placement | None:
+        key = (team, session_id)
+        placement = self._map.get(key)
+        if placement is None:
+            return None
+        if self.clock() - placement.at > self.idle_s:
+            del self._map[key]
+            return None
+        self._map.move_to_end(key)
+        return placement
+
+    async def get(self, team: str, session_id: str) -> Placement | None:
+        return self.local(team, session_id)
+
+    async def put(self, team: str, session_id: str, placement: Placement) -> None:
+        self._remember(team, session_id, placement)
+
+    def _remember(self, team: str, session_id: str, placement: Placement) -> None:
+        key = (team, session_id)
+        self._map[key] = placement
+        self._map.move_to_end(key)
+        while len(self._map) > self.max_sessions:
+            self._map.popitem(last=False)
+
+    async def close(self) -> None:
+        return None
+
+
+def placement_key(team: str, session_id: str) -> str:
+    return f"{KEY_PREFIX}placement:{quote(team, safe='')}:{session_id}"
+
+
+class RedisPlacementMap(PlacementMap):
+    """Placements shared by every replica; the local map answers when Redis cannot."""
+
+    def __init__(
+        self,
+        max_sessions: int,
+        idle_s: float,
+        shared: SharedRedis,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(max_sessions, idle_s, clock=clock)
+        self._shared = shared
+        self._idle_whole_s = max(1, math.ceil(idle_s))
+
+    async def get(self, team: str, session_id: str) -> Placement | None:
+        key = placement_key(team, session_id)
+        fields: Any = await self._shared.run(
+            "placement read", lambda: self._shared.redis.hmget(key, "upstream", "at", "mixed")
+        )
+        if fields is None:
+            return self.local(team, session_id)
+        upstream, at, mixed = fields
+        if upstream is None:
+            return None  # unknown to the fleet (or expired): the local map would be stale
+        try:
+            placement = Placement(upstream.decode(), float(at or 0.0), mixed == b"1")
+        except (ValueError, UnicodeDecodeError):
+            return self.local(team, session_id)
+        self._remember(team, session_id, placement)
+        return placement
+
+    async def put(self, team: str, session_id: str, placement: Placement) -> None:
+        self._remember(team, session_id, placement)
+        key = placement_key(team, session_id)
+
+        async def write() -> Any:
+            pipe = self._shared.redis.pipeline(transaction=True)
+            pipe.hset(
+                key,
+                mapping={
+                    "upstream": placement.upstream,
+                    "at": repr(placement.at),
+                    "mixed": int(placement.mixed),
+                },
+            )
+            pipe.expire(key, self._idle_whole_s)
+            return await pipe.execute()
+
+        await self._shared.run("placement write", write)

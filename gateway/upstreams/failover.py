@@ -1,0 +1,386 @@
+"""The request path over several upstreams: route, keep the session on its cache, fail over.
+
+For one API request (:meth:`UpstreamSet.exchange`, called by ``Gateway._exchange`` when
+``GATEWAY_UPSTREAMS_FILE`` is set):
+
+1. the :class:`~gateway.upstreams.router.Router` orders the candidates (the session's placement
+   first, open breakers left out); none left: ``529 overloaded_error`` with ``retry-after``;
+2. each candidate gets the request prepared for it from the one parsed client request (its cache
+   step and provider preparation: model id, betas, tags, cache_control, billing-header pinning;
+   thinking blocks left out on a move between providers, :mod:`.signatures`), then the gateway's
+   bounded retry loop on that upstream, with at most ``same_upstream_retries`` retries while other
+   candidates remain (the last candidate gets the request's whole budget);
+3. a 429/529 after those retries, a 5xx, a connection failure, a timeout before the first byte,
+   or a 401/403 (the gateway's own credential for that upstream refused or unobtainable: the client
+   cannot fix it) moves the request to the next candidate. This is decided before anything is relayed: once the
+   answer's headers are sent to the client, the request stays where it is;
+4. every candidate failed: ``529 overloaded_error`` with ``retry-after`` (one candidate only: its
+   own answer, as with a single upstream);
+5. the session is placed on the upstream that answered. A move is counted
+   (``gateway_session_moves_total``), and the request's cache break, if any, is ``upstream_changed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from gateway.accounting import RequestScope
+from gateway.cache.pipeline import CacheContext, CachePipeline
+from gateway.cache.session_store import SessionStore
+from gateway.errors import ClientInputError, GatewayError
+from gateway.provider_names import ProviderName
+from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider, UpstreamResponse
+from gateway.request_preparation import RequestPreparation
+from gateway.retry import RetryResult, RetryStatus
+from gateway.retry_budget import ClientRetries, policy_for
+from gateway.retry_memory import RequestKey
+from gateway.upstreams.affinity import Placement, PlacementMap
+from gateway.upstreams.breaker import BreakerBoard
+from gateway.upstreams.config import UpstreamsConfig
+from gateway.upstreams.health import ActiveProbe, PassiveHealth
+from gateway.upstreams.metrics import UpstreamMetrics
+from gateway.upstreams.router import Plan, Router
+from gateway.upstreams.signatures import strip_thinking
+
+if TYPE_CHECKING:
+    from gateway.server import Gateway
+
+log = logging.getLogger("switchyard.upstreams")
+
+Send = Callable[[PreparedRequest], Awaitable[UpstreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """One named upstream: its provider and its own cache step and preparation."""
+
+    name: str
+    kind: ProviderName
+    provider: Provider
+    cache: CachePipeline
+    preparation: RequestPreparation
+
+    def send(self, operation: Operation) -> Send:
+        return self.provider.messages if operation is Operation.MESSAGES else self.provider.count_tokens
+
+
+def failover_reason(attempt: RetryResult[PreparedRequest]) -> str | None:
+    """Why the request should move on from this upstream, or ``None`` to answer with this outcome."""
+    if attempt.error is not None:
+        status = attempt.error.status
+        if isinstance(attempt.error, ClientInputError):
+            return None
+    elif attempt.response is not None:
+        status = attempt.response.status
+    else:  # pragma: no cover - a RetryResult holds one or the other
+        return None
+    if status in (401, 403):  # the gateway's own credential for this upstream is refused or unobtainable
+        return "credentials"
+    if status == 429:
+        return "status_429"
+    if status == 529:
+        return "status_529"
+    if attempt.error is not None and status == 502:
+        return "connection_error"
+    if attempt.error is not None and status == 504:
+        return "timeout"
+    if status >= 500:
+        return "status_5xx"
+    return None
+
+
+class UpstreamSet:
+    """Every configured upstream, the router, breakers, placements and their metrics."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        config: UpstreamsConfig,
+        upstreams: dict[str, Upstream],
+        breakers: BreakerBoard,
+        placements: PlacementMap,
+        metrics: UpstreamMetrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.gateway = gateway
+        self.config = config
+        self.upstreams = upstreams
+        self.breakers = breakers
+        self.placements = placements
+        self.metrics = metrics
+        self.health = PassiveHealth(metrics, breakers)
+        # a placement's time is refreshed at most this often (it only decides when a moved session
+        # may return: an error of a tenth of return_after_s, at most a minute, is immaterial)
+        return_after = config.affinity.return_after_s
+        self._refresh_s = 60.0 if return_after is None else min(60.0, return_after / 10)
+        self.router = Router(config, slack_s=self._refresh_s)
+        self.probe: ActiveProbe | None = None
+        self._probe_task: asyncio.Task[None] | None = None
+        self.clock = clock  # wall-clock seconds (placements and breakers are shared by replicas)
+
+    @staticmethod
+    def build_upstreams(
+        config: UpstreamsConfig,
+        providers: dict[str, Provider],
+        store: SessionStore,
+        on_break: Callable[[str, str], None],
+    ) -> dict[str, Upstream]:
+        built: dict[str, Upstream] = {}
+        for spec in config.upstreams:
+            provider = providers[spec.name]
+            kind = spec.provider.value
+            cache = CachePipeline(spec.settings.cache, kind, store, on_break=functools.partial(on_break, kind))
+            built[spec.name] = Upstream(
+                spec.name, spec.provider, provider, cache, RequestPreparation(cache, provider)
+            )
+        return built
+
+    def _client_for(
+        self, client: ClientRequest, upstream: Upstream, history_kind: ProviderName | None
+    ) -> ClientRequest:
+        """``history_kind``: the provider the session's history comes from (``None``: several,
+        since it moved between providers: every request of it leaves thinking blocks out)."""
+        if client.operation is not Operation.MESSAGES or history_kind is upstream.kind:
+            return client
+        stripped, removed = strip_thinking(client)
+        if removed:
+            log.info(
+                "left out %d thinking block(s) produced on %s before sending to %s (request %s)",
+                removed,
+                "several providers" if history_kind is None else history_kind.value,
+                upstream.name,
+                client.request_id,
+            )
+        return stripped
+
+    def _unavailable(self, plan: Plan, client: ClientRequest) -> GatewayError:
+        wait = max(1, math.ceil(self.breakers.retry_after(plan.route)))
+        return GatewayError(
+            529,
+            "Overloaded: every upstream for this model is unavailable",
+            error_type="overloaded_error",
+            should_retry=True,
+            headers={
+                "retry-after": str(wait),
+                "x-client-request-id": client.request_id,
+                "x-gateway-retries": "0",
+            },
+        )
+
+    async def exchange(
+        self, request: web.Request, scope: RequestScope, retrying: ClientRetries, retry_key: RequestKey
+    ) -> web.StreamResponse:
+        gateway = self.gateway
+        client = scope.client
+        assert client is not None
+        team, outcome, operation = scope.team, scope.outcome, client.operation
+        session_id = client.session_id if operation is Operation.MESSAGES else None
+        await self.breakers.sync()
+        placement = await self.placements.get(team, session_id) if session_id is not None else None
+        now = self.clock()
+        plan = self.router.plan(client.model, session_id, placement, self.breakers.available, now)
+        if not plan.candidates:
+            raise self._unavailable(plan, client)
+        home = plan.home or plan.candidates[0]
+        history_kind: ProviderName | None = self.upstreams[home].kind
+        if placement is not None and placement.mixed:
+            history_kind = None
+        base_policy = policy_for(gateway.retry_policy, retrying)
+        served: Upstream | None = None
+        attempt: RetryResult[PreparedRequest] | None = None
+        context: CacheContext | None = None
+        failures: dict[str, str] = dict.fromkeys(plan.skipped, "breaker_open")
+        refused: ClientInputError | None = None
+        tried = 0
+        gateway.metrics.inflight_requests.inc()
+        try:
+            outcome.upstream_started_at = gateway.clock()
+            for index, name in enumerate(plan.candidates):
+                upstream = self.upstreams[name]
+                if not self.breakers.acquire(name):  # a half-open probe slot taken meanwhile
+                    failures[name] = "breaker_open"
+                    continue
+                try:
+                    prepared = await upstream.preparation.prepare(
+                        self._client_for(client, upstream, history_kind), team
+                    )
+                except ClientInputError as exc:  # this upstream cannot serve it (e.g. the model)
+                    self.breakers.release(name)
+                    failures[name] = "unservable"
+                    refused = refused or exc
+                    continue
+                except BaseException:
+                    self.breakers.release(name)
+                    raise
+                last = index == len(plan.candidates) - 1
+                policy = base_policy
+                if not last and policy.max_retries > self.config.failover.same_upstream_retries:
+                    policy = dataclasses.replace(
+                        policy, max_retries=self.config.failover.same_upstream_retries
+                    )
+                self.metrics.selected.labels(name, plan.reason if tried == 0 else "failover").inc()
+                tried += 1
+                retried: list[RetryStatus] = []
+                gateway.count_dropped_betas(prepared.request, upstream.kind.value)
+                started = gateway.clock()
+                try:
+                    attempt = await gateway._attempt(
+                        upstream.send(operation),
+                        prepared.request,
+                        outcome,
+                        retrying,
+                        upstream.provider,
+                        policy,
+                        retried.append,
+                    )
+                except BaseException:  # the client left (cancelled), or a bug: no outcome to record
+                    self.breakers.release(name)  # a half-open probe slot is not kept forever
+                    raise
+                self.metrics.latency.labels(name).observe(gateway.clock() - started)
+                for event in retried:
+                    if event.reason != "credential_refresh":
+                        self.metrics.failures.labels(name, event.reason).inc()
+                        await self.breakers.failure(name)
+                reason = failover_reason(attempt)
+                if reason is None:
+                    await self.breakers.success(name)
+                    self.health.observe(name, ok=True)
+                    served, context = upstream, prepared.cache
+                    break
+                self.metrics.failures.labels(name, reason).inc()
+                await self.breakers.failure(name)
+                self.health.observe(name, ok=False)
+                failures[name] = reason
+                if not last:
+                    if attempt.response is not None:
+                        attempt.response.close()
+                    log.info(
+                        "upstream %s failed (%s); trying the next one (request %s)",
+                        name,
+                        reason,
+                        client.request_id,
+                    )
+                    continue
+                if tried == 1:  # the only upstream tried: its own answer, as with one upstream
+                    served, context = upstream, prepared.cache
+                elif attempt.response is not None:
+                    attempt.response.close()
+            if served is None or attempt is None:
+                if refused is not None and tried == 0:
+                    refused.headers.setdefault("x-client-request-id", client.request_id)
+                    refused.headers.setdefault("x-gateway-retries", "0")
+                    raise refused
+                error = self._unavailable(plan, client)
+                outcome.status, outcome.error_type, outcome.failure = 529, "overloaded_error", error.message
+                scope.upstream_error = "overloaded_error"
+                raise error
+            await self._place(session_id, team, served, failures, plan, attempt, placement)
+            scope.provider = served.kind.value
+            return await gateway._respond(
+                request,
+                scope,
+                attempt,
+                served.send(operation),
+                served.kind.value,
+                retrying,
+                retry_key,
+                served.name,
+            )
+        finally:
+            gateway.metrics.inflight_requests.dec()
+            if context is not None and served is not None:
+                moved = plan.home is not None and served.name != plan.home
+                outcome.cache_break_reason = reason_after = served.cache.after(
+                    context, outcome.usage, outcome.status, served.kind.value, moved=moved
+                )
+                if reason_after == "upstream_changed":
+                    self.metrics.move_writes.labels(served.name).inc(
+                        outcome.usage.cache_creation_input_tokens
+                    )
+
+    async def _place(
+        self,
+        session_id: str | None,
+        team: str,
+        served: Upstream,
+        failures: dict[str, str],
+        plan: Plan,
+        attempt: RetryResult[PreparedRequest],
+        placement: Placement | None,
+    ) -> None:
+        """Record where the session's cache now is, and count a move."""
+        if session_id is None:
+            return
+        ok = attempt.error is None and attempt.response is not None and attempt.response.status < 400
+        if not ok:
+            return
+        mixed = placement is not None and placement.mixed
+        if plan.home is not None and served.name != plan.home:
+            reason = "return" if plan.reason == "return" else failures.get(plan.home, "breaker_open")
+            self.metrics.moves.labels(plan.home, served.name, reason).inc()
+            mixed = mixed or self.upstreams[plan.home].kind is not served.kind
+            log.info("session moved from upstream %s to %s (%s)", plan.home, served.name, reason)
+        now = self.clock()
+        if (
+            placement is not None
+            and placement.upstream == served.name
+            and placement.mixed == mixed
+            and now - placement.at < self._refresh_s
+        ):
+            return  # unchanged and recent: not rewritten on every request (one Redis write saved)
+        await self.placements.put(team, session_id, Placement(served.name, now, mixed))
+
+    async def readyz(self) -> web.Response:
+        """Ready while one upstream can serve (credentials present, breaker not open)."""
+        reasons: dict[str, str] = {}
+        for name, upstream in self.upstreams.items():
+            reason = await upstream.provider.readiness()
+            if reason is None and not self.breakers.available(name):
+                reason = "circuit breaker open"
+            if reason is None:
+                return web.json_response(
+                    {"status": "ready", "provider": upstream.kind.value, "upstream": name}
+                )
+            reasons[name] = reason
+        return web.json_response({"status": "not ready", "reason": reasons}, status=503)
+
+    def start_probe(self) -> None:
+        """Start the active probe (``probe.interval_s`` > 0) on the running loop."""
+        options = self.config.probe
+        if options.interval_s <= 0 or self._probe_task is not None:
+            return
+        model = options.model or next(
+            (p for r in self.config.routes for p in r.patterns if not any(c in p for c in "*?[")),
+            "claude-haiku-4-5",
+        )
+        probe = ActiveProbe(
+            {name: u.provider for name, u in self.upstreams.items()},
+            self.breakers,
+            self.health,
+            model=model,
+            interval_s=options.interval_s,
+            timeout_s=options.timeout_s,
+        )
+        self.probe = probe
+        self._probe_task = asyncio.get_running_loop().create_task(probe.run())
+
+    async def close(self) -> None:
+        """Stop the probe and close the shared state (the providers are the app's to close)."""
+        if self._probe_task is not None:
+            self._probe_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe_task
+        await self.breakers.close()
+        await self.placements.close()

@@ -1,0 +1,106 @@
+"""Upstream health: passive (from real traffic) and an optional active probe.
+
+Passive: an exponentially weighted error rate per upstream (each request's outcome moves it by
+``ALPHA``). ``gateway_upstream_health`` is 1 while the upstream's breaker is closed and its error
+rate is under ``UNHEALTHY_ERROR_RATE``, else 0. Latency is the ``gateway_upstream_latency_seconds``
+histogram (observed by the failover path).
+
+Active (``probe.interval_s`` > 0): every interval, each upstream whose breaker is not closed (or
+every upstream, so an idle one is known too) gets a ``count_tokens`` request for a one-word prompt;
+an answer below 500 (``501 not_supported`` included: the upstream answered) counts as a success for
+its breaker (closing a half-open one), a failure as a failure. The probe takes a half-open probe
+slot like a request does, so it never adds load to an open circuit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import orjson
+
+from gateway.errors import GatewayError
+from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider
+from gateway.upstreams.breaker import BreakerBoard, BreakerState
+from gateway.upstreams.metrics import UpstreamMetrics
+
+log = logging.getLogger("switchyard.upstreams.health")
+
+ALPHA: Final = 0.2
+UNHEALTHY_ERROR_RATE: Final = 0.5
+
+
+class PassiveHealth:
+    def __init__(self, metrics: UpstreamMetrics, breakers: BreakerBoard) -> None:
+        self._metrics = metrics
+        self._breakers = breakers
+        self.error_rate: dict[str, float] = dict.fromkeys(metrics.names, 0.0)
+
+    def observe(self, name: str, *, ok: bool) -> None:
+        rate = self.error_rate[name] = (1 - ALPHA) * self.error_rate[name] + ALPHA * (0.0 if ok else 1.0)
+        healthy = rate < UNHEALTHY_ERROR_RATE and self._breakers.state(name) is BreakerState.CLOSED
+        self._metrics.health.labels(name).set(1 if healthy else 0)
+
+
+def probe_request(model: str) -> ClientRequest:
+    payload = {"model": model, "messages": [{"role": "user", "content": "ping"}]}
+    headers = [("content-type", "application/json"), ("anthropic-version", "2023-06-01")]
+    return ClientRequest(
+        Operation.COUNT_TOKENS, orjson.dumps(payload), payload, headers, f"req_probe_{uuid.uuid4().hex[:16]}"
+    )
+
+
+class ActiveProbe:
+    """The background task: probe every upstream each ``interval_s`` seconds."""
+
+    def __init__(
+        self,
+        upstreams: dict[str, Provider],
+        breakers: BreakerBoard,
+        health: PassiveHealth,
+        *,
+        model: str,
+        interval_s: float,
+        timeout_s: float,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._upstreams = upstreams
+        self._breakers = breakers
+        self._health = health
+        self._model = model
+        self._interval_s = interval_s
+        self._timeout_s = timeout_s
+        self._sleep = sleep
+
+    async def probe(self, name: str) -> bool | None:
+        """Probe one upstream; ``None`` when its breaker gave no probe slot."""
+        await self._breakers.sync()
+        if not self._breakers.acquire(name):
+            return None
+        provider = self._upstreams[name]
+        ok = False
+        try:
+            prepared: PreparedRequest = provider.prepare(probe_request(self._model))
+            async with asyncio.timeout(self._timeout_s):
+                response = await provider.count_tokens(prepared)
+            ok = response.status < 500 and response.status not in (429,)
+            response.close()
+        except (GatewayError, TimeoutError, OSError) as exc:
+            log.info("probe of upstream %s failed: %s", name, type(exc).__name__)
+        if ok:
+            await self._breakers.success(name)
+        else:
+            await self._breakers.failure(name)
+        self._health.observe(name, ok=ok)
+        return ok
+
+    async def run(self) -> None:
+        while True:
+            await self._sleep(self._interval_s)
+            for name in self._upstreams:
+                with contextlib.suppress(Exception):
+                    await self.probe(name)

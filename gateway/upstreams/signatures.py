@@ -1,0 +1,59 @@
+"""Thinking blocks on a move between providers: not replayed where their signature may not verify.
+
+A thinking block's ``signature`` is issued by the service that produced it; providers.md documents
+no guarantee that another provider's endpoint accepts it, and a signature that fails to verify is a
+400 (seed digest: "thinking signature blocks ... are bound to a model: replaying them to another
+model is a 400"; Claude Code's own model fallback strips them first). So when a session's history
+was produced on one provider (first party, Bedrock, Vertex, Foundry) and a request of it goes to
+another, the ``thinking`` and ``redacted_thinking`` blocks of its assistant turns are left out.
+When that leaves the last assistant turn of a tool loop (a ``tool_use`` answered by the request's
+``tool_result``) without its leading thinking block while the request enables thinking (the API
+then refuses it: "a final assistant message must start with a thinking block"), ``thinking`` is
+left out of that one request.
+Moves between two upstreams of the same provider (two Bedrock regions) keep them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from gateway.providers.base import ClientRequest
+
+THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
+
+
+def strip_thinking(client: ClientRequest) -> tuple[ClientRequest, int]:
+    """``client`` without replayed thinking blocks, and how many were removed (0: unchanged)."""
+    messages = client.payload.get("messages")
+    if not isinstance(messages, list):
+        return client, 0
+    removed = 0
+    rebuilt: list[Any] = []
+    last_lost_lead = False
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            rebuilt.append(message)
+            continue
+        content = message.get("content")
+        if not isinstance(content, list):
+            rebuilt.append(message)
+            last_lost_lead = False
+            continue
+        kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in THINKING_TYPES)]
+        removed += len(content) - len(kept)
+        first = content[0] if content else None
+        lost_lead = (
+            len(kept) != len(content) and isinstance(first, dict) and first.get("type") in THINKING_TYPES
+        )
+        last_lost_lead = lost_lead and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in kept)
+        if len(kept) == len(content):
+            rebuilt.append(message)
+        else:  # a turn that was only thinking keeps a placeholder (empty text blocks are refused)
+            rebuilt.append({**message, "content": kept or [{"type": "text", "text": "[thinking omitted]"}]})
+    if not removed:
+        return client, 0
+    payload: dict[str, Any] = {**client.payload, "messages": rebuilt}
+    thinking = payload.get("thinking")
+    if last_lost_lead and isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
+        del payload["thinking"]
+    return client.with_payload(payload), removed

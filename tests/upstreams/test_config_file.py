@@ -1,0 +1,152 @@
+"""``GATEWAY_UPSTREAMS_FILE``: validated at start-up, one line per problem naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config import ConfigError, Settings
+from gateway.provider_names import ProviderName
+from gateway.upstreams.config import upstreams_of
+
+BASE = {"GATEWAY_API_KEYS": "sk-gw"}
+
+
+def _settings(tmp_path: Path, content: Any, suffix: str = ".json", **env: str) -> Settings:
+    path = tmp_path / f"upstreams{suffix}"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return Settings.from_environ({**BASE, "GATEWAY_UPSTREAMS_FILE": str(path), **env})
+
+
+def _problems(tmp_path: Path, content: Any, suffix: str = ".json", **env: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        upstreams_of(_settings(tmp_path, content, suffix, **env))
+    return list(info.value.problems)
+
+
+def test_yaml_file_builds_one_settings_per_upstream(tmp_path: Path) -> None:
+    text = """
+upstreams:
+  - name: bedrock-us
+    provider: bedrock
+    region: us-west-2
+    model_map: {claude-opus-5-5: us.anthropic.claude-opus-5-5}
+  - name: vertex-east
+    provider: vertex
+    region: us-east5
+    project: proj
+  - name: first
+    provider: anthropic
+    credentials: {ANTHROPIC_API_KEY: "${FIRST_KEY}"}
+routes:
+  - models: ["claude-opus-*"]
+    upstreams: [bedrock-us, vertex-east]
+    weights: [3, 1]
+"""
+    settings = _settings(tmp_path, text, ".yaml", FIRST_KEY="sk-ant-first", AWS_REGION="eu-west-1")
+    config = upstreams_of(settings)
+    assert config is not None
+    bedrock, vertex, first = config.upstreams
+    assert (bedrock.name, bedrock.provider, bedrock.settings.bedrock.region) == (
+        "bedrock-us",
+        ProviderName.BEDROCK,
+        "us-west-2",
+    )
+    assert bedrock.settings.provider is ProviderName.BEDROCK
+    assert bedrock.settings.models.model_map == {"claude-opus-5-5": "us.anthropic.claude-opus-5-5"}
+    assert (vertex.settings.vertex.region, vertex.settings.vertex.project_id) == ("us-east5", "proj")
+    assert first.settings.anthropic.api_key is not None
+    assert first.settings.anthropic.api_key.get_secret_value() == "sk-ant-first"
+    assert settings.bedrock.region == "eu-west-1"  # the base settings are untouched
+    assert config.routes[0].weights == (3.0, 1.0)
+
+
+def test_every_problem_is_one_line_naming_its_field(tmp_path: Path) -> None:
+    content = {
+        "upstreams": [
+            {"name": "a", "provider": "anthropic", "region": "us-east-1"},
+            {"name": "b", "provider": "bedrock"},
+            {"name": "c", "provider": "foundry", "credentials": {"ANTHROPIC_FOUNDRY_API_KEY": "${NOT_SET}"}},
+            {"name": "d", "provider": "vertex", "region": "us-east5", "env": {"GATEWAY_NOPE": "1"}},
+            {"name": "a", "provider": "nowhere"},
+        ],
+        "routes": [{"models": ["*"], "upstreams": ["a", "zz"], "weights": [1]}],
+        "breaker": {"failures": 0},
+    }
+    problems = _problems(tmp_path, content)
+    assert all(line.startswith("GATEWAY_UPSTREAMS_FILE: ") for line in problems)
+    text = "\n".join(problems)
+    assert "upstreams[0]: Value error" not in text
+    assert "upstreams[0]: region: anthropic takes no region" in text
+    assert "upstreams[4].provider: Input should be" in text
+    assert "routes[0]: weights: one weight per upstream" in text
+    assert "breaker.failures: Input should be greater than or equal to 1" in text
+
+
+def test_cross_references_and_per_upstream_settings(tmp_path: Path) -> None:
+    content = {
+        "upstreams": [
+            {"name": "b", "provider": "bedrock"},
+            {"name": "c", "provider": "foundry", "credentials": {"ANTHROPIC_FOUNDRY_API_KEY": "${NOT_SET}"}},
+            {"name": "d", "provider": "vertex", "region": "us-east5", "env": {"GATEWAY_NOPE": "1"}},
+            {"name": "d", "provider": "anthropic", "env": {"GATEWAY_API_KEYS": "x"}},
+        ],
+        "routes": [{"models": ["*"], "upstreams": ["b", "zz"]}],
+    }
+    problems = _problems(tmp_path, content)
+    assert "GATEWAY_UPSTREAMS_FILE: upstreams[3].name: 'd' is already upstreams[2]" in problems
+    assert "GATEWAY_UPSTREAMS_FILE: routes[0].upstreams[1]: no upstream named 'zz'" in problems
+    assert (
+        "GATEWAY_UPSTREAMS_FILE: upstreams[1].credentials.ANTHROPIC_FOUNDRY_API_KEY: NOT_SET is not set"
+        in problems
+    )
+    assert (
+        "GATEWAY_UPSTREAMS_FILE: upstreams[2].env.GATEWAY_NOPE: not a setting of switchyard serve" in problems
+    )
+    assert (
+        "GATEWAY_UPSTREAMS_FILE: upstreams[3].env.GATEWAY_API_KEYS: a gateway-wide setting, not per upstream"
+        in problems
+    )
+    # the upstream's own settings are checked by the same rules as the environment's
+    assert any(
+        line.startswith("GATEWAY_UPSTREAMS_FILE: upstreams[0] (b): AWS_REGION: required") for line in problems
+    ), problems
+
+
+def test_secrets_never_appear_in_problems(tmp_path: Path) -> None:
+    content = {
+        "upstreams": [
+            {
+                "name": "f",
+                "provider": "foundry",
+                "base_url": "not a url",
+                "credentials": {"ANTHROPIC_FOUNDRY_API_KEY": "sk-very-secret-1"},
+            },
+        ]
+    }
+    problems = _problems(tmp_path, content)
+    assert problems and not any("sk-very-secret-1" in line for line in problems)
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    assert _problems(tmp_path, "{not json") == [
+        "GATEWAY_UPSTREAMS_FILE: not valid JSON at line 1: Expecting property name enclosed in double quotes"
+    ]
+    assert _problems(tmp_path, "upstreams: [", ".yaml")[0].startswith(
+        "GATEWAY_UPSTREAMS_FILE: not valid YAML at line"
+    )
+    assert _problems(tmp_path, {"upstreams": []}) == [
+        "GATEWAY_UPSTREAMS_FILE: upstreams: List should have at least 1 item after validation, not 0"
+    ]
+    with pytest.raises(ConfigError) as info:
+        Settings.from_environ({**BASE, "GATEWAY_UPSTREAMS_FILE": str(tmp_path / "missing.json")})
+    assert info.value.problems[0].startswith("GATEWAY_UPSTREAMS_FILE:")
+
+
+def test_without_the_file_nothing_changes() -> None:
+    settings = Settings.from_environ(BASE)
+    assert settings.selection.upstreams_file is None and upstreams_of(settings) is None
+    assert settings.source_environ == {}  # the environment is kept only for the upstreams' overlays

@@ -1,0 +1,292 @@
+"""Fault tests over four emulated upstreams at once: first party (primary), Bedrock, Vertex AI and
+Foundry. Every request gets an answer (lost 0, hung 0); sessions move once and stay; breakers open
+and half-open; every candidate unavailable is ``529 overloaded_error`` with ``retry-after``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, cast
+
+import anthropic
+import pytest
+
+from tests.upstreams.harness import MODEL, SYSTEM, four_upstreams
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _turn(
+    client: anthropic.AsyncAnthropic, text: str, *, stream: bool = False
+) -> anthropic.types.Message:
+    messages: list[anthropic.types.MessageParam] = [{"role": "user", "content": text}]
+    if stream:
+        async with client.messages.stream(model=MODEL, max_tokens=32, system=SYSTEM, messages=messages) as s:
+            return await asyncio.wait_for(s.get_final_message(), 20)
+    return await asyncio.wait_for(
+        client.messages.create(model=MODEL, max_tokens=32, system=SYSTEM, messages=messages), 20
+    )
+
+
+async def test_all_four_serve_in_route_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with four_upstreams(tmp_path, monkeypatch) as fleet:
+        message = await _turn(fleet.client("s-1"), "hello")
+        assert message.content[0].type == "text"
+        assert fleet.served("primary") == 1
+        assert fleet.served("bedrock") == fleet.served("vertex") == fleet.served("foundry") == 0
+        assert fleet.metric("gateway_upstream_selected_total", upstream="primary", reason="route") == 1
+        fleet.emulators["primary"].set_fault(STORM)
+        raw = await fleet.client("s-2").messages.with_raw_response.create(
+            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+        assert raw.headers["x-gateway-upstream"] == "bedrock"  # which upstream answered
+        assert (
+            fleet.metric(
+                "gateway_requests_total", provider="bedrock", model=MODEL, stream="false", status_class="2xx"
+            )
+            == 1
+        )
+
+
+class Clock:
+    """Wall-clock seconds the breakers and placements read (moved by the test)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+STORM = "fail_first=1000000:529,retry_after_ms=1"
+
+
+async def test_529_storm_moves_the_session_once_and_it_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with four_upstreams(tmp_path, monkeypatch) as fleet:
+        client = fleet.client("session-storm")
+        await _turn(client, "one")
+        assert fleet.served("primary") == 1
+        fleet.emulators["primary"].set_fault(STORM)
+        second = await _turn(client, "two")
+        assert second.usage.cache_read_input_tokens == 0  # a cold cache on bedrock: written once
+        assert (second.usage.cache_creation_input_tokens or 0) > 0
+        third = await _turn(client, "three", stream=True)
+        assert (third.usage.cache_read_input_tokens or 0) > 0  # stays on bedrock, whose cache it warmed
+        fleet.emulators["primary"].set_fault("")  # recovered: the session stays until its cache would expire
+        await _turn(client, "four")
+        assert fleet.served("primary") == 3  # the first turn, then 1 try + 1 same-upstream retry
+        assert fleet.served("bedrock") == 3
+        assert fleet.served("vertex") == fleet.served("foundry") == 0
+        assert (
+            fleet.metric(
+                "gateway_session_moves_total", **{"from": "primary", "to": "bedrock", "reason": "status_529"}
+            )
+            == 1
+        )
+        assert fleet.metric("gateway_cache_breaks_total", provider="bedrock", reason="upstream_changed") == 1
+        assert fleet.metric("gateway_session_move_cache_write_tokens_total", upstream="bedrock") == (
+            second.usage.cache_creation_input_tokens
+        )
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [("fail_first=1000000:500", "status_5xx"), ("reset", "connection_error"), ("stall_headers=5", "timeout")],
+)
+async def test_primary_failures_fail_over_before_any_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str, reason: str
+) -> None:
+    sections = {"failover": {"same_upstream_retries": 0}}
+    async with four_upstreams(
+        tmp_path, monkeypatch, sections=sections, providers=("anthropic", "vertex")
+    ) as fleet:
+        fleet.emulators["primary"].set_fault(fault)
+        results = await asyncio.gather(
+            *(_turn(fleet.client(f"s-{i}"), f"hello {i}", stream=i % 2 == 0) for i in range(6))
+        )
+        assert all(m.content and m.content[0].type == "text" for m in results)  # lost 0, hung 0
+        assert fleet.served("vertex") == 6
+        assert fleet.metric("gateway_upstream_failures_total", upstream="primary", reason=reason) >= 1
+
+
+async def test_connection_refused_upstream_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    dead = {
+        "name": "dead",
+        "provider": "anthropic",
+        "base_url": f"http://127.0.0.1:{closed}",
+        "credentials": {"ANTHROPIC_API_KEY": "k"},
+    }
+    order = ("dead", "foundry")
+    async with four_upstreams(
+        tmp_path, monkeypatch, order=order, extra=(dead,), providers=("foundry",)
+    ) as fleet:
+        message = await _turn(fleet.client("s-refused"), "hello", stream=True)
+        assert message.content[0].type == "text"
+        assert fleet.served("foundry") == 1
+        # the first try and its one same-upstream retry (failover.same_upstream_retries: 1)
+        assert (
+            fleet.metric("gateway_upstream_failures_total", upstream="dead", reason="connection_error") == 2
+        )
+
+
+async def test_slow_first_byte_within_the_timeout_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with four_upstreams(tmp_path, monkeypatch, providers=("anthropic", "bedrock")) as fleet:
+        fleet.emulators["primary"].set_fault("stall_headers=0.3")
+        await _turn(fleet.client("s-slow"), "hello", stream=True)
+        assert (fleet.served("primary"), fleet.served("bedrock")) == (1, 0)
+
+
+async def test_no_failover_after_content_was_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with four_upstreams(tmp_path, monkeypatch, providers=("anthropic", "bedrock")) as fleet:
+        fleet.emulators["primary"].set_fault("overloaded_after=4")
+        with pytest.raises(anthropic.APIStatusError) as info:
+            await _turn(fleet.client("s-mid"), "hello", stream=True)
+        assert info.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+        assert (fleet.served("primary"), fleet.served("bedrock")) == (1, 0)
+
+
+async def test_breaker_opens_and_half_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    sections = {
+        "failover": {"same_upstream_retries": 0},
+        "breaker": {"failures": 2, "window_s": 60, "open_s": 30},
+    }
+    async with four_upstreams(
+        tmp_path,
+        monkeypatch,
+        sections=sections,
+        providers=("anthropic", "bedrock"),
+        app_kwargs={"wall_clock": clock},
+    ) as fleet:
+        fleet.emulators["primary"].set_fault(STORM)
+        for i in range(2):
+            await _turn(fleet.client(), f"no session {i}")
+        assert fleet.served("primary") == 2
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2  # open
+        assert fleet.metric("gateway_upstream_health", upstream="primary") == 0
+        await _turn(fleet.client(), "while open")
+        assert fleet.served("primary") == 2  # skipped while open
+        assert fleet.metric("gateway_upstream_selected_total", upstream="bedrock", reason="breaker_open") == 1
+        clock.now += 31  # half-open: one probe request goes to the primary
+        fleet.emulators["primary"].set_fault("")
+        await _turn(fleet.client(), "probe")
+        assert fleet.served("primary") == 3
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 0  # closed on success
+        assert fleet.metric("gateway_upstream_health", upstream="primary") == 1
+
+
+async def test_half_open_failure_opens_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    sections = {"failover": {"same_upstream_retries": 0}, "breaker": {"failures": 1, "open_s": 10}}
+    async with four_upstreams(
+        tmp_path,
+        monkeypatch,
+        sections=sections,
+        providers=("anthropic", "vertex"),
+        app_kwargs={"wall_clock": clock},
+    ) as fleet:
+        fleet.emulators["primary"].set_fault(STORM)
+        await _turn(fleet.client(), "opens")
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2
+        clock.now += 11
+        await _turn(fleet.client(), "half-open probe fails")
+        assert fleet.served("primary") == 2
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2  # open again
+
+
+async def test_every_candidate_overloaded_is_529_with_retry_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    sections = {"failover": {"same_upstream_retries": 0}, "breaker": {"failures": 1, "open_s": 20}}
+    async with four_upstreams(
+        tmp_path, monkeypatch, sections=sections, app_kwargs={"wall_clock": clock}
+    ) as fleet:
+        for emulator in fleet.emulators.values():
+            emulator.set_fault(STORM)
+        for attempt in range(2):  # all four tried, then (breakers open) none
+            with pytest.raises(anthropic.APIStatusError) as info:
+                await _turn(fleet.client("s-all"), f"attempt {attempt}")
+            assert info.value.status_code == 529
+            assert info.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+            assert info.value.response.headers["x-should-retry"] == "true"
+            assert 1 <= int(info.value.response.headers["retry-after"]) <= 20
+        # one try each, the last candidate with the request's own retry budget (an SDK client that
+        # retries itself gets one gateway retry); the second request found every breaker open
+        assert [fleet.served(n) for n in ("primary", "bedrock", "vertex", "foundry")] == [1, 1, 1, 2]
+
+
+async def test_a_move_between_providers_leaves_thinking_signatures_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with four_upstreams(tmp_path, monkeypatch, providers=("anthropic", "bedrock")) as fleet:
+        client = fleet.client("s-thinking")
+        thinking: anthropic.types.ThinkingConfigParam = {"type": "enabled", "budget_tokens": 1024}
+        history: list[anthropic.types.MessageParam] = [{"role": "user", "content": "think first"}]
+        first = await client.messages.create(
+            model=MODEL,
+            max_tokens=2048,
+            system=SYSTEM,
+            thinking=thinking,
+            messages=history,
+        )
+        assert first.content[0].type == "thinking" and first.content[0].signature
+        history += [
+            {"role": "assistant", "content": [cast(Any, block.model_dump()) for block in first.content]},
+            {"role": "user", "content": "and now?"},
+        ]
+        fleet.emulators["primary"].set_fault(STORM)
+        second = await client.messages.create(
+            model=MODEL,
+            max_tokens=2048,
+            system=SYSTEM,
+            thinking=thinking,
+            messages=history,
+        )
+        assert second.content
+        sent = [r for r in fleet.emulators["bedrock"].requests if r.method == "POST"]
+        assert len(sent) == 1
+        assert first.content[0].signature.encode() not in sent[0].body
+        assert b'"thinking"' in sent[0].body  # thinking stays on: the last assistant turn was not a tool call
+
+
+async def test_active_probe_closes_a_half_open_breaker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    sections = {
+        "failover": {"same_upstream_retries": 0},
+        "breaker": {"failures": 1, "open_s": 10},
+        "probe": {"interval_s": 0.1, "timeout_s": 2, "model": MODEL},
+    }
+    async with four_upstreams(
+        tmp_path,
+        monkeypatch,
+        sections=sections,
+        providers=("anthropic", "vertex"),
+        app_kwargs={"wall_clock": clock},
+    ) as fleet:
+        fleet.emulators["primary"].set_fault(STORM)
+        await _turn(fleet.client(), "opens the breaker")
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2
+        fleet.emulators["primary"].set_fault("")
+        clock.now += 11  # half-open: the next probe (every 0.1 s) is its one trial request
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while fleet.metric("gateway_breaker_state", upstream="primary") != 0:
+            assert loop.time() < deadline, "the probe never closed the breaker"
+            await asyncio.sleep(0.05)
+        probes = [r for r in fleet.emulators["primary"].requests if r.path.endswith("/count_tokens")]
+        assert probes  # closed by a count_tokens probe, not by client traffic
+        assert fleet.served("primary") == 1
