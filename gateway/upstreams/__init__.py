@@ -6,6 +6,8 @@ Modules: ``config`` (the ``GATEWAY_UPSTREAMS_FILE`` model), ``router`` (candidat
 ``affinity`` (session placement), ``breaker`` / ``breaker_redis`` (circuit breakers), ``health``
 (passive health, active probe), ``signatures`` (thinking blocks on a move between providers),
 ``metrics``, ``failover`` (the request path), and :func:`build` here, which wires them.
+
+Internal: the server's own (operators configure it with ``GATEWAY_UPSTREAMS_FILE``).
 """
 
 from __future__ import annotations
