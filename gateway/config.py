@@ -18,6 +18,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import (
     AliasChoices,
@@ -272,6 +273,17 @@ class Settings(BaseModel):
     )
     """Comma-separated upstreams where Claude Code's per-request billing value is pinned."""
 
+    # --- fleet policy (issue 17) ---
+    # gateway.fleet: model rules, spend caps, rate limits and managed settings per user and group.
+    # Counters live in this process, or in Redis when GATEWAY_SESSION_STORE is a redis:// URL.
+    policy_file: Path | None = Field(None, alias="GATEWAY_POLICY_FILE")
+    """YAML or JSON policy file: models, spend caps, rate limits, managed settings per user and group (unset: everything allowed, no caps)."""
+    policy_reload_s: float = Field(5.0, alias="GATEWAY_POLICY_RELOAD_S", ge=0, le=300)
+    """Re-read GATEWAY_POLICY_FILE when it changes, polling this often, seconds (0: only on SIGHUP)."""
+    policy_counters_fail: Literal["open", "closed"] = Field("open", alias="GATEWAY_POLICY_COUNTERS_FAIL")
+    """When the spend/rate counters (Redis) cannot answer: `open` lets requests through unmetered, `closed` refuses them (`429`, `fetch_error`)."""
+    # --- end fleet policy ---
+
     @field_validator(
         "allow_unauthenticated",
         "use_bedrock",
@@ -293,6 +305,7 @@ class Settings(BaseModel):
         "client_key",
         "google_application_credentials",
         "pricing_file",
+        "policy_file",
         mode="before",
     )
     @classmethod
@@ -430,6 +443,15 @@ class Settings(BaseModel):
             from gateway.pricing import load_price_table  # imports this module
 
             load_price_table(value)  # a PricingError is a ValueError: reported against the variable
+        return value
+
+    @field_validator("policy_file")
+    @classmethod
+    def _check_policy(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            from gateway.fleet.policy_file import load_policy
+
+            load_policy(value)  # a PolicyError is a ValueError: one line per problem, naming the field
         return value
 
     @field_validator("log_level")

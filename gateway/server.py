@@ -24,6 +24,10 @@ from gateway.config import Settings
 from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
 from gateway.errors import ClientInputError, GatewayError, error_body
+from gateway.fleet.policy_gate import PolicyGate
+from gateway.fleet.policy_reload import PolicyReloader
+from gateway.fleet.policy_setup import build_policy_gate, filtered_listing
+from gateway.fleet.routes import FleetRoutes
 from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
 from gateway.key_reload import KeyReloader
@@ -49,6 +53,7 @@ SETTINGS_KEY = web.AppKey("settings", Settings)
 PROVIDER_KEY = web.AppKey("provider", Provider)
 METRICS_KEY = web.AppKey("metrics", GatewayMetrics)
 KEY_RELOADER_KEY = web.AppKey("key_reloader", KeyReloader)  # set when GATEWAY_API_KEYS_FILE is
+POLICY_RELOADER_KEY = web.AppKey("policy_reloader", PolicyReloader)  # set when GATEWAY_POLICY_FILE is
 
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
 
@@ -137,6 +142,9 @@ class Gateway:
             on_break=lambda reason: metrics.observe_cache_break(provider.name, reason),
         )
         self.preparation = RequestPreparation(self.cache, provider)
+        # fleet policy (gateway.fleet): on the request path only with GATEWAY_POLICY_FILE set
+        self.policy_gate: PolicyGate = build_policy_gate(settings)
+        self.policy = self.policy_gate if settings.policy_file is not None else None
 
     def _keys_reloaded(self, ring: KeyRing) -> None:
         """New keys in force (SIGHUP): series of teams that appeared start at zero."""
@@ -196,9 +204,11 @@ class Gateway:
         )
 
     async def models(self, request: web.Request) -> web.StreamResponse:
-        self.auth.team_for(request)
+        principal = self.auth.principal_for(request)
         headers = forwardable_headers(request)
         upstream = await self.provider.list_models(headers, raw_query(request))
+        if self.policy is not None:  # only the models the caller may use
+            upstream = await filtered_listing(upstream, self.policy.effective(principal).models)
         try:
             return await relay_buffered(upstream, {}, Outcome(), observe_usage=False)
         finally:
@@ -216,6 +226,8 @@ class Gateway:
             principal = scope.principal = self.auth.principal_for(request)
             scope.team = principal.team
             scope.client = await client_request(request, operation, self.settings, scope.request_id)
+            if self.policy is not None:  # models, caps, rate limits: before anything goes upstream
+                scope.admission = await self.policy.admit(principal, scope.client, scope.request_id)
             self.team_slots.acquire(scope.team, len(self.keys.teams))
             try:
                 return await self._exchange(request, scope, send)
@@ -279,6 +291,8 @@ class Gateway:
             upstream = attempt.response
             assert upstream is not None
             extra.update(advice)
+            if scope.admission is not None:  # a capped caller: the usage-limit headers are ours
+                upstream.headers = scope.admission.apply(upstream.headers, extra)
             outcome.upstream_request_id = header_value(upstream.headers, "request-id")
             try:
                 if client.stream and upstream.status == 200:
@@ -396,6 +410,8 @@ class Gateway:
         served = outcome.model_fallback or model  # tokens and spend go to the model that answered
         if client.operation is Operation.MESSAGES and scope.client is not None:
             cost = self.prices.cost(provider, served, outcome.usage)
+        if scope.admission is not None and self.policy is not None:  # spend, tokens, stream slot
+            self.policy.record(scope.admission, None if cost is None else cost.total, outcome.usage)
         self.metrics.observe_finished(
             provider,
             model,
@@ -469,6 +485,18 @@ def create_app(
                 await task
 
         app.cleanup_ctx.append(watch_keys)
+    if isinstance(gateway.policy_gate.holder, PolicyReloader):
+        policy_reloader = app[POLICY_RELOADER_KEY] = gateway.policy_gate.holder
+
+        async def watch_policy(_: web.Application) -> AsyncIterator[None]:
+            task = asyncio.create_task(policy_reloader.run())
+            yield
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        app.cleanup_ctx.append(watch_policy)
+    FleetRoutes(gateway.policy_gate, gateway.auth.principal_for, gateway.auth.admin_for).add_to(app)
     app.router.add_post("/v1/messages", gateway.messages)
     app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
     app.router.add_get("/v1/models", gateway.models)
@@ -485,6 +513,7 @@ def create_app(
     async def close_provider(_: web.Application) -> None:
         await provider.close()
         await gateway.cache.store.close()
+        await gateway.policy_gate.counters.close()
 
     app.on_startup.append(start_provider)
     app.on_cleanup.append(close_provider)
