@@ -1,0 +1,72 @@
+"""A gateway with a policy file and a keys file in front of the first-party emulator."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+import requests
+
+from tests.support.gateway_stack import CLIENT_KEY, GatewayStack, start_stack
+from tests.support.threaded import LoopThread
+
+ADMIN_KEY = "sk-fleet-admin-77c1"
+TEAM_KEYS = {"alpha": "sk-fleet-alpha-01", "beta": "sk-fleet-beta-02", "gamma": "sk-fleet-gamma-03"}
+MESSAGE: dict[str, Any] = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 32,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+@dataclass
+class FleetStack:
+    stack: GatewayStack
+    policy_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.stack.port}"
+
+    def client(self, key: str = CLIENT_KEY) -> anthropic.Anthropic:
+        return anthropic.Anthropic(api_key=key, base_url=self.url, max_retries=0)
+
+    def post(
+        self, key: str, body: dict[str, Any] | None = None, path: str = "/v1/messages"
+    ) -> requests.Response:
+        return requests.post(self.url + path, json=body or MESSAGE, headers={"x-api-key": key}, timeout=10)
+
+    def get(self, path: str, key: str = CLIENT_KEY, **headers: str) -> requests.Response:
+        return requests.get(self.url + path, headers={"x-api-key": key, **headers}, timeout=10)
+
+    def write_policy(self, text: str) -> None:
+        staging = self.policy_path.with_name("policy.new")
+        staging.write_text(text)
+        os.replace(staging, self.policy_path)
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, loop_thread: LoopThread) -> Iterator[Callable[..., FleetStack]]:
+    def start(policy: str, **env: str) -> FleetStack:
+        policy_path = tmp_path / "policy.yaml"
+        policy_path.write_text(policy)
+        keys = tmp_path / "keys"
+        keys.write_text(
+            "\n".join([f"{key} {team}" for team, key in TEAM_KEYS.items()] + [f"{ADMIN_KEY} ops role=admin"])
+            + "\n"
+        )
+        stack = start_stack(
+            loop_thread,
+            GATEWAY_POLICY_FILE=str(policy_path),
+            GATEWAY_API_KEYS_FILE=str(keys),
+            GATEWAY_POLICY_RELOAD_S="0",
+            **env,
+        )
+        return FleetStack(stack, policy_path)
+
+    yield start
