@@ -33,6 +33,7 @@ SECTION_STARTS: Final = {
     "stream_idle_warning_s": "Resilience",
     "log_level": "Operations",
     "session_store": "Prompt caching",
+    "policy_file": "Fleet policy (issue 17)",
 }
 INDENT: Final = "      "
 WIDTH: Final = 100

@@ -134,3 +134,17 @@ def test_a_bad_file_fails_the_settings_with_one_line(tmp_path: Path) -> None:
     assert (
         Settings.from_environ({"GATEWAY_API_KEYS": "k", "GATEWAY_POLICY_FILE": str(path)}).policy_file == path
     )
+
+
+def test_the_readme_example_is_a_valid_policy() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Roll out to a fleet", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    policy = Policy(parse_policy(example, "README.md"))
+    contractor = policy.for_principal(
+        Principal("idp|c", "idp|c", ("contractors",), "c@example.com", Source.TOKEN)
+    )
+    assert not contractor.models.permits("claude-opus-4-5") and contractor.models.permits("claude-sonnet-4-5")
+    assert ("group", "contractors", Period.MONTHLY, 2000) in {
+        (c.scope, c.owner, c.period, c.limit_usd) for c in contractor.caps
+    }
