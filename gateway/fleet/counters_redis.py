@@ -9,8 +9,9 @@ replica's command runs in between), with the semantics of :mod:`gateway.fleet.co
 
 A single Redis (or a primary with replicas) is assumed, not Redis Cluster (the keys of one
 request span hash slots). A failing or slow Redis raises :class:`CountersUnavailable` on
-``admit`` (the gate then fails open or closed, ``GATEWAY_POLICY_COUNTERS_FAIL``); ``record`` runs
-in the background and logs a failure once per outage.
+``admit`` within twice ``GATEWAY_SESSION_STORE_TIMEOUT_S`` (the gate then fails open or closed,
+``GATEWAY_POLICY_COUNTERS_FAIL``); ``record`` runs in the background, off the request path, with
+``RECORD_TIMEOUT_S`` to finish, and logs a failure (that spend is lost) once per outage.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gateway.fleet.counters import (
 )
 
 log = logging.getLogger("switchyard.fleet.counters")
+RECORD_TIMEOUT_S: Final = 5.0
 
 ADMIT: Final = """
 local now, token = tonumber(ARGV[1]), ARGV[2]
@@ -162,8 +164,8 @@ class RedisCounters(Counters):
         args.extend((charge.micros, charge.tokens, repr(now), charge.token))
         args.extend(c.expire_at for c in charge.spend)
         args.extend(repr(r.interval_s) for r in charge.token_rates)
-        try:
-            async with asyncio.timeout(self._timeout_s * 2):
+        try:  # off the request path: a slow Redis may take its time rather than lose the spend
+            async with asyncio.timeout(max(RECORD_TIMEOUT_S, self._timeout_s * 2)):
                 await self._record(keys=keys, args=args)
         except Exception as exc:
             if not self._record_failing:

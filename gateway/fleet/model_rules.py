@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from gateway.providers.model_patterns import base_name
@@ -21,6 +21,7 @@ from gateway.providers.models import OTHER, metric_label
 TIERS: Final = ("opus", "sonnet", "haiku")
 _TOKENS: Final = re.compile(r"[a-z0-9]+")
 MAX_SHOWN: Final = 100  # a refusal names the model, cut to this many characters
+MAX_ANSWERS: Final = 1024
 
 
 def tier_of(model: str) -> str | None:
@@ -57,6 +58,8 @@ class ModelRules:
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
     killed: frozenset[str] = frozenset()
+    # the answer per model name, found once (a fleet uses few names; bounded all the same)
+    _answers: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def unrestricted(self) -> bool:
@@ -64,6 +67,16 @@ class ModelRules:
 
     def refusal(self, model: str) -> str | None:
         """Why ``model`` may not be used (a sentence naming it), or ``None`` when it may."""
+        answers = self._answers
+        if model in answers:
+            return answers[model]
+        answer = self._refusal(model)
+        if len(answers) >= MAX_ANSWERS:
+            answers.clear()
+        answers[model] = answer
+        return answer
+
+    def _refusal(self, model: str) -> str | None:
         tier = tier_of(model)
         shown = model if len(model) <= MAX_SHOWN else model[:MAX_SHOWN] + "..."
         if tier is not None and tier in self.killed:

@@ -28,6 +28,7 @@ from typing import Any
 from gateway.errors import ClientInputError
 from gateway.fleet import audit, rate_limits
 from gateway.fleet.counters import (
+    SPEND_KEPT_AFTER_S,
     Charge,
     Counters,
     CountersUnavailable,
@@ -36,8 +37,8 @@ from gateway.fleet.counters import (
     SlotCheck,
     SpendCheck,
 )
-from gateway.fleet.periods import Period, window
-from gateway.fleet.policy import Effective, Rate
+from gateway.fleet.periods import Period, Window, window
+from gateway.fleet.policy import Cap, Effective, Policy, Rate
 from gateway.fleet.policy_reload import PolicyHolder
 from gateway.fleet.principal import Principal
 from gateway.fleet.spend_caps import (
@@ -58,6 +59,7 @@ from gateway.streaming.usage import Usage
 
 log = logging.getLogger("switchyard.fleet.policy")
 OWN_PERIODS = (Period.DAILY, Period.WEEKLY, Period.MONTHLY)
+MAX_PLANS = 10_000
 
 
 @dataclass(slots=True)
@@ -80,6 +82,46 @@ class Admission:
         return strip_upstream_limits(upstream_headers)
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    caps: tuple[Cap, ...]  # checked in this order (longest period first)
+    windows: tuple[Window, ...]  # of each cap, today
+    checks: tuple[SpendCheck, ...]  # of each cap
+    charged: tuple[SpendCheck, ...]  # the caps' counters and the principal's own totals
+    rates: tuple[Rate, ...]  # requests per minute, then tokens per minute
+    rate_checks: tuple[RateCheck, ...]
+    token_checks: tuple[RateCheck, ...]
+    streams: tuple[Rate, ...]
+    slot_checks: tuple[SlotCheck, ...]
+
+
+def _build_plan(principal: Principal, effective: Effective, stream: bool, now: float) -> _Plan:
+    caps = ordered(effective.caps)
+    checks, windows = spend_checks(caps, now)
+    counted = {check.key for check in checks}
+    own = []
+    for period in OWN_PERIODS:  # the principal's own totals (GET /api/oauth/usage), uncapped too
+        win = window(period, now)
+        key = spend_key("user", principal.subject, win)
+        if key not in counted:
+            own.append(SpendCheck(key, 0, win.reset_at + SPEND_KEPT_AFTER_S))
+    requests = tuple(rate for rate in effective.rates if rate.kind == "requests")
+    tokens = tuple(rate for rate in effective.rates if rate.kind == "tokens")
+    streams = tuple(rate for rate in effective.rates if rate.kind == "streams") if stream else ()
+    token_checks = tuple(rate_limits.token_check(rate) for rate in tokens)
+    return _Plan(
+        caps=caps,
+        windows=windows,
+        checks=checks,
+        charged=checks + tuple(own),
+        rates=requests + tokens,
+        rate_checks=tuple(rate_limits.request_check(rate) for rate in requests) + token_checks,
+        token_checks=token_checks,
+        streams=streams,
+        slot_checks=tuple(rate_limits.slot_check(rate) for rate in streams),
+    )
+
+
 class PolicyGate:
     def __init__(
         self,
@@ -94,12 +136,16 @@ class PolicyGate:
         self.fail_closed = fail_closed
         self.clock = clock
         self._outage = False
+        self._plans: dict[tuple[Principal, bool], _Plan] = {}
+        self._plans_policy: Policy | None = None
+        self._plans_day = -1
 
     def effective(self, principal: Principal) -> Effective:
         return self.holder.policy.for_principal(principal)
 
     async def admit(self, principal: Principal, client: ClientRequest, request_id: str) -> Admission | None:
-        effective = self.holder.policy.for_principal(principal)
+        policy = self.holder.policy
+        effective = policy.for_principal(principal)
         models = effective.models
         if not models.unrestricted:
             refusal = models.refusal(client.model)
@@ -109,55 +155,40 @@ class PolicyGate:
         if client.operation is not Operation.MESSAGES:
             return None
         now = self.clock()
-        caps = ordered(effective.caps)
-        checks, windows = spend_checks(caps, now)
-        own = self._own_totals(principal, checks, now)
-        requests = [rate for rate in effective.rates if rate.kind == "requests"]
-        tokens = [rate for rate in effective.rates if rate.kind == "tokens"]
-        streams = [rate for rate in effective.rates if rate.kind == "streams"] if client.stream else []
-        rate_list = requests + tokens
-        rate_checks = tuple(
-            rate_limits.request_check(rate) if rate.kind == "requests" else rate_limits.token_check(rate)
-            for rate in rate_list
-        )
-        slot_checks = tuple(rate_limits.slot_check(rate) for rate in streams)
+        plan = self._plan(policy, principal, effective, client.stream, now)
         headers: dict[str, str] = {}
-        if checks or rate_checks or slot_checks:
+        if plan.checks or plan.rate_checks or plan.slot_checks:
             try:
-                result = await self.counters.admit(now, checks, rate_checks, slot_checks, request_id)
+                result = await self.counters.admit(
+                    now, plan.checks, plan.rate_checks, plan.slot_checks, request_id
+                )
             except CountersUnavailable as exc:
                 return self._unavailable(principal, request_id, exc)
             self._outage = False
             if isinstance(result, Refused):
-                raise self._refusal(principal, request_id, result, caps, windows, rate_list, streams, now)
-            states = [
-                CapState(cap, win, used)
-                for cap, win, used in zip(caps, windows, result.spent_micros, strict=True)
-            ]
-            active = binding(states)
-            if active is not None:
-                headers = allowed_headers(active)
-        return Admission(
-            principal,
-            request_id,
-            checks + own,
-            rate_checks[len(requests) :],
-            slot_checks,
-            headers,
-        )
+                raise self._refusal(principal, request_id, result, plan, now)
+            if plan.caps:
+                states = [
+                    CapState(cap, win, used)
+                    for cap, win, used in zip(plan.caps, plan.windows, result.spent_micros, strict=True)
+                ]
+                active = binding(states)
+                if active is not None:
+                    headers = allowed_headers(active)
+        return Admission(principal, request_id, plan.charged, plan.token_checks, plan.slot_checks, headers)
 
-    def _own_totals(
-        self, principal: Principal, checks: tuple[SpendCheck, ...], now: float
-    ) -> tuple[SpendCheck, ...]:
-        """The principal's own daily/weekly/monthly counters that no cap already counts."""
-        counted = {check.key for check in checks}
-        own = []
-        for period in OWN_PERIODS:
-            win = window(period, now)
-            key = spend_key("user", principal.subject, win)
-            if key not in counted:
-                own.append(SpendCheck(key, 0, win.reset_at + 86_400))
-        return tuple(own)
+    def _plan(
+        self, policy: Policy, principal: Principal, effective: Effective, stream: bool, now: float
+    ) -> _Plan:
+        """The counter keys and checks of a principal's requests, made once per policy and UTC day."""
+        day = int(now // 86_400)
+        if policy is not self._plans_policy or day != self._plans_day or len(self._plans) >= MAX_PLANS:
+            self._plans = {}
+            self._plans_policy, self._plans_day = policy, day
+        plan = self._plans.get((principal, stream))
+        if plan is None:
+            plan = self._plans[(principal, stream)] = _build_plan(principal, effective, stream, now)
+        return plan
 
     def _unavailable(
         self, principal: Principal, request_id: str, exc: CountersUnavailable
@@ -176,18 +207,10 @@ class PolicyGate:
         return None
 
     def _refusal(
-        self,
-        principal: Principal,
-        request_id: str,
-        refused: Refused,
-        caps: tuple[Any, ...],
-        windows: tuple[Any, ...],
-        rates: list[Rate],
-        streams: list[Rate],
-        now: float,
+        self, principal: Principal, request_id: str, refused: Refused, plan: _Plan, now: float
     ) -> Exception:
         if refused.kind == "spend":
-            cap, win = caps[refused.index], windows[refused.index]
+            cap, win = plan.caps[refused.index], plan.windows[refused.index]
             state = CapState(cap, win, micros(cap.limit_usd))
             audit.refused(
                 principal,
@@ -199,7 +222,7 @@ class PolicyGate:
                 limit_usd=cap.limit_usd,
             )
             return cap_reached(state, now)
-        rate = rates[refused.index] if refused.kind == "rate" else streams[refused.index]
+        rate = plan.rates[refused.index] if refused.kind == "rate" else plan.streams[refused.index]
         retry = refused.retry_after_s if refused.kind == "rate" else 1.0
         audit.refused(
             principal,
