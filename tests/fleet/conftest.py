@@ -28,10 +28,7 @@ MESSAGE: dict[str, Any] = {
 class FleetStack:
     stack: GatewayStack
     policy_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.stack.port}"
+    url: str
 
     def client(self, key: str = CLIENT_KEY) -> anthropic.Anthropic:
         return anthropic.Anthropic(api_key=key, base_url=self.url, max_retries=0)
@@ -67,6 +64,6 @@ def fleet(tmp_path: Path, loop_thread: LoopThread) -> Iterator[Callable[..., Fle
             GATEWAY_POLICY_RELOAD_S="0",
             **env,
         )
-        return FleetStack(stack, policy_path)
+        return FleetStack(stack, policy_path, f"http://127.0.0.1:{stack.port}")
 
     yield start

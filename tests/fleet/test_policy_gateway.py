@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
 
+from emulators import EmulatorConfig, emulator_in_thread
+from gateway.config import Settings
 from gateway.pricing import DEFAULT_TABLE
+from gateway.server import POLICY_RELOADER_KEY, create_app
+from gateway.service import running
 from gateway.streaming.usage import Usage
 from tests.fleet.conftest import ADMIN_KEY, MESSAGE, TEAM_KEYS, FleetStack
 from tests.support.gateway_stack import CLIENT_KEY
+from tests.support.serve_process import serve_process
+from tests.support.threaded import LoopThread
 
 U = "anthropic-ratelimit-unified-"
 
@@ -193,37 +202,75 @@ def test_managed_settings_checksum_etag_and_404(fleet: Any) -> None:
     assert stack.get("/managed/settings", "sk-nobody").status_code == 401
 
 
-def test_reload_on_change_and_sighup_keeps_the_old_policy_when_bad(
-    fleet: Any, caplog: pytest.LogCaptureFixture
+def test_reload_on_change_keeps_the_old_policy_when_bad(
+    tmp_path: Path, loop_thread: LoopThread, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from gateway.fleet.policy_reload import PolicyReloader
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("base: {models: {deny: [opus]}}\n")
+    with emulator_in_thread(EmulatorConfig(api_keys=frozenset({"sk-up"}))) as emulator:
+        settings = Settings.from_environ(
+            {
+                "GATEWAY_API_KEYS": CLIENT_KEY,
+                "ANTHROPIC_API_KEY": "sk-up",
+                "ANTHROPIC_BASE_URL": emulator.base_url,
+                "GATEWAY_POLICY_FILE": str(policy),
+                "GATEWAY_POLICY_RELOAD_S": "0",
+            }
+        )
+        app = create_app(settings)
+        reloader = app[POLICY_RELOADER_KEY]
+        server = loop_thread.enter(running(app, "127.0.0.1", 0))
+        stack = FleetStack(None, policy, server.base_url)  # type: ignore[arg-type]
+        opus = {**MESSAGE, "model": "claude-opus-4-5"}
+        assert stack.post(CLIENT_KEY, opus).status_code == 400
+        stack.write_policy("base: {models: {deny: [sonnet]}}\n")
+        assert reloader.check()  # the poll sees the change
+        assert stack.post(CLIENT_KEY, opus).status_code == 200
+        assert stack.post(CLIENT_KEY).status_code == 400
+        stack.write_policy("base: {models: {deny: 5}}\n")
+        assert not reloader.check()
+        assert not reloader.check()  # reported once per file version
+        assert stack.post(CLIENT_KEY).status_code == 400  # the previous policy stays
+        (failed,) = audit(caplog, "policy.reload_failed")
+        assert "base.models.deny" in failed["problem"] and failed["trigger"] == "file change"
+        assert [e["trigger"] for e in audit(caplog, "policy.reloaded")] == ["file change"]
 
-    stack: FleetStack = fleet("base: {models: {deny: [opus]}}\n")
+
+def test_sighup_reloads_a_serving_process(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("base: {models: {deny: [opus]}}\n")
     opus = {**MESSAGE, "model": "claude-opus-4-5"}
-    assert stack.post(CLIENT_KEY, opus).status_code == 400
-    reloader = _reloader(stack)
-    assert isinstance(reloader, PolicyReloader)
-    stack.write_policy("base: {models: {deny: [sonnet]}}\n")
-    assert reloader.check()  # the poll sees the change
-    assert stack.post(CLIENT_KEY, opus).status_code == 200
-    assert stack.post(CLIENT_KEY).status_code == 400
-    stack.write_policy("base: {models: {deny: 5}}\n")
-    assert not reloader.reload("SIGHUP")
-    assert stack.post(CLIENT_KEY).status_code == 400  # the previous policy stays
-    (failed,) = audit(caplog, "policy.reload_failed")
-    assert "base.models.deny" in failed["problem"] and failed["trigger"] == "SIGHUP"
-    assert [e["trigger"] for e in audit(caplog, "policy.reloaded")] == ["file change"]
+    with emulator_in_thread(EmulatorConfig(api_keys=frozenset({"sk-up"}))) as emulator:
+        env = {
+            "GATEWAY_API_KEYS": CLIENT_KEY,
+            "ANTHROPIC_API_KEY": "sk-up",
+            "ANTHROPIC_BASE_URL": emulator.base_url,
+            "GATEWAY_POLICY_FILE": str(policy),
+            "GATEWAY_POLICY_RELOAD_S": "0",  # no polling: only the signal can reload
+        }
+        with serve_process(env, tmp_path / "gateway.log") as gateway:
+            stack = FleetStack(None, policy, gateway.base_url)  # type: ignore[arg-type]
+            assert stack.post(CLIENT_KEY, opus).status_code == 400
+            stack.write_policy("base: {models: {deny: [haiku]}}\n")
+            assert stack.post(CLIENT_KEY, opus).status_code == 400  # not yet: no SIGHUP
+            os.kill(gateway.process.pid, signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while stack.post(CLIENT_KEY, opus).status_code != 200:
+                assert time.monotonic() < deadline, gateway.stderr()[-2000:]
+                time.sleep(0.05)
 
+            def reload_lines() -> list[dict[str, Any]]:
+                lines = [json.loads(line) for line in gateway.stderr().splitlines() if line.startswith("{")]
+                return [
+                    json.loads(line["message"])
+                    for line in lines
+                    if line.get("logger") == "switchyard.audit" and "policy.reloaded" in line["message"]
+                ]
 
-def _reloader(stack: FleetStack) -> Any:
-    """The reloader of the running app (what ``switchyard serve`` wires to SIGHUP)."""
-    import gc
-
-    from gateway.fleet.policy_reload import PolicyReloader
-
-    found = [o for o in gc.get_objects() if isinstance(o, PolicyReloader) and o.path == stack.policy_path]
-    assert len(found) == 1
-    return found[0]
+            while not reload_lines():  # the log writer thread may lag the answer a little
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert reload_lines()[0]["trigger"] == "SIGHUP"
 
 
 def test_admin_api_reads_and_sets_caps(fleet: Any, caplog: pytest.LogCaptureFixture) -> None:
@@ -272,3 +319,14 @@ def test_admin_api_reads_and_sets_caps(fleet: Any, caplog: pytest.LogCaptureFixt
     }
     # an admin key may use nothing else
     assert stack.post(ADMIN_KEY).status_code == 403
+
+
+def test_a_capped_stream_carries_the_usage_headers_instead_of_the_upstreams(fleet: Any) -> None:
+    stack: FleetStack = fleet("base: {spend_caps: {monthly_usd: 100}}\n")
+    with stack.client().messages.with_streaming_response.create(**MESSAGE, stream=True) as response:
+        headers = response.headers
+        assert "".join(response.iter_text())
+    assert headers[U + "status"] == "allowed" and headers[U + "representative-claim"] == "overage"
+    assert not [
+        h for h in headers if h.lower().startswith("anthropic-ratelimit-") and not h.lower().startswith(U)
+    ]
