@@ -279,7 +279,7 @@ class Settings(BaseModel):
     policy_file: Path | None = Field(None, alias="GATEWAY_POLICY_FILE")
     """YAML or JSON policy file: models, spend caps, rate limits, managed settings per user and group (unset: everything allowed, no caps)."""
     policy_reload_s: float = Field(5.0, alias="GATEWAY_POLICY_RELOAD_S", ge=0, le=300)
-    """Re-read GATEWAY_POLICY_FILE when it changes, polling this often, seconds (0: only on SIGHUP)."""
+    """Re-read GATEWAY_POLICY_FILE when it changes, polling this often, seconds (0: only on SIGHUP); also how often replicas take admin-set caps from Redis."""
     policy_counters_fail: Literal["open", "closed"] = Field("open", alias="GATEWAY_POLICY_COUNTERS_FAIL")
     """When the spend/rate counters (Redis) cannot answer: `open` lets requests through unmetered, `closed` refuses them (`429`, `fetch_error`)."""
     # --- end fleet policy ---

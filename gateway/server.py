@@ -489,11 +489,15 @@ def create_app(
         policy_reloader = app[POLICY_RELOADER_KEY] = gateway.policy_gate.holder
 
         async def watch_policy(_: web.Application) -> AsyncIterator[None]:
-            task = asyncio.create_task(policy_reloader.run())
+            # the file, and the caps the admin API set on any replica (shared through Redis)
+            sync_s = settings.policy_reload_s or 5.0
+            tasks = [policy_reloader.run(), gateway.policy_gate.run_cap_sync(sync_s)]
+            running_tasks = [asyncio.create_task(task) for task in tasks]
             yield
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in running_tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
         app.cleanup_ctx.append(watch_policy)
     FleetRoutes(gateway.policy_gate, gateway.auth.principal_for, gateway.auth.admin_for).add_to(app)

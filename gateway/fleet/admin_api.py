@@ -9,8 +9,9 @@ the current period.
 ``PUT`` sets one: ``{"scope": "user", "owner": "alice@example.com", "period": "daily",
 "limit_usd": 25}`` (``null`` removes that cap; ``owner`` is ignored for ``org``). It takes effect
 at once on this replica and on every later policy version (reloads keep it); each change is an
-audit line (``policy.cap_changed``). Caps set here live in this process: with several replicas,
-send the change to each (or put it in the policy file).
+audit line (``policy.cap_changed``). With Redis (``GATEWAY_SESSION_STORE``) the change is stored
+there and every replica takes it within ``GATEWAY_POLICY_RELOAD_S`` (5 s by default); without it,
+caps set here live in this one process until it restarts.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from gateway.fleet.counters import CountersUnavailable
 from gateway.fleet.periods import Period, window
 from gateway.fleet.policy import Scope
 from gateway.fleet.policy_gate import PolicyGate
-from gateway.fleet.policy_reload import PolicyHolder
+from gateway.fleet.policy_reload import PolicyHolder, cap_field
 from gateway.fleet.principal import Principal
 from gateway.fleet.spend_caps import MICROS, spend_key
 
@@ -124,6 +125,14 @@ class AdminApi:
             raise GatewayError(400, "owner: required for a group or user cap")
         holder = self._gate.holder
         old = holder.cap(change.scope, owner, change.period)
+        try:  # the other replicas take it from Redis (gateway.fleet.policy_gate.PolicyGate.sync_caps)
+            await self._gate.counters.share_cap(
+                *cap_field(change.scope, owner, change.period, change.limit_usd)
+            )
+        except CountersUnavailable:
+            raise GatewayError(
+                503, "the cap could not be stored: the shared counter store is unavailable"
+            ) from None
         holder.set_cap(change.scope, owner, change.period, change.limit_usd)
         audit.cap_changed(actor, change.scope, owner, change.period.value, old, change.limit_usd)
         return web.json_response(

@@ -109,6 +109,15 @@ class Counters(ABC):
     async def set_spend(self, key: str, micros: int, expire_at: int) -> None:
         """Set one spend counter (the admin API's reset)."""
 
+    shared = False  # whether other replicas see these counters (and the admin-set caps)
+
+    async def shared_caps(self) -> dict[str, str] | None:
+        """The caps set through the admin API on any replica (``None``: nothing shared, one process)."""
+        return None
+
+    async def share_cap(self, field: str, value: str) -> None:  # noqa: B027 - optional hook
+        """Publish one admin-set cap to the other replicas (nothing to do for one process)."""
+
     async def flush(self) -> None:  # noqa: B027 - optional hook
         """Wait until the ``record`` calls made so far are stored."""
 

@@ -6,6 +6,7 @@ replica's command runs in between), with the semantics of :mod:`gateway.fleet.co
     switchyard:fleet:spend:<scope>:<owner>:<period>:<first day>   integer micro-USD (EXPIREAT)
     switchyard:fleet:rate:<scope>:<owner>:<requests|tokens>       the GCRA tat, Unix s (PX)
     switchyard:fleet:streams:<scope>:<owner>                      sorted set: request -> start
+    switchyard:fleet:caps                                          hash: caps set by the admin API
 
 A single Redis (or a primary with replicas) is assumed, not Redis Cluster (the keys of one
 request span hash slots). A failing or slow Redis raises :class:`CountersUnavailable` on
@@ -33,6 +34,7 @@ from gateway.fleet.counters import (
 )
 
 log = logging.getLogger("switchyard.fleet.counters")
+CAPS_KEY: Final = "switchyard:fleet:caps"  # hash: "<scope> <owner> <period>" -> USD or "none"
 RECORD_TIMEOUT_S: Final = 5.0
 
 ADMIT: Final = """
@@ -185,6 +187,23 @@ class RedisCounters(Counters):
         except Exception as exc:
             raise CountersUnavailable(f"{type(exc).__name__}") from None
         return [int(value) if value is not None else 0 for value in values]
+
+    shared = True
+
+    async def shared_caps(self) -> dict[str, str] | None:
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                raw = await self._redis.hgetall(CAPS_KEY)
+        except Exception as exc:
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        return {_text(name): _text(value) for name, value in raw.items()}
+
+    async def share_cap(self, field: str, value: str) -> None:
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                await self._redis.hset(CAPS_KEY, field, value)
+        except Exception as exc:
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
 
     async def set_spend(self, key: str, micros: int, expire_at: int) -> None:
         try:

@@ -19,6 +19,7 @@ which adds the spend to every cap's counter and to the principal's own daily/wee
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -139,6 +140,25 @@ class PolicyGate:
         self._plans: dict[tuple[Principal, bool], _Plan] = {}
         self._plans_policy: Policy | None = None
         self._plans_day = -1
+
+    async def sync_caps(self) -> bool:
+        """Take the admin-set caps the replicas share (Redis); ``True`` if they changed here."""
+        try:
+            shared = await self.counters.shared_caps()
+        except CountersUnavailable:
+            return False  # the caps in force stay; the next round tries again
+        return shared is not None and self.holder.adopt(shared)
+
+    async def run_cap_sync(self, interval_s: float) -> None:
+        """``sync_caps`` every ``interval_s`` seconds until cancelled (only with shared counters)."""
+        if interval_s <= 0 or not self.counters.shared:
+            return
+        while True:
+            try:
+                await self.sync_caps()
+            except Exception:  # never let the loop die
+                log.exception("fleet: syncing admin-set caps failed")
+            await asyncio.sleep(interval_s)
 
     def effective(self, principal: Principal) -> Effective:
         return self.holder.policy.for_principal(principal)

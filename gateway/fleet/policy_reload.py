@@ -39,6 +39,23 @@ def _signature(path: Path) -> Signature:
     return (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
+def cap_field(scope: Scope, owner: str, period: Period, limit_usd: float | None) -> tuple[str, str]:
+    """How an admin-set cap is shared between replicas (a Redis hash field and its value)."""
+    return f"{scope} {period.value} {owner}", "none" if limit_usd is None else repr(limit_usd)
+
+
+def parse_cap_field(field: str, value: str) -> tuple[Scope, str, Period, float | None] | None:
+    scope, _, rest = field.partition(" ")
+    period, _, owner = rest.partition(" ")
+    if scope not in ("org", "group", "user") or period not in {p.value for p in Period}:
+        return None
+    try:
+        limit = None if value == "none" else float(value)
+    except ValueError:
+        return None
+    return scope, owner, Period(period), limit  # type: ignore[return-value]
+
+
 class PolicyHolder:
     """The policy in force (``policy``) and the admin API's cap overrides laid over it."""
 
@@ -64,6 +81,21 @@ class PolicyHolder:
     def set_cap(self, scope: Scope, owner: str, period: Period, limit_usd: float | None) -> None:
         self._overrides.setdefault((scope, owner), {})[period] = limit_usd
         self.policy = self.policy.with_overrides(self._snapshot())
+
+    def adopt(self, shared: dict[str, str]) -> bool:
+        """Take the admin-set caps every replica shares (``field: value`` as :func:`cap_field`
+        writes them); ``True`` when they changed what is in force."""
+        overrides: dict[tuple[Scope, str], dict[Period, float | None]] = {}
+        for field, value in shared.items():
+            parsed = parse_cap_field(field, value)
+            if parsed is not None:
+                scope, owner, period, limit = parsed
+                overrides.setdefault((scope, owner), {})[period] = limit
+        if overrides == self._overrides:
+            return False
+        self._overrides = overrides
+        self.policy = self.policy.with_overrides(self._snapshot())
+        return True
 
     def overrides(self) -> dict[tuple[Scope, str], dict[Period, float | None]]:
         return self._snapshot()

@@ -220,3 +220,59 @@ async def _spent(redis: RedisServer) -> int:
     await client.aclose()
     assert len(values) == 1
     return values[0]
+
+
+def test_a_cap_set_on_one_replica_holds_on_the_other(redis: RedisServer, tmp_path: Path) -> None:
+    admin = "sk-admin-fleet-redis"
+    (tmp_path / "keys").write_text(f"{CLIENT_KEY} alpha\n{admin} ops role=admin\n")
+    (tmp_path / "policy.yaml").write_text("base: {}\n")
+    with emulator_in_thread(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY}))) as emulator:
+        env = {
+            "GATEWAY_API_KEYS_FILE": str(tmp_path / "keys"),
+            "ANTHROPIC_API_KEY": UPSTREAM_KEY,
+            "ANTHROPIC_BASE_URL": emulator.base_url,
+            "GATEWAY_POLICY_FILE": str(tmp_path / "policy.yaml"),
+            "GATEWAY_POLICY_RELOAD_S": "0.2",
+            "GATEWAY_SESSION_STORE": redis.url,
+        }
+        asyncio.run(_flush(redis))
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        with (
+            serve_process(env, tmp_path / "a.log") as first,
+            serve_process(env, tmp_path / "b.log") as second,
+        ):
+
+            def status(url: str) -> int:
+                response = requests.post(
+                    url + "/v1/messages", json=body, headers={"x-api-key": CLIENT_KEY}, timeout=10
+                )
+                return response.status_code
+
+            assert status(second.base_url) == 200
+            change = {"scope": "user", "owner": "key:alpha", "period": "monthly", "limit_usd": 0}
+            put = requests.put(
+                first.base_url + "/v1/organizations/spend_limits",
+                json=change,
+                headers={"x-api-key": admin},
+                timeout=10,
+            )
+            assert put.status_code == 200, put.text
+            assert status(first.base_url) == 429  # at once where it was set
+            deadline = time.monotonic() + 10
+            while status(second.base_url) != 429:  # the other replica within its sync interval
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            listing = requests.get(
+                second.base_url + "/v1/organizations/spend_limits", headers={"x-api-key": admin}, timeout=10
+            ).json()["data"]
+            assert {
+                "scope": "user",
+                "owner": "key:alpha",
+                "period": "monthly",
+                "limit_usd": 0.0,
+                "source": "admin",
+            }.items() <= listing[0].items()
