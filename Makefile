@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test soak lint bench profile clean constraints dashboards k8s
+.PHONY: venv demo test soak lint bench bench-rate-limits profile clean constraints dashboards k8s
 
 # Create the venv and install the project with the pinned dependency set (constraints.txt).
 $(STAMP): pyproject.toml constraints.txt
@@ -52,6 +52,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.cache_efficiency
 	$(BIN)/python -m bench.failover_cache --json bench-failover-cache.json
 	$(BIN)/python -m bench.context_session --json bench-context.json
+
+# Rate-limit accuracy (issue 17): a requests-per-minute policy held for 30 s under load, within 5 %.
+bench-rate-limits: $(STAMP)
+	$(BIN)/python -m bench.rate_limits --seconds 30
 
 # py-spy profile of the gateway under load (py-spy is installed on demand into ~/.cache/switchyard).
 profile: $(STAMP)

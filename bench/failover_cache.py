@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import anthropic
-from gateway.process import running
 
 from bench.cache_efficiency import _scripted_model, tool_order
 from bench.cc_session import DEFAULT_FIXTURE, ClaudeCodeSession
@@ -56,6 +55,7 @@ from emulators import EmulatorConfig, ManualClock
 from emulators.upstreams import emulated_upstream
 from gateway.config import Settings
 from gateway.pricing import DEFAULT_TABLE
+from gateway.process import running
 from gateway.server import create_app
 from gateway.streaming.usage import Usage
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import aiohttp
 from aiohttp import web
@@ -32,6 +32,9 @@ from gateway.fleet.principal import Principal
 from gateway.providers.base import ClientRequest, Operation
 from gateway.relay import Outcome
 from gateway.write_stall import may_wait, send_bounded, stall_failure
+
+if TYPE_CHECKING:
+    from gateway.fleet.policy_gate import Admission
 
 API_PATHS: Final[Mapping[str, Operation]] = {
     "/v1/messages": Operation.MESSAGES,
@@ -54,6 +57,7 @@ class RequestScope:
     principal: Principal | None = None  # who the caller is, once authenticated
     upstream_error: str | None = None  # the error type, when the failure is the upstream's
     provider: str | None = None  # several upstreams (issue 18): the provider that answered
+    admission: Admission | None = None  # the fleet policy's decision (GATEWAY_POLICY_FILE), recorded at close
 
     def request(self) -> ClientRequest:
         """The parsed request, or an empty stand-in (no model, no body) when it never was."""

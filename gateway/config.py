@@ -44,6 +44,7 @@ from gateway.settings.aws_bedrock import BedrockSettings
 from gateway.settings.azure_foundry import FoundrySettings
 from gateway.settings.client_auth import AuthSettings
 from gateway.settings.first_party import AnthropicSettings
+from gateway.settings.fleet_policy import PolicySettings
 from gateway.settings.fleet_signin import SigninSettings
 from gateway.settings.fleet_telemetry import TelemetrySettings
 from gateway.settings.listener import ListenerSettings
@@ -91,6 +92,7 @@ class Settings(BaseModel):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     signin: SigninSettings = Field(default_factory=SigninSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
 
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
     _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)

@@ -90,12 +90,26 @@ class Authenticator:
         if isinstance(key, Principal):
             return key
         if key.role is not Role.CLIENT:
+            allowed = "read /metrics" if key.role is Role.METRICS else "use the admin API"
             raise GatewayError(
                 403,
-                f"this API key has the {key.role.value} role: it may read /metrics only",
+                f"this API key has the {key.role.value} role: it may {allowed} only",
                 should_retry=False,
             )
         return _key_principal(key.team)
+
+    def admin_for(self, request: web.Request, admin_groups: frozenset[str]) -> Principal:
+        """The caller of the fleet admin API: an ``admin`` key, or a principal in an admin group
+        (the policy's ``admin_groups``); anyone else gets 403 ``permission_error``."""
+        key = self._authenticate(request)
+        if isinstance(key, InboundKey) and key.role is Role.ADMIN:
+            return Principal(subject=f"admin-key:{key.team}", team=key.team, groups=(), source=Source.KEY)
+        principal = self.principal_for(request)
+        if admin_groups.isdisjoint(principal.groups):
+            raise GatewayError(
+                403, "the admin API needs an admin key or membership of an admin group", should_retry=False
+            )
+        return principal
 
     def team_for(self, request: web.Request) -> str:
         return self.principal_for(request).team

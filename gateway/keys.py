@@ -6,7 +6,8 @@ secret matches, and the plaintext keys are not kept in memory after they are par
 
 A key has a role: ``client`` (the default) calls the model endpoints and reads its own team's
 sessions; ``metrics`` may only read ``/metrics`` (a scraper's key, which can never spend money).
-``/metrics`` shows every team's spend, so client keys never read it. ``KeyRing.replace`` swaps the
+``/metrics`` shows every team's spend, so client keys never read it. ``admin`` keys read and set
+spend limits through the fleet admin API and nothing else. ``KeyRing.replace`` swaps the
 whole set at once, so the keys file can be reloaded while the gateway serves
 (``gateway.key_reload``).
 """
@@ -23,12 +24,13 @@ from pathlib import Path
 DEFAULT_TEAM = "default"
 METRICS_TEAM = "metrics"  # the team of GATEWAY_METRICS_API_KEYS (metrics keys spend nothing)
 ROLE_PREFIX = "role="
-KEY_FILE_SYNTAX = "'key [team]' with an optional role=client|metrics"
+KEY_FILE_SYNTAX = "'key [team]' with an optional role=client|metrics|admin"
 
 
 class Role(enum.StrEnum):
     CLIENT = "client"  # model endpoints and the team's own sessions
     METRICS = "metrics"  # /metrics only
+    ADMIN = "admin"  # the fleet admin API only (spend limits: gateway.fleet.admin_api)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,7 @@ def parse_key_list(raw: str, role: Role = Role.CLIENT) -> Iterator[InboundKey]:
 
 
 def parse_key_line(fields: list[str]) -> InboundKey:
-    """One key file entry: ``key [team] [role=client|metrics]`` (``role=`` may precede the team).
+    """One key file entry: ``key [team] [role=client|metrics|admin]`` (``role=`` may precede the team).
 
     Error messages never contain the key itself.
     """

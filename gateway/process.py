@@ -18,7 +18,8 @@ timeouts, connection caps that shed the oldest incomplete connections first, and
 malformed HTTP (:mod:`gateway.connections`), with the limits of the app's settings.
 
 A second signal during the drain expires it at once (open streams end with the error event).
-SIGHUP re-reads ``GATEWAY_API_KEYS_FILE`` (``gateway.key_reload``); the process keeps serving.
+SIGHUP re-reads ``GATEWAY_API_KEYS_FILE`` (``gateway.key_reload``) and ``GATEWAY_POLICY_FILE``
+(``gateway.fleet.policy_reload``); the process keeps serving.
 The whole shutdown takes at most the drain timeout plus a few seconds: a Kubernetes
 ``terminationGracePeriodSeconds`` must exceed ``GATEWAY_DRAIN_TIMEOUT_S`` (see ``k8s/``).
 """
@@ -221,18 +222,25 @@ def settle_heap() -> None:
 def serve(settings: Settings) -> None:
     """``switchyard serve``: run the gateway until SIGINT/SIGTERM, then drain and return."""
     from gateway.key_reload import SIGHUP
-    from gateway.server import KEY_RELOADER_KEY, create_app
+    from gateway.server import KEY_RELOADER_KEY, POLICY_RELOADER_KEY, create_app
 
     async def main(stop: asyncio.Event) -> None:
         app = create_app(settings)
         state = app[DRAIN_KEY]
         reloader = app.get(KEY_RELOADER_KEY)
+        policy = app.get(POLICY_RELOADER_KEY)
         loop = asyncio.get_running_loop()
-        # kill -HUP re-reads GATEWAY_API_KEYS_FILE now (and never takes the default action: exit)
-        if reloader is not None:
-            loop.add_signal_handler(signal.SIGHUP, reloader.reload, SIGHUP)
-        else:
-            loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored: no GATEWAY_API_KEYS_FILE")
+
+        def hangup() -> None:
+            # kill -HUP re-reads GATEWAY_API_KEYS_FILE and GATEWAY_POLICY_FILE now (never exits)
+            if reloader is not None:
+                reloader.reload(SIGHUP)
+            if policy is not None:
+                policy.reload(SIGHUP)
+            if reloader is None and policy is None:
+                log.info("SIGHUP ignored: no GATEWAY_API_KEYS_FILE nor GATEWAY_POLICY_FILE")
+
+        loop.add_signal_handler(signal.SIGHUP, hangup)
         async with running(app, settings.listener.host, settings.listener.port) as server:
             settle_heap()
             log.info("switchyard listening on %s", server.base_url)

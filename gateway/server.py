@@ -26,6 +26,10 @@ from gateway.drain import DRAIN_KEY, Drain
 from gateway.egress import scrub
 from gateway.errors import ClientInputError, GatewayError, error_body
 from gateway.fleet import signin
+from gateway.fleet.policy_gate import PolicyGate
+from gateway.fleet.policy_reload import PolicyReloader
+from gateway.fleet.policy_setup import build_policy_gate, filtered_listing
+from gateway.fleet.routes import FleetRoutes
 from gateway.fleet.telemetry import install_telemetry
 from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
@@ -55,6 +59,7 @@ SETTINGS_KEY = web.AppKey("settings", Settings)
 PROVIDER_KEY = web.AppKey("provider", Provider)
 METRICS_KEY = web.AppKey("metrics", GatewayMetrics)
 KEY_RELOADER_KEY = web.AppKey("key_reloader", KeyReloader)  # set when GATEWAY_API_KEYS_FILE is
+POLICY_RELOADER_KEY = web.AppKey("policy_reloader", PolicyReloader)  # set when GATEWAY_POLICY_FILE is
 
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
 
@@ -154,6 +159,9 @@ class Gateway:
             self.upstreams = build_upstreams(self, settings, upstream_providers, clock=wall_clock)
             for upstream in self.upstreams.upstreams.values():
                 metrics.prime(upstream.kind.value, self.keys)
+        # fleet policy (gateway.fleet): on the request path only with GATEWAY_POLICY_FILE set
+        self.policy_gate: PolicyGate = build_policy_gate(settings)
+        self.policy = self.policy_gate if settings.policy.policy_file is not None else None
 
     def _keys_reloaded(self, ring: KeyRing) -> None:
         """New keys in force (SIGHUP): series of teams that appeared start at zero."""
@@ -215,9 +223,11 @@ class Gateway:
         )
 
     async def models(self, request: web.Request) -> web.StreamResponse:
-        self.auth.team_for(request)
+        principal = self.auth.principal_for(request)
         headers = forwardable_headers(request)
         upstream = await self.provider.list_models(headers, raw_query(request))
+        if self.policy is not None:  # only the models the caller may use
+            upstream = await filtered_listing(upstream, self.policy.effective(principal).models)
         try:
             return await relay_buffered(upstream, {}, Outcome(), observe_usage=False)
         finally:
@@ -237,6 +247,8 @@ class Gateway:
             scope.client = await client_request(request, operation, self.settings.listener, scope.request_id)
             slots = principal.label  # a bounded set, like every label
             self.team_slots.acquire(slots, len(self.keys.teams))
+            if self.policy is not None:  # models, caps, rate limits: before anything goes upstream
+                scope.admission = await self.policy.admit(principal, scope.client, scope.request_id)
             try:
                 return await self._exchange(request, scope, send)
             finally:
@@ -332,6 +344,8 @@ class Gateway:
         upstream = attempt.response
         assert upstream is not None
         extra.update(advice)
+        if scope.admission is not None:  # a capped caller: the usage-limit headers are ours
+            upstream.headers = scope.admission.apply(upstream.headers, extra)
         outcome.upstream_request_id = header_value(upstream.headers, "request-id")
         try:
             if client.stream and upstream.status == 200:
@@ -358,7 +372,9 @@ class Gateway:
                     metrics.inflight_streams.dec()
                     if outcome.error_type is not None:  # an error event or a broken stream
                         scope.upstream_error = outcome.error_type
-            answer = await relay_buffered(upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES)
+            answer = await relay_buffered(
+                upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES
+            )
             if upstream.status >= 400:  # relayed as the upstream sent it
                 scope.upstream_error = outcome.error_type
             return answer
@@ -451,6 +467,8 @@ class Gateway:
         served = outcome.model_fallback or model  # tokens and spend go to the model that answered
         if client.operation is Operation.MESSAGES and scope.client is not None:
             cost = self.prices.cost(provider, served, outcome.usage)
+        if scope.admission is not None and self.policy is not None:  # spend, tokens, stream slot
+            self.policy.record(scope.admission, None if cost is None else cost.total, outcome.usage)
         self.metrics.observe_finished(
             provider,
             model,
@@ -496,7 +514,9 @@ def create_app(
     one of several upstreams' breakers and session placements.
     """
     upstream_providers: dict[str, Provider] | None = None
-    if settings.selection.upstreams_file is not None:  # several upstreams (issue 18): the first is the default
+    if (
+        settings.selection.upstreams_file is not None
+    ):  # several upstreams (issue 18): the first is the default
         from gateway.upstreams import build_providers
 
         upstream_providers = build_providers(settings)
@@ -537,6 +557,22 @@ def create_app(
                 await task
 
         app.cleanup_ctx.append(watch_keys)
+    if isinstance(gateway.policy_gate.holder, PolicyReloader):
+        policy_reloader = app[POLICY_RELOADER_KEY] = gateway.policy_gate.holder
+
+        async def watch_policy(_: web.Application) -> AsyncIterator[None]:
+            # the file, and the caps the admin API set on any replica (shared through Redis)
+            sync_s = settings.policy.policy_reload_s or 5.0
+            tasks = [policy_reloader.run(), gateway.policy_gate.run_cap_sync(sync_s)]
+            running_tasks = [asyncio.create_task(task) for task in tasks]
+            yield
+            for task in running_tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+        app.cleanup_ctx.append(watch_policy)
+    FleetRoutes(gateway.policy_gate, gateway.auth.principal_for, gateway.auth.admin_for).add_to(app)
     app.router.add_post("/v1/messages", gateway.messages)
     app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
     app.router.add_get("/v1/models", gateway.models)
@@ -564,6 +600,7 @@ def create_app(
         if upstreams is not None:
             await upstreams.close()
         await gateway.cache.store.close()
+        await gateway.policy_gate.counters.close()
 
     app.on_startup.append(start_provider)
     app.on_cleanup.append(close_provider)

@@ -54,7 +54,8 @@ def test_the_wheel_holds_the_gateway_and_the_loop_only(wheel: zipfile.ZipFile) -
 def test_the_base_requirements_leave_out_the_sdk_and_the_tools(wheel: zipfile.ZipFile) -> None:
     requirements = _metadata(wheel)
     base = {r.name for r in requirements if "extra" not in str(r.marker)}
-    # docstring-parser: loop's @tool reads parameter descriptions from the docstring at run time
+    # docstring-parser: loop's @tool reads parameter descriptions from the docstring at run time;
+    # PyYAML: the fleet policy file (GATEWAY_POLICY_FILE) may be YAML
     assert base == {
         "aiohttp",
         "orjson",
@@ -63,6 +64,7 @@ def test_the_base_requirements_leave_out_the_sdk_and_the_tools(wheel: zipfile.Zi
         "google-re2",
         "docstring-parser",
         "uvloop",
+        "PyYAML",
     }
 
     def extra(name: str) -> set[str]:

@@ -329,7 +329,7 @@ def malformed(w: World, env: dict[str, str]) -> tuple[dict[str, str], set[str]]:
     expected in the error lines."""
     s = w.secrets
     bad_keys = w.directory / "bad-api-keys"
-    bad_keys.write_text(f"{s['GATEWAY_API_KEYS_FILE']} filed-team role=admin\n")
+    bad_keys.write_text(f"{s['GATEWAY_API_KEYS_FILE']} filed-team role=root\n")  # an unknown role
     broken = {
         "GATEWAY_API_KEYS": f"{s['GATEWAY_API_KEYS']}\tx",
         "GATEWAY_METRICS_API_KEYS": f"{s['GATEWAY_METRICS_API_KEYS']}\u00e9",

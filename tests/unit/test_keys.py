@@ -41,7 +41,7 @@ def test_roles_and_teams_in_the_keys_file() -> None:
     [
         ("sk-secret-1 a b", r"keys:1: expected 'key \[team\]' with an optional role"),
         ("sk-secret-1 role=metrics role=client", r"keys:1: expected 'key \[team\]'"),
-        ("sk-secret-1 team role=admin", r"keys:1: unknown role 'admin' \(expected one of: client, metrics\)"),
+        ("sk-secret-1 team role=root", r"keys:1: unknown role 'root' \(expected one of: client, metrics, admin\)"),
     ],
 )
 def test_invalid_lines_are_named_without_the_key(line: str, message: str) -> None:

@@ -1,0 +1,146 @@
+"""The admin API for spend limits, shaped like Anthropic's gateway: ``/v1/organizations/spend_limits``.
+
+Callers: an ``admin`` key (``role=admin`` in ``GATEWAY_API_KEYS_FILE``) or a principal in one of the
+policy's ``admin_groups``; everyone else gets ``403 permission_error``.
+
+``GET`` lists every cap in force: ``{"data": [{"scope", "owner", "period", "limit_usd", "source"}]}``
+(``scope`` ``org``/``group``/``user``; ``source`` ``file`` or ``admin``), plus ``spent_usd`` of
+the current period.
+``PUT`` sets one: ``{"scope": "user", "owner": "alice@example.com", "period": "daily",
+"limit_usd": 25}`` (``null`` removes that cap; ``owner`` is ignored for ``org``). It takes effect
+at once on this replica and on every later policy version (reloads keep it); each change is an
+audit line (``policy.cap_changed``). With Redis (``GATEWAY_SESSION_STORE``) the change is stored
+there and every replica takes it within ``GATEWAY_POLICY_RELOAD_S`` (5 s by default); without it,
+caps set here live in this one process until it restarts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.errors import GatewayError
+from gateway.fleet import audit
+from gateway.fleet.counters import CountersUnavailable
+from gateway.fleet.periods import Period, window
+from gateway.fleet.policy import Scope
+from gateway.fleet.policy_gate import PolicyGate
+from gateway.fleet.policy_reload import PolicyHolder, cap_field
+from gateway.fleet.principal import Principal
+from gateway.fleet.spend_caps import MICROS, spend_key
+
+MAX_ADMIN_BODY = 64 * 1024
+
+
+class CapChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scope: Literal["org", "group", "user"]
+    owner: str = Field("", max_length=320)
+    period: Period
+    limit_usd: float | None = Field(..., ge=0)
+
+
+def _listing(holder: PolicyHolder) -> list[tuple[Scope, str, Period, float, str]]:
+    spec = holder.policy.spec
+    rows: dict[tuple[Scope, str, Period], tuple[float, str]] = {}
+
+    def add(scope: Scope, owner: str, caps: Any) -> None:
+        if caps is None:
+            return
+        for period in Period:
+            value = getattr(caps, f"{period.value}_usd")
+            if value is not None:
+                rows[(scope, owner, period)] = (value, "file")
+
+    add("org", "", spec.organization.spend_caps)
+    add("user", "*", spec.base.spend_caps)
+    for group in spec.groups:
+        add("group", group.group, group.pool)
+    for user in spec.users:
+        add("user", user.user, user.spend_caps)
+    for (scope, owner), changes in holder.overrides().items():
+        for period, limit in changes.items():
+            if limit is None:
+                rows.pop((scope, owner, period), None)
+            else:
+                rows[(scope, owner, period)] = (limit, "admin")
+    return [(scope, owner, period, limit, source) for (scope, owner, period), (limit, source) in rows.items()]
+
+
+class AdminApi:
+    def __init__(self, gate: PolicyGate, admin_for: Any) -> None:
+        self._gate = gate
+        self._admin_for = admin_for  # (request, admin groups) -> Principal, or a GatewayError
+
+    def _caller(self, request: web.Request) -> Principal:
+        principal: Principal = self._admin_for(request, self._gate.holder.policy.admin_groups)
+        return principal
+
+    async def get_limits(self, request: web.Request) -> web.Response:
+        self._caller(request)
+        now = self._gate.clock()
+        rows = _listing(self._gate.holder)
+        keys = tuple(spend_key(scope, owner, window(period, now)) for scope, owner, period, _, _ in rows)
+        try:
+            spent = await self._gate.counters.read_spend(keys)
+        except CountersUnavailable:
+            spent = [-1] * len(rows)
+        data = [
+            {
+                "scope": scope,
+                "owner": owner,
+                "period": period.value,
+                "limit_usd": limit,
+                "source": source,
+                "spent_usd": None if used < 0 or owner == "*" else used / MICROS,
+            }
+            for (scope, owner, period, limit, source), used in zip(rows, spent, strict=True)
+        ]
+        return web.json_response({"data": data}, headers={"cache-control": "no-store"})
+
+    async def put_limit(self, request: web.Request) -> web.Response:
+        actor = self._caller(request)
+        body = await request.content.read(MAX_ADMIN_BODY + 1)
+        if len(body) > MAX_ADMIN_BODY:
+            raise GatewayError(
+                413, "the request body is too large for the admin API", error_type="request_too_large"
+            )
+        try:
+            change = CapChange.model_validate(orjson.loads(body))
+        except orjson.JSONDecodeError:
+            raise GatewayError(400, "the request body is not valid JSON") from None
+        except ValidationError as exc:
+            first = exc.errors(include_input=False, include_url=False)[0]
+            where = ".".join(str(part) for part in first["loc"]) or "body"
+            raise GatewayError(400, f"{where}: {first['msg']}") from None
+        if change.limit_usd is not None and not math.isfinite(change.limit_usd):
+            raise GatewayError(400, "limit_usd: must be a finite number")
+        owner = "" if change.scope == "org" else change.owner
+        if change.scope != "org" and not owner:
+            raise GatewayError(400, "owner: required for a group or user cap")
+        holder = self._gate.holder
+        old = holder.cap(change.scope, owner, change.period)
+        try:  # the other replicas take it from Redis (gateway.fleet.policy_gate.PolicyGate.sync_caps)
+            await self._gate.counters.share_cap(
+                *cap_field(change.scope, owner, change.period, change.limit_usd)
+            )
+        except CountersUnavailable:
+            raise GatewayError(
+                503, "the cap could not be stored: the shared counter store is unavailable"
+            ) from None
+        holder.set_cap(change.scope, owner, change.period, change.limit_usd)
+        audit.cap_changed(actor, change.scope, owner, change.period.value, old, change.limit_usd)
+        return web.json_response(
+            {
+                "scope": change.scope,
+                "owner": owner,
+                "period": change.period.value,
+                "limit_usd": change.limit_usd,
+                "previous_usd": old,
+            }
+        )

@@ -1,0 +1,226 @@
+"""Spend and rate counters shared by every replica in Redis (``GATEWAY_SESSION_STORE=redis://...``).
+
+``admit`` and ``record`` are each one Lua script (``EVALSHA``, one round trip, atomic: no other
+replica's command runs in between), with the semantics of :mod:`gateway.fleet.counters`. Keys::
+
+    switchyard:fleet:spend:<scope>:<owner>:<period>:<first day>   integer micro-USD (EXPIREAT)
+    switchyard:fleet:rate:<scope>:<owner>:<requests|tokens>       the GCRA tat, Unix s (PX)
+    switchyard:fleet:streams:<scope>:<owner>                      sorted set: request -> start
+    switchyard:fleet:caps                                          hash: caps set by the admin API
+
+A single Redis (or a primary with replicas) is assumed, not Redis Cluster (the keys of one
+request span hash slots). A failing or slow Redis raises :class:`CountersUnavailable` on
+``admit`` within twice ``GATEWAY_SESSION_STORE_TIMEOUT_S`` (the gate then fails open or closed,
+``GATEWAY_POLICY_COUNTERS_FAIL``); ``record`` runs in the background, off the request path, with
+``RECORD_TIMEOUT_S`` to finish, and logs a failure (that spend is lost) once per outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+from gateway.fleet.counters import (
+    STALE_SLOT_S,
+    Admitted,
+    Charge,
+    Counters,
+    CountersUnavailable,
+    RateCheck,
+    Refused,
+    SlotCheck,
+    SpendCheck,
+)
+
+log = logging.getLogger("switchyard.fleet.counters")
+CAPS_KEY: Final = "switchyard:fleet:caps"  # hash: "<scope> <owner> <period>" -> USD or "none"
+RECORD_TIMEOUT_S: Final = 5.0
+
+ADMIT: Final = """
+local now, token = tonumber(ARGV[1]), ARGV[2]
+local ns, nr, nsl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local stale = tonumber(ARGV[6])
+local a = 7
+local out = {'ok', 0, '0'}
+for i = 1, ns do
+  local used = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if used >= tonumber(ARGV[a]) then return {'spend', i - 1, '0'} end
+  out[#out + 1] = string.format('%.0f', used)
+  a = a + 1
+end
+local tats = {}
+for i = 1, nr do
+  local interval, tolerance, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
+  local tat = tonumber(redis.call('GET', KEYS[ns + i]) or '0')
+  if tat < now then tat = now end
+  local new = tat + cost * interval
+  local excess = new - now - tolerance
+  if excess > 1e-9 then return {'rate', i - 1, string.format('%.6f', excess)} end
+  tats[i] = {new, cost}
+end
+for i = 1, nsl do
+  local key = KEYS[ns + nr + i]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - stale)
+  if redis.call('ZCARD', key) >= tonumber(ARGV[a + i - 1]) then return {'slot', i - 1, '0'} end
+end
+for i = 1, nr do
+  if tats[i][2] > 0 then
+    local ms = math.max(1, math.ceil((tats[i][1] - now) * 1000))
+    redis.call('SET', KEYS[ns + i], string.format('%.6f', tats[i][1]), 'PX', ms)
+  end
+end
+for i = 1, nsl do
+  local key = KEYS[ns + nr + i]
+  redis.call('ZADD', key, now, token)
+  redis.call('EXPIRE', key, math.ceil(stale))
+end
+return out
+"""
+
+RECORD: Final = """
+local ns, nr, nsl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local micros, tokens, now, token = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local a = 8
+for i = 1, ns do
+  if micros > 0 then
+    redis.call('INCRBY', KEYS[i], ARGV[4])
+    redis.call('EXPIREAT', KEYS[i], ARGV[a])
+  end
+  a = a + 1
+end
+for i = 1, nr do
+  if tokens > 0 then
+    local key = KEYS[ns + i]
+    local tat = tonumber(redis.call('GET', key) or '0')
+    if tat < now then tat = now end
+    local new = tat + tokens * tonumber(ARGV[a])
+    redis.call('SET', key, string.format('%.6f', new), 'PX', math.max(1, math.ceil((new - now) * 1000)))
+  end
+  a = a + 1
+end
+for i = 1, nsl do redis.call('ZREM', KEYS[ns + nr + i], token) end
+return 1
+"""
+
+
+class RedisCounters(Counters):
+    def __init__(self, url: str, *, timeout_s: float) -> None:
+        import redis.asyncio as redis_asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        self._redis: Any = redis_asyncio.Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=[RedisConnectionError],
+        )
+        self._timeout_s = timeout_s
+        self._admit = self._redis.register_script(ADMIT)
+        self._record = self._redis.register_script(RECORD)
+        self._pending: set[asyncio.Task[None]] = set()
+        self._record_failing = False
+
+    async def admit(
+        self,
+        now: float,
+        spend: tuple[SpendCheck, ...],
+        rates: tuple[RateCheck, ...],
+        slots: tuple[SlotCheck, ...],
+        token: str,
+    ) -> Admitted | Refused:
+        keys = [c.key for c in spend] + [r.key for r in rates] + [s.key for s in slots]
+        args: list[str | int | float] = [repr(now), token, len(spend), len(rates), len(slots), STALE_SLOT_S]
+        args.extend(c.limit_micros for c in spend)
+        for rate in rates:
+            args.extend((repr(rate.interval_s), repr(rate.tolerance_s), rate.cost))
+        args.extend(s.limit for s in slots)
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                reply = await self._admit(keys=keys, args=args)
+        except Exception as exc:  # any Redis or network failure, or a timeout
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        verdict = _text(reply[0])
+        if verdict == "ok":
+            return Admitted([int(_text(value)) for value in reply[3:]])
+        return Refused(verdict, int(reply[1]), float(_text(reply[2])))
+
+    def record(self, now: float, charge: Charge) -> None:
+        if charge.micros <= 0 and charge.tokens <= 0 and not charge.slots:
+            return
+        task = asyncio.get_running_loop().create_task(self._write(now, charge))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _write(self, now: float, charge: Charge) -> None:
+        keys = (
+            [c.key for c in charge.spend]
+            + [r.key for r in charge.token_rates]
+            + [s.key for s in charge.slots]
+        )
+        args: list[str | int | float] = [len(charge.spend), len(charge.token_rates), len(charge.slots)]
+        args.extend((charge.micros, charge.tokens, repr(now), charge.token))
+        args.extend(c.expire_at for c in charge.spend)
+        args.extend(repr(r.interval_s) for r in charge.token_rates)
+        try:  # off the request path: a slow Redis may take its time rather than lose the spend
+            async with asyncio.timeout(max(RECORD_TIMEOUT_S, self._timeout_s * 2)):
+                await self._record(keys=keys, args=args)
+        except Exception as exc:
+            if not self._record_failing:
+                log.warning(
+                    "fleet counters: recording spend in Redis failed (%s); it is lost", type(exc).__name__
+                )
+            self._record_failing = True
+            return
+        self._record_failing = False
+
+    async def read_spend(self, keys: tuple[str, ...]) -> list[int]:
+        if not keys:
+            return []
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                values = await self._redis.mget(keys)
+        except Exception as exc:
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        return [int(value) if value is not None else 0 for value in values]
+
+    shared = True
+
+    async def shared_caps(self) -> dict[str, str] | None:
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                raw = await self._redis.hgetall(CAPS_KEY)
+        except Exception as exc:
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        return {_text(name): _text(value) for name, value in raw.items()}
+
+    async def share_cap(self, field: str, value: str) -> None:
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                await self._redis.hset(CAPS_KEY, field, value)
+        except Exception as exc:
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
+
+    async def set_spend(self, key: str, micros: int, expire_at: int) -> None:
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                await self._redis.set(key, micros, exat=expire_at)
+        except Exception as exc:
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
+
+    async def flush(self) -> None:
+        """Wait for the background writes in progress (tests, shutdown)."""
+        if self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    async def close(self) -> None:
+        await self.flush()
+        await self._redis.aclose()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,75 @@
+"""``GET /managed/settings``: the managed settings of the caller's groups, with checksum and ETag.
+
+``checksum`` = ``sha256:`` + the hex SHA-256 of ``settings`` serialised with keys sorted at every
+level and no whitespace, exactly as Claude Code computes it over what it loaded (2.1.332: keys
+sorted with JavaScript's default sort, i.e. by UTF-16 code units, then ``JSON.stringify``, hashed
+as UTF-8). So non-ASCII text is written as itself in UTF-8, not as ``\\u`` escapes
+(``ensure_ascii=False``), keys are ordered by UTF-16 code units (which differs from code-point
+order only between astral characters and U+E000-U+FFFF), and a number with an integral value is
+written without a fraction (``1.0`` -> ``1``, as JavaScript prints it).
+
+The checksum is also the quoted ``ETag``. ``If-None-Match`` holding it gets ``304`` (only then);
+``If-None-Match: *`` (a Desktop probe) is answered as without the header. ``404`` means no
+policy applies to the caller; a policy whose settings are empty is ``200`` with ``{}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from gateway.errors import GatewayError
+from gateway.fleet.policy import Effective
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            key: _canonical(value[key]) for key in sorted(value, key=lambda k: str(k).encode("utf-16-be"))
+        }
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def serialise(settings: Mapping[str, Any]) -> bytes:
+    """The bytes the checksum is taken over (keys in the order :func:`_canonical` put them)."""
+    return json.dumps(_canonical(settings), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def checksum(settings: Mapping[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(serialise(settings)).hexdigest()
+
+
+def _tags(header: str) -> list[str]:
+    tags = []
+    for part in header.split(","):
+        tag = part.strip()
+        if tag.startswith("W/"):
+            tag = tag[2:]
+        tags.append(tag)
+    return tags
+
+
+def answer(effective: Effective, if_none_match: str | None) -> web.Response:
+    if effective.settings is None:
+        raise GatewayError(
+            404, "no managed settings apply to you on this gateway", error_type="not_found_error"
+        )
+    digest = checksum(effective.settings)
+    etag = f'"{digest}"'
+    if if_none_match is not None:
+        tags = _tags(if_none_match)
+        if "*" not in tags and (etag in tags or digest in tags):
+            return web.Response(status=304, headers={"etag": etag})
+    body = {"uuid": effective.settings_uuid, "checksum": digest, "settings": effective.settings}
+    return web.Response(
+        body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+        headers={"content-type": "application/json", "etag": etag, "cache-control": "private, no-cache"},
+    )

@@ -1,0 +1,161 @@
+"""The policy file (``GATEWAY_POLICY_FILE``): its schema, and parsing it with one-line errors.
+
+YAML or JSON (JSON is YAML; a ``.json`` file is parsed as JSON). Every problem is reported as
+``<file>: <field.path>: <message>``, one line each, never echoing a value. The schema::
+
+    version: 1
+    mode: layered            # or first_match (see gateway.fleet.policy)
+    admin_groups: [platform-admins]
+    kill_switch: [opus]      # model tiers switched off for everyone: opus, sonnet, haiku
+    organization:
+      spend_caps: {monthly_usd: 20000}
+    base:                    # the catch-all every principal starts from
+      models: {allow: ["*"], deny: []}
+      spend_caps: {daily_usd: 50, weekly_usd: 150, monthly_usd: 400}
+      rate_limits: {requests_per_minute: 120, tokens_per_minute: 400000, concurrent_streams: 8}
+      managed_settings: {env: {CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY: "1"}}
+    groups:
+      - group: contractors
+        models: {deny: [opus]}
+        spend_caps: {daily_usd: 10}
+        pool: {monthly_usd: 2000}                       # shared by every member of the group
+        pool_rate_limits: {requests_per_minute: 600}    # shared too
+    users:
+      - user: alice@example.com                         # e-mail or subject
+        spend_caps: {daily_usd: 200}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.fleet.model_rules import TIERS
+
+Tier = Literal["opus", "sonnet", "haiku"]
+assert set(TIERS) == {"opus", "sonnet", "haiku"}
+
+
+class PolicyError(ValueError):
+    """The policy file is unreadable or invalid: one line per problem, each naming the field."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpendCapsIn(_Strict):
+    """USD per UTC calendar day, week (from Monday) and month; unset: no cap for that period."""
+
+    daily_usd: float | None = Field(None, ge=0)
+    weekly_usd: float | None = Field(None, ge=0)
+    monthly_usd: float | None = Field(None, ge=0)
+
+
+class RateLimitsIn(_Strict):
+    requests_per_minute: int | None = Field(None, gt=0)
+    tokens_per_minute: int | None = Field(None, gt=0)
+    concurrent_streams: int | None = Field(None, ge=0)
+
+
+class ModelsIn(_Strict):
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
+class EntryIn(_Strict):
+    models: ModelsIn | None = None
+    spend_caps: SpendCapsIn | None = None
+    rate_limits: RateLimitsIn | None = None
+    managed_settings: dict[str, Any] | None = None
+
+
+class GroupIn(EntryIn):
+    group: str = Field(min_length=1)
+    pool: SpendCapsIn | None = None
+    pool_rate_limits: RateLimitsIn | None = None
+
+
+class UserIn(EntryIn):
+    user: str = Field(min_length=1)
+
+
+class OrganizationIn(_Strict):
+    spend_caps: SpendCapsIn | None = None
+
+
+class PolicyIn(_Strict):
+    version: Literal[1] = 1
+    mode: Literal["layered", "first_match"] = "layered"
+    admin_groups: list[str] = Field(default_factory=list)
+    kill_switch: list[Tier] = Field(default_factory=list)
+    organization: OrganizationIn = Field(default_factory=OrganizationIn)
+    base: EntryIn = Field(default_factory=EntryIn)
+    groups: list[GroupIn] = Field(default_factory=list)
+    users: list[UserIn] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> PolicyIn:
+        for kind, names in (
+            ("groups", [g.group for g in self.groups]),
+            ("users", [u.user for u in self.users]),
+        ):
+            seen: set[str] = set()
+            for index, name in enumerate(names):
+                if name in seen:
+                    raise ValueError(f"{kind}.{index}: a second entry for the same {kind[:-1]}")
+                seen.add(name)
+        return self
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def describe(exc: ValidationError, source: str) -> list[str]:
+    """One line per validation error: ``<source>: <field path>: <message>`` (no input shown)."""
+    lines = []
+    for error in exc.errors(include_input=False, include_url=False):
+        message = error["msg"].removeprefix("Value error, ")
+        where = f"{_location(error['loc'])}: " if error["loc"] else ""
+        lines.append(f"{source}: {where}{message}")
+    return lines
+
+
+def parse_policy(text: str, source: str) -> PolicyIn:
+    """Parse and validate the policy file's text; ``PolicyError`` names every problem."""
+    try:
+        if source.endswith(".json"):
+            raw: Any = json.loads(text)
+        else:
+            import yaml
+
+            raw = yaml.safe_load(text)
+    except (ValueError, ImportError) as exc:  # json.JSONDecodeError is a ValueError
+        raise PolicyError(f"{source}: not valid JSON/YAML: {str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # yaml.YAMLError: its first line says where
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PolicyError(f"{source}: not valid YAML: {first}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise PolicyError(f"{source}: (top level): expected a mapping")
+    try:
+        return PolicyIn.model_validate(raw)
+    except ValidationError as exc:
+        raise PolicyError(*describe(exc, source)) from None
+
+
+def load_policy(path: Path) -> PolicyIn:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read it ({type(exc).__name__})") from None
+    return parse_policy(text, str(path))

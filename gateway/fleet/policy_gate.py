@@ -1,0 +1,292 @@
+"""Where the policy meets the request path: one ``admit`` before proxying, one ``record`` at close.
+
+``admit`` (``Gateway._forward``, after the body is parsed, before ``_exchange``):
+
+1. the model: refused (``400 invalid_request_error`` naming it) when the principal's rules or the
+   kill switch exclude it (``/v1/messages`` and ``/v1/messages/count_tokens``);
+2. for ``/v1/messages`` of a principal with caps or rate limits: one counter round trip
+   (:class:`~gateway.fleet.counters.Counters`) that checks every cap and limit and takes the
+   request's rate and stream slots; a refusal is a ``429`` (``billing_error`` for a cap,
+   ``rate_limit_error`` otherwise). A counter outage fails open (the request goes through
+   unmetered, one warning per outage) or closed (``429`` with ``fetch_error``), per
+   ``GATEWAY_POLICY_COUNTERS_FAIL``.
+
+The returned :class:`Admission` rides on the request's accounting scope; ``Gateway._close`` hands it
+to ``record`` exactly once with the request's cost (the existing price table, from the final usage),
+which adds the spend to every cap's counter and to the principal's own daily/weekly/monthly totals
+(``GET /api/oauth/usage``), charges the tokens and frees the stream slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import ClientInputError
+from gateway.fleet import audit, rate_limits
+from gateway.fleet.counters import (
+    SPEND_KEPT_AFTER_S,
+    Charge,
+    Counters,
+    CountersUnavailable,
+    RateCheck,
+    Refused,
+    SlotCheck,
+    SpendCheck,
+)
+from gateway.fleet.periods import Period, Window, window
+from gateway.fleet.policy import Cap, Effective, Policy, Rate
+from gateway.fleet.policy_reload import PolicyHolder
+from gateway.fleet.principal import Principal
+from gateway.fleet.spend_caps import (
+    CapState,
+    allowed_headers,
+    binding,
+    cap_reached,
+    counters_down,
+    micros,
+    ordered,
+    spend_checks,
+    spend_key,
+    strip_upstream_limits,
+    usage_body,
+)
+from gateway.providers.base import ClientRequest, Operation
+from gateway.streaming.usage import Usage
+
+log = logging.getLogger("switchyard.fleet.policy")
+OWN_PERIODS = (Period.DAILY, Period.WEEKLY, Period.MONTHLY)
+MAX_PLANS = 10_000
+
+
+@dataclass(slots=True)
+class Admission:
+    """One admitted ``/v1/messages`` request: what to record for it, and its response headers."""
+
+    principal: Principal
+    token: str
+    spend: tuple[SpendCheck, ...]  # the caps' counters and the principal's own totals
+    token_rates: tuple[RateCheck, ...]
+    slots: tuple[SlotCheck, ...]
+    headers: dict[str, str]  # the usage-limit headers ({} for an uncapped principal)
+    recorded: bool = False
+
+    def apply(self, upstream_headers: list[tuple[str, str]], extra: dict[str, str]) -> list[tuple[str, str]]:
+        """For a capped principal: the upstream's rate-limit headers stripped, ours added."""
+        if not self.headers:
+            return upstream_headers
+        extra.update(self.headers)
+        return strip_upstream_limits(upstream_headers)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    caps: tuple[Cap, ...]  # checked in this order (longest period first)
+    windows: tuple[Window, ...]  # of each cap, today
+    checks: tuple[SpendCheck, ...]  # of each cap
+    charged: tuple[SpendCheck, ...]  # the caps' counters and the principal's own totals
+    rates: tuple[Rate, ...]  # requests per minute, then tokens per minute
+    rate_checks: tuple[RateCheck, ...]
+    token_checks: tuple[RateCheck, ...]
+    streams: tuple[Rate, ...]
+    slot_checks: tuple[SlotCheck, ...]
+
+
+def _build_plan(principal: Principal, effective: Effective, stream: bool, now: float) -> _Plan:
+    caps = ordered(effective.caps)
+    checks, windows = spend_checks(caps, now)
+    counted = {check.key for check in checks}
+    own = []
+    for period in OWN_PERIODS:  # the principal's own totals (GET /api/oauth/usage), uncapped too
+        win = window(period, now)
+        key = spend_key("user", principal.subject, win)
+        if key not in counted:
+            own.append(SpendCheck(key, 0, win.reset_at + SPEND_KEPT_AFTER_S))
+    requests = tuple(rate for rate in effective.rates if rate.kind == "requests")
+    tokens = tuple(rate for rate in effective.rates if rate.kind == "tokens")
+    streams = tuple(rate for rate in effective.rates if rate.kind == "streams") if stream else ()
+    token_checks = tuple(rate_limits.token_check(rate) for rate in tokens)
+    return _Plan(
+        caps=caps,
+        windows=windows,
+        checks=checks,
+        charged=checks + tuple(own),
+        rates=requests + tokens,
+        rate_checks=tuple(rate_limits.request_check(rate) for rate in requests) + token_checks,
+        token_checks=token_checks,
+        streams=streams,
+        slot_checks=tuple(rate_limits.slot_check(rate) for rate in streams),
+    )
+
+
+class PolicyGate:
+    def __init__(
+        self,
+        holder: PolicyHolder,
+        counters: Counters,
+        *,
+        fail_closed: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.holder = holder
+        self.counters = counters
+        self.fail_closed = fail_closed
+        self.clock = clock
+        self._outage = False
+        self._plans: dict[tuple[Principal, bool], _Plan] = {}
+        self._plans_policy: Policy | None = None
+        self._plans_day = -1
+
+    async def sync_caps(self) -> bool:
+        """Take the admin-set caps the replicas share (Redis); ``True`` if they changed here."""
+        try:
+            shared = await self.counters.shared_caps()
+        except CountersUnavailable:
+            return False  # the caps in force stay; the next round tries again
+        return shared is not None and self.holder.adopt(shared)
+
+    async def run_cap_sync(self, interval_s: float) -> None:
+        """``sync_caps`` every ``interval_s`` seconds until cancelled (only with shared counters)."""
+        if interval_s <= 0 or not self.counters.shared:
+            return
+        while True:
+            try:
+                await self.sync_caps()
+            except Exception:  # never let the loop die
+                log.exception("fleet: syncing admin-set caps failed")
+            await asyncio.sleep(interval_s)
+
+    def effective(self, principal: Principal) -> Effective:
+        return self.holder.policy.for_principal(principal)
+
+    async def admit(self, principal: Principal, client: ClientRequest, request_id: str) -> Admission | None:
+        policy = self.holder.policy
+        effective = policy.for_principal(principal)
+        models = effective.models
+        if not models.unrestricted:
+            refusal = models.refusal(client.model)
+            if refusal is not None:
+                audit.refused(principal, "model", request_id, model=client.model[:100])
+                raise ClientInputError(400, refusal, error_type="invalid_request_error")
+        if client.operation is not Operation.MESSAGES:
+            return None
+        now = self.clock()
+        plan = self._plan(policy, principal, effective, client.stream, now)
+        headers: dict[str, str] = {}
+        if plan.checks or plan.rate_checks or plan.slot_checks:
+            try:
+                result = await self.counters.admit(
+                    now, plan.checks, plan.rate_checks, plan.slot_checks, request_id
+                )
+            except CountersUnavailable as exc:
+                return self._unavailable(principal, request_id, exc)
+            self._outage = False
+            if isinstance(result, Refused):
+                raise self._refusal(principal, request_id, result, plan, now)
+            if plan.caps:
+                states = [
+                    CapState(cap, win, used)
+                    for cap, win, used in zip(plan.caps, plan.windows, result.spent_micros, strict=True)
+                ]
+                active = binding(states)
+                if active is not None:
+                    headers = allowed_headers(active)
+        return Admission(principal, request_id, plan.charged, plan.token_checks, plan.slot_checks, headers)
+
+    def _plan(
+        self, policy: Policy, principal: Principal, effective: Effective, stream: bool, now: float
+    ) -> _Plan:
+        """The counter keys and checks of a principal's requests, made once per policy and UTC day."""
+        day = int(now // 86_400)
+        if policy is not self._plans_policy or day != self._plans_day or len(self._plans) >= MAX_PLANS:
+            self._plans = {}
+            self._plans_policy, self._plans_day = policy, day
+        plan = self._plans.get((principal, stream))
+        if plan is None:
+            plan = self._plans[(principal, stream)] = _build_plan(principal, effective, stream, now)
+        return plan
+
+    def _unavailable(
+        self, principal: Principal, request_id: str, exc: CountersUnavailable
+    ) -> Admission | None:
+        if not self._outage:
+            mode = (
+                "closed: refusing metered requests"
+                if self.fail_closed
+                else "open: requests go through unmetered"
+            )
+            log.warning("fleet counters unavailable (%s); failing %s", exc, mode)
+            self._outage = True
+        if self.fail_closed:
+            audit.refused(principal, "counters_unavailable", request_id)
+            raise counters_down()
+        return None
+
+    def _refusal(
+        self, principal: Principal, request_id: str, refused: Refused, plan: _Plan, now: float
+    ) -> Exception:
+        if refused.kind == "spend":
+            cap, win = plan.caps[refused.index], plan.windows[refused.index]
+            state = CapState(cap, win, micros(cap.limit_usd))
+            audit.refused(
+                principal,
+                "spend_cap",
+                request_id,
+                scope=cap.scope,
+                owner=cap.owner,
+                period=cap.period.value,
+                limit_usd=cap.limit_usd,
+            )
+            return cap_reached(state, now)
+        rate = plan.rates[refused.index] if refused.kind == "rate" else plan.streams[refused.index]
+        retry = refused.retry_after_s if refused.kind == "rate" else 1.0
+        audit.refused(
+            principal,
+            "rate_limit",
+            request_id,
+            scope=rate.scope,
+            owner=rate.owner,
+            kind=rate.kind,
+            limit=rate.limit,
+        )
+        return rate_limits.rate_limited(rate, retry)
+
+    def record(self, admission: Admission, cost_usd: float | None, usage: Usage) -> None:
+        """The request's accounting closed: add its spend and tokens, free its slot (once)."""
+        if admission.recorded:
+            return
+        admission.recorded = True
+        tokens = (
+            usage.input_tokens
+            + usage.output_tokens
+            + usage.cache_read_input_tokens
+            + usage.cache_write_5m_tokens
+            + usage.cache_write_1h_tokens
+        )
+        charge = Charge(
+            admission.spend,
+            micros(cost_usd) if cost_usd else 0,
+            admission.token_rates,
+            tokens,
+            admission.slots,
+            admission.token,
+        )
+        self.counters.record(self.clock(), charge)
+
+    async def usage(self, principal: Principal) -> dict[str, Any]:
+        """``GET /api/oauth/usage`` for the principal (``CountersUnavailable`` when unreadable)."""
+        now = self.clock()
+        effective = self.effective(principal)
+        caps = ordered(effective.caps)
+        checks, windows = spend_checks(caps, now)
+        if caps:
+            spent = await self.counters.read_spend(tuple(check.key for check in checks))
+            states = [CapState(cap, win, used) for cap, win, used in zip(caps, windows, spent, strict=True)]
+            return usage_body(states, None)
+        keys = tuple(spend_key("user", principal.subject, window(period, now)) for period in OWN_PERIODS)
+        own = await self.counters.read_spend(keys)
+        return usage_body([], dict(zip(OWN_PERIODS, own, strict=True)))

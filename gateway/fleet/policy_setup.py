@@ -1,0 +1,46 @@
+"""Building the policy gate from the settings, and the ``/v1/models`` page it filters.
+
+Without ``GATEWAY_POLICY_FILE`` the gate holds the default policy (everything allowed, no caps,
+no managed settings) over the embedded counters and the server keeps it off the request path.
+With it, the policy is read (a bad file fails start-up; later it is reloaded) and the counters are
+the embedded store, or Redis when ``GATEWAY_SESSION_STORE`` is a ``redis://`` URL (replicas then
+share caps and rate limits).
+"""
+
+from __future__ import annotations
+
+from gateway.config import Settings
+from gateway.fleet.counters import Counters, MemoryCounters
+from gateway.fleet.model_rules import ModelRules
+from gateway.fleet.policy_gate import PolicyGate
+from gateway.fleet.policy_reload import PolicyHolder, PolicyReloader
+from gateway.fleet.routes import filter_models
+from gateway.providers.base import BufferedResponse, UpstreamResponse
+
+
+def build_counters(settings: Settings) -> Counters:
+    if settings.policy.policy_file is not None and settings.cache.session_store != "memory":
+        from gateway.fleet.counters_redis import RedisCounters
+
+        return RedisCounters(settings.cache.session_store, timeout_s=settings.cache.session_store_timeout_s)
+    return MemoryCounters()
+
+
+def build_policy_gate(settings: Settings) -> PolicyGate:
+    holder: PolicyHolder = PolicyHolder()
+    if settings.policy.policy_file is not None:
+        holder = PolicyReloader(settings.policy.policy_file, interval_s=settings.policy.policy_reload_s)
+    return PolicyGate(holder, build_counters(settings), fail_closed=settings.policy.policy_counters_fail == "closed")
+
+
+async def filtered_listing(upstream: UpstreamResponse, rules: ModelRules) -> UpstreamResponse:
+    """``upstream``'s model page with only what ``rules`` permit (as it is when unrestricted or not
+    a readable 200 page)."""
+    if rules.unrestricted or upstream.status != 200:
+        return upstream
+    try:
+        body = await upstream.read()
+    finally:
+        upstream.close()
+    filtered = filter_models(body, rules)
+    return BufferedResponse(200, body if filtered is None else filtered, list(upstream.headers))
