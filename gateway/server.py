@@ -30,7 +30,7 @@ from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_reload import PolicyReloader
 from gateway.fleet.policy_setup import build_policy_gate, filtered_listing
 from gateway.fleet.routes import FleetRoutes
-from gateway.fleet.telemetry import install_telemetry
+from gateway.fleet.telemetry import fleet_metrics, install_telemetry
 from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
 from gateway.key_reload import KeyReloader
@@ -160,7 +160,8 @@ class Gateway:
             for upstream in self.upstreams.upstreams.values():
                 metrics.prime(upstream.kind.value, self.keys)
         # fleet policy (gateway.fleet): on the request path only with GATEWAY_POLICY_FILE set
-        self.policy_gate: PolicyGate = build_policy_gate(settings)
+        fleet = fleet_metrics(metrics.registry, settings.telemetry)  # the Fleet dashboard's series
+        self.policy_gate: PolicyGate = build_policy_gate(settings, on_refusal=fleet.refused)
         self.policy = self.policy_gate if settings.policy.policy_file is not None else None
 
     def _keys_reloaded(self, ring: KeyRing) -> None:
@@ -580,7 +581,8 @@ def create_app(
     app.router.add_get("/healthz", gateway.healthz)
     app.router.add_get("/readyz", gateway.readyz)
     app.router.add_get("/metrics", gateway.metrics_endpoint)
-    signin.register(app, settings, gateway.auth, signin_clock)  # fleet sign-in (issue 17)
+    fleet = fleet_metrics(metrics.registry, settings.telemetry)
+    signin.register(app, settings, gateway.auth, signin_clock, fleet.signed_in)  # fleet sign-in (issue 17)
     install_telemetry(app, settings, gateway.auth, metrics.registry)  # OTLP intake (issue 17)
 
     upstreams = gateway.upstreams

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from gateway.errors import ClientInputError
 from gateway.fleet import audit, rate_limits
@@ -123,6 +123,13 @@ def _build_plan(principal: Principal, effective: Effective, stream: bool, now: f
     )
 
 
+_METRIC_REASONS: Final = {
+    "model": "model_denied",
+    "counters_unavailable": "fetch_error",
+}
+"""Audit reasons whose ``gateway_fleet_refusals_total`` reason is named otherwise."""
+
+
 class PolicyGate:
     def __init__(
         self,
@@ -131,8 +138,10 @@ class PolicyGate:
         *,
         fail_closed: bool = False,
         clock: Callable[[], float] = time.time,
+        on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self.holder = holder
+        self.on_refusal = on_refusal  # counts refusals by reason (gateway_fleet_refusals_total)
         self.counters = counters
         self.fail_closed = fail_closed
         self.clock = clock
@@ -170,7 +179,7 @@ class PolicyGate:
         if not models.unrestricted:
             refusal = models.refusal(client.model)
             if refusal is not None:
-                audit.refused(principal, "model", request_id, model=client.model[:100])
+                self._refused(principal, "model", request_id, model=client.model[:100])
                 raise ClientInputError(400, refusal, error_type="invalid_request_error")
         if client.operation is not Operation.MESSAGES:
             return None
@@ -222,7 +231,7 @@ class PolicyGate:
             log.warning("fleet counters unavailable (%s); failing %s", exc, mode)
             self._outage = True
         if self.fail_closed:
-            audit.refused(principal, "counters_unavailable", request_id)
+            self._refused(principal, "counters_unavailable", request_id)
             raise counters_down()
         return None
 
@@ -232,7 +241,7 @@ class PolicyGate:
         if refused.kind == "spend":
             cap, win = plan.caps[refused.index], plan.windows[refused.index]
             state = CapState(cap, win, micros(cap.limit_usd))
-            audit.refused(
+            self._refused(
                 principal,
                 "spend_cap",
                 request_id,
@@ -244,7 +253,7 @@ class PolicyGate:
             return cap_reached(state, now)
         rate = plan.rates[refused.index] if refused.kind == "rate" else plan.streams[refused.index]
         retry = refused.retry_after_s if refused.kind == "rate" else 1.0
-        audit.refused(
+        self._refused(
             principal,
             "rate_limit",
             request_id,
@@ -252,8 +261,18 @@ class PolicyGate:
             owner=rate.owner,
             kind=rate.kind,
             limit=rate.limit,
+            counted_as="rate_limit" if refused.kind == "rate" else "concurrency",
         )
         return rate_limits.rate_limited(rate, retry)
+
+    def _refused(
+        self, principal: Principal, reason: str, request_id: str, counted_as: str | None = None, **facts: Any
+    ) -> None:
+        """One refusal: its audit line and its count (``counted_as``: the metric's reason, when
+        it is not the audit's)."""
+        audit.refused(principal, reason, request_id, **facts)
+        if self.on_refusal is not None:
+            self.on_refusal(counted_as or _METRIC_REASONS.get(reason, reason))
 
     def record(self, admission: Admission, cost_usd: float | None, usage: Usage) -> None:
         """The request's accounting closed: add its spend and tokens, free its slot (once)."""

@@ -9,6 +9,8 @@ share caps and rate limits).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gateway.config import Settings
 from gateway.fleet.counters import Counters, MemoryCounters
 from gateway.fleet.model_rules import ModelRules
@@ -26,11 +28,17 @@ def build_counters(settings: Settings) -> Counters:
     return MemoryCounters()
 
 
-def build_policy_gate(settings: Settings) -> PolicyGate:
+def build_policy_gate(settings: Settings, on_refusal: Callable[[str], None] | None = None) -> PolicyGate:
+    """``on_refusal``: counts each refusal by reason (``FleetMetrics.refused``)."""
     holder: PolicyHolder = PolicyHolder()
     if settings.policy.policy_file is not None:
         holder = PolicyReloader(settings.policy.policy_file, interval_s=settings.policy.policy_reload_s)
-    return PolicyGate(holder, build_counters(settings), fail_closed=settings.policy.policy_counters_fail == "closed")
+    return PolicyGate(
+        holder,
+        build_counters(settings),
+        fail_closed=settings.policy.policy_counters_fail == "closed",
+        on_refusal=on_refusal,
+    )
 
 
 async def filtered_listing(upstream: UpstreamResponse, rules: ModelRules) -> UpstreamResponse:

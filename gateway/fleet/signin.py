@@ -16,11 +16,16 @@ from gateway.inbound import Authenticator
 
 
 def register(
-    app: web.Application, settings: Settings, auth: Authenticator, clock: Callable[[], float] = time.time
+    app: web.Application,
+    settings: Settings,
+    auth: Authenticator,
+    clock: Callable[[], float] = time.time,
+    on_outcome: Callable[[str], None] | None = None,
 ) -> None:
-    """Mount the sign-in routes and let ``auth`` accept sign-in tokens, when sign-in is on."""
+    """Mount the sign-in routes and let ``auth`` accept sign-in tokens, when sign-in is on.
+    ``on_outcome`` counts sign-in outcomes (``FleetMetrics.signed_in``)."""
     if settings.signin.oidc_issuer is None:
         return
     from gateway.fleet import signin_routes
 
-    signin_routes.mount(app, settings, auth, clock)
+    signin_routes.mount(app, settings, auth, clock, on_outcome)

@@ -229,7 +229,11 @@ class SigninRoutes:
 
 
 def mount(
-    app: web.Application, settings: Settings, auth: Authenticator, clock: Callable[[], float] = time.time
+    app: web.Application,
+    settings: Settings,
+    auth: Authenticator,
+    clock: Callable[[], float] = time.time,
+    on_outcome: Callable[[str], None] | None = None,
 ) -> None:
     """Add the sign-in routes and let ``auth`` accept the tokens (``gateway.fleet.signin.register``)."""
     holder: dict[str, SigninRoutes] = {}
@@ -237,6 +241,8 @@ def mount(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         service = await SigninService.build(settings.signin, settings.cache.session_store, clock)
         app[SIGNIN_KEY] = service
+        if on_outcome is not None:
+            service.on_outcome = on_outcome
         holder["routes"] = SigninRoutes(service)
         auth.accept_tokens(service.principal)
         async with service.denylist.syncing():

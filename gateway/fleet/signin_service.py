@@ -57,6 +57,10 @@ def _identity_of(record: dict[str, Any]) -> Identity:
     return Identity(record["sub"], record.get("email"), tuple(record.get("groups") or ()))
 
 
+def _ignore(_: str) -> None:
+    return None
+
+
 def _who(identity: Identity) -> str:
     return f"subject={identity.subject!r} email={identity.email!r} groups={','.join(identity.groups)!r}"
 
@@ -83,7 +87,10 @@ class SigninService:
         self.families = RefreshFamilies(store, clock, settings.refresh_token_ttl_s)
         self.denylist = Denylist(store, clock)
         self.verify_limit = AttemptLimit(settings.signin_verify_per_minute, clock)
-        self.start_limit = AttemptLimit(DEVICE_STARTS_PER_MINUTE, clock)  # bounds the grants one IP holds
+        self.start_limit = AttemptLimit(DEVICE_STARTS_PER_MINUTE, clock)
+        self.on_outcome: Callable[[str], None] = (
+            _ignore  # counts outcomes (gateway_fleet_signins_total)  # bounds the grants one IP holds
+        )
 
     @classmethod
     async def build(
@@ -203,6 +210,7 @@ class SigninService:
             )
         except Refused as exc:
             audit.info("signin.refused reason=%r subject=%r ip=%s", str(exc), tokens.claims.get("sub"), ip)
+            self.on_outcome("denied")
             raise
         updated = {**record, "identity": _identity_record(identity), "idp_refresh": tokens.refresh_token}
         await self.store.put(ATTEMPT, state, updated, self.clock() + ATTEMPT_TTL_S)
@@ -221,6 +229,8 @@ class SigninService:
         if done:
             event = "signin.approved" if approve else "signin.denied_by_user"
             audit.info("%s %s surface=%r ip=%s", event, _who(identity), grant.surface, ip)
+            if not approve:
+                self.on_outcome("denied")
         return done
 
     # -- the token endpoint --------------------------------------------------------------------
@@ -243,6 +253,8 @@ class SigninService:
                 return oauth_error(400, "slow_down", "polling too fast: wait 5 more seconds between polls")
             if result.error == "invalid_grant":
                 audit.info("signin.token_refused reason=unknown_device_code ip=%s", ip)
+            elif result.error == "expired_token":  # the client stops polling on it
+                self.on_outcome("expired")
             descriptions = {
                 "authorization_pending": "the user has not approved the sign-in yet",
                 "access_denied": "the user denied the sign-in",
@@ -262,6 +274,7 @@ class SigninService:
         }
         refresh_token = await self.families.create(family, record)
         audit.info("signin.token_issued %s ip=%s", _who(identity), ip)
+        self.on_outcome("success")
         return self._tokens(access, refresh_token, identity)
 
     def _tokens(self, access: str, refresh: str, identity: Identity) -> OAuthAnswer:
@@ -316,6 +329,7 @@ class SigninService:
             audit.warning("signin.refresh_reuse_detected family_revoked %s ip=%s", _who(identity), ip)
             return invalid
         audit.info("signin.refreshed %s ip=%s", _who(identity), ip)
+        self.on_outcome("refreshed")
         return self._tokens(access, rotated, identity)
 
     async def _revoke_family(self, family: str) -> None:
@@ -332,6 +346,7 @@ class SigninService:
                 return
             await self.denylist.revoke(verified.jti, verified.expires_at)
             audit.info("signin.revoked kind=access_token subject=%r ip=%s", verified.principal.subject, ip)
+            self.on_outcome("revoked")
             return
         view = await self.families.lookup(token)
         if view is None or view.presented is Presented.UNKNOWN:
@@ -340,6 +355,7 @@ class SigninService:
         audit.info(
             "signin.revoked kind=refresh_token %s ip=%s", _who(_identity_of(view.record["identity"])), ip
         )
+        self.on_outcome("revoked")
 
 
 async def _signing_keys(settings: SigninSettings, store: SigninStore) -> tuple[SigningKey, ...]:

@@ -47,7 +47,10 @@ def audit(caplog: pytest.LogCaptureFixture, event: str) -> list[dict[str, Any]]:
 def test_denied_and_killed_models_are_refused_naming_the_model(
     fleet: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stack: FleetStack = fleet("kill_switch: [haiku]\nbase: {models: {deny: [opus]}}\n")
+    metrics_key = "sk-fleet-metrics-5d2e"
+    stack: FleetStack = fleet(
+        "kill_switch: [haiku]\nbase: {models: {deny: [opus]}}\n", GATEWAY_METRICS_API_KEYS=metrics_key
+    )
     client = stack.client()
     with pytest.raises(anthropic.BadRequestError) as raised:
         client.messages.create(**{**MESSAGE, "model": "claude-opus-4-5-20251101"})
@@ -63,6 +66,8 @@ def test_denied_and_killed_models_are_refused_naming_the_model(
     refusals = audit(caplog, "policy.refused")
     assert [r["reason"] for r in refusals] == ["model", "model"]
     assert refusals[0]["subject"] == "key:default" and refusals[0]["model"] == "claude-opus-4-5-20251101"
+    exposition = stack.get("/metrics", key=metrics_key).text  # the Fleet dashboard's refusals panel
+    assert 'gateway_fleet_refusals_total{reason="model_denied"} 2.0' in exposition
 
 
 def cost_of(usage: Any, model: str = "claude-sonnet-4-5") -> float:

@@ -293,4 +293,5 @@ async def test_signed_in_users_are_one_bounded_metrics_label(tmp_path: Path) -> 
             assert response.status == 200
             exposition = await response.text()
     assert 'team="signed_in"' in exposition
+    assert 'gateway_fleet_signins_total{outcome="success"} 1.0' in exposition  # the Fleet dashboard's
     assert "alice" not in exposition and ALICE["sub"] not in exposition
