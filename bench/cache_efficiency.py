@@ -98,12 +98,12 @@ from bench.upstream_prefix import (
 )
 from emulators.runner import RunningEmulator
 from emulators.upstreams import PROVIDERS, emulated_upstream
+from gateway.app import create_app
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS
 from gateway.config import ProviderName, Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.betas import BetaPolicy
-from gateway.server import create_app
 
 # --- the run --------------------------------------------------------------------------------------
 

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anthropic
 
 from emulators.upstreams import emulated_upstream
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import new_event_loop, running
-from gateway.server import create_app
 
 if TYPE_CHECKING:
     from loop.demo import AgentDemoResult

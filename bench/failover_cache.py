@@ -53,10 +53,10 @@ from bench.cache_efficiency import _scripted_model, tool_order
 from bench.cc_session import DEFAULT_FIXTURE, ClaudeCodeSession
 from emulators import EmulatorConfig, ManualClock
 from emulators.upstreams import emulated_upstream
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.pricing import DEFAULT_TABLE
 from gateway.process import running
-from gateway.server import create_app
 from gateway.streaming.usage import Usage
 
 CLIENT_KEY = "sk-bench-failover"

@@ -18,12 +18,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gateway.app import create_app
     from gateway.config import ConfigError, Settings
     from gateway.errors import GatewayError
     from gateway.metrics import GatewayMetrics
     from gateway.process import RunningServer, running, serve
     from gateway.provider_names import ProviderName
-    from gateway.server import create_app
 
 __version__ = "0.1.0"
 
@@ -34,7 +34,7 @@ _HOMES: dict[str, str] = {
     "ProviderName": "gateway.provider_names",
     "RunningServer": "gateway.process",
     "Settings": "gateway.config",
-    "create_app": "gateway.server",
+    "create_app": "gateway.app",
     "running": "gateway.process",
     "serve": "gateway.process",
 }

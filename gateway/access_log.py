@@ -30,9 +30,9 @@ import orjson
 
 from gateway.line_writer import iso_ts
 from gateway.logging_setup import log_writer
+from gateway.outcome import Outcome
 from gateway.pricing import Cost
 from gateway.providers.base import ClientRequest, Operation
-from gateway.relay import Outcome
 
 ACCESS_LOGGER: Final = "switchyard.access"
 access_log = logging.getLogger(ACCESS_LOGGER)

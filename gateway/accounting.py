@@ -29,8 +29,8 @@ from aiohttp.typedefs import Handler, Middleware
 
 from gateway.errors import error_type_of
 from gateway.fleet.principal import Principal
+from gateway.outcome import Outcome
 from gateway.providers.base import ClientRequest, Operation
-from gateway.relay import Outcome
 from gateway.write_stall import may_wait, send_bounded, stall_failure
 
 if TYPE_CHECKING:

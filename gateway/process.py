@@ -91,9 +91,9 @@ class RunningServer:
 async def running(app: web.Application, host: str, port: int) -> AsyncIterator[RunningServer]:
     """Serve ``app`` on ``host:port`` (0 picks a free port) until the block exits.
 
-    Connection limits come from the app's settings (``gateway.server.SETTINGS_KEY``; defaults
+    Connection limits come from the app's settings (``gateway.app.SETTINGS_KEY``; defaults
     without), connection metrics go to its registry (``METRICS_KEY``)."""
-    from gateway.server import METRICS_KEY, SETTINGS_KEY
+    from gateway.app import METRICS_KEY, SETTINGS_KEY
 
     guard = ConnectionGuard(ConnectionLimits.from_settings(app.get(SETTINGS_KEY)))
     metrics = app.get(METRICS_KEY)
@@ -221,8 +221,8 @@ def settle_heap() -> None:
 
 def serve(settings: Settings) -> None:
     """``switchyard serve``: run the gateway until SIGINT/SIGTERM, then drain and return."""
+    from gateway.app import KEY_RELOADER_KEY, POLICY_RELOADER_KEY, create_app
     from gateway.key_reload import SIGHUP
-    from gateway.server import KEY_RELOADER_KEY, POLICY_RELOADER_KEY, create_app
 
     async def main(stop: asyncio.Event) -> None:
         app = create_app(settings)

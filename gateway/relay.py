@@ -1,26 +1,10 @@
 """Relaying an upstream answer to the client, observing usage on the way.
 
-Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. Streams go through
-``StreamRelay``:
-
-* upstream bytes are passed through unchanged as they arrive, chunk by chunk; the observer
-  (``streaming.usage.StreamObserver``) looks at each chunk once and decodes only the events
-  metrics need (``message_start``, ``message_delta``, ``error``);
-* the chunks before the one completing the first content event (``message_start``, ``ping``) are
-  held back until content arrives, so that a stream failing before any content can be replaced
-  transparently;
-* an idle watchdog (see ``streaming.watchdog``) warns, then aborts a stream whose upstream sends
-  no data event, and keeps the client's connection alive with ``event: ping`` meanwhile;
-* a stream failing before any content was forwarded (connection error, stall, a 200 whose body is
-  not SSE, truncation) is retried once as a non-streaming request and the complete message is
-  re-emitted as SSE (unless disabled); after content was forwarded the gateway cannot replay it
-  transparently and ends the stream with an SSE ``error`` event so the client's own retry runs;
-* a client that does not take a write within ``write_stall_s`` is disconnected
-  (``gateway.write_stall``), which closes the upstream connection like any client disconnect;
-* a stream still open when the process's drain deadline passes (``gateway.drain``) ends with an SSE
-  ``overloaded_error`` event (or a 529 if nothing was sent yet).
-
-A stream never ends with status 200 and neither ``message_stop`` nor ``error``.
+Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. ``StreamRelay``
+passes a stream's chunks through unchanged, holds back what precedes the first content event (so
+a stream failing before content is replaced by a non-streaming retry), runs the idle watchdog and
+the write-stall bound, and ends a broken or drained stream with an SSE ``error`` event: never a 200
+without ``message_stop`` or ``error`` (README, "Resilience", has the rules).
 """
 
 from __future__ import annotations
@@ -29,7 +13,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
@@ -37,6 +20,7 @@ from aiohttp import web
 
 from gateway.drain import DRAIN_KEY, SHUTDOWN_MESSAGE
 from gateway.errors import GatewayError, error_body, error_type_for_status, error_type_of
+from gateway.outcome import Outcome
 from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.streaming.guard import (
     UPSTREAM_BROKEN,
@@ -54,7 +38,7 @@ from gateway.streaming.guard import StreamSettings as StreamSettings  # re-expor
 from gateway.streaming.replay import message_to_sse
 from gateway.streaming.scan import MAX_EVENT_BYTES
 from gateway.streaming.sse import PING_EVENT, encode_event
-from gateway.streaming.usage import StreamObserver, Usage, usage_from_message
+from gateway.streaming.usage import StreamObserver, usage_from_message
 from gateway.streaming.watchdog import IdleAction
 from gateway.write_stall import WriteStall, stall_failure
 
@@ -72,29 +56,6 @@ class _EventStreamResponse(web.StreamResponse):
     """
 
     _send_headers_immediately = False
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What happened to one request, for metrics and the access log."""
-
-    status: int = 0
-    usage: Usage = field(default_factory=Usage)
-    stop_reason: str | None = None
-    error_type: str | None = None
-    first_content_at: float | None = None
-    upstream_request_id: str | None = None
-    client_disconnected: bool = False
-    retries: int = 0
-    model_fallback: str | None = None
-    nonstreaming_fallback: bool = False
-    idle_events: list[str] = field(default_factory=list)
-    failure: str | None = None
-    # gateway overhead (see ``metrics.overhead_seconds``): clock() readings on the request's clock
-    upstream_started_at: float | None = None  # the first upstream attempt is about to be sent
-    upstream_done_at: float | None = None  # the upstream's answer has been completely received
-    relay_busy_s: float = 0.0  # time the stream relay spent parsing upstream chunks
-    cache_break_reason: str | None = None  # set by the cache-break detector, for the access log
 
 
 class StreamRelay:

@@ -8,44 +8,37 @@ log record the outcome. Every error the gateway makes has the Anthropic error sh
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-import orjson
 from aiohttp import web
 
 from gateway.access_log import log_request
-from gateway.accounting import SCOPE_KEY, RequestScope, accounting_middleware
+from gateway.accounting import SCOPE_KEY, RequestScope
 from gateway.cache.pipeline import CachePipeline, build_store
 from gateway.config import Settings
-from gateway.drain import DRAIN_KEY, Drain
-from gateway.egress import scrub
-from gateway.errors import ClientInputError, GatewayError, error_body
-from gateway.fleet import signin
+from gateway.drain import Drain
+from gateway.errors import ClientInputError, GatewayError
 from gateway.fleet.policy_gate import PolicyGate
-from gateway.fleet.policy_reload import PolicyReloader
-from gateway.fleet.policy_setup import build_policy_gate, filtered_listing
-from gateway.fleet.routes import FleetRoutes
-from gateway.fleet.telemetry import fleet_metrics, install_telemetry
+from gateway.fleet.policy_setup import build_policy_gate
+from gateway.fleet.telemetry import fleet_metrics
 from gateway.headers import header_value
-from gateway.inbound import Authenticator, client_request, forwardable_headers, raw_query
+from gateway.inbound import Authenticator, client_request
 from gateway.key_reload import KeyReloader
 from gateway.keys import KeyRing
-from gateway.metrics import EXPOSITION_CONTENT_TYPE, GatewayMetrics, overhead_seconds
+from gateway.metrics import GatewayMetrics, overhead_seconds
+from gateway.outcome import Outcome
 from gateway.pricing import load_price_table
 from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
-from gateway.relay import Outcome, StreamRelay, StreamSettings, relay_buffered
+from gateway.relay import StreamRelay, StreamSettings, relay_buffered
 from gateway.request_ids import new_request_id
 from gateway.request_preparation import RequestPreparation
 from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop, with_retry
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
-from gateway.startup_summary import strip_userinfo
 from gateway.transport import TeamSlots
 
 if TYPE_CHECKING:
@@ -54,50 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("switchyard.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-SETTINGS_KEY = web.AppKey("settings", Settings)
-PROVIDER_KEY = web.AppKey("provider", Provider)
-METRICS_KEY = web.AppKey("metrics", GatewayMetrics)
-KEY_RELOADER_KEY = web.AppKey("key_reloader", KeyReloader)  # set when GATEWAY_API_KEYS_FILE is
-POLICY_RELOADER_KEY = web.AppKey("policy_reloader", PolicyReloader)  # set when GATEWAY_POLICY_FILE is
-
-UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
-
-
-def _json_error(status: int, error_type: str, message: str, **headers: str) -> web.Response:
-    return web.Response(
-        status=status,
-        body=error_body(error_type, message),
-        headers={"content-type": "application/json", **headers},
-    )
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except GatewayError as exc:
-        return web.Response(status=exc.status, body=exc.body(), headers=exc.response_headers())
-    except web.HTTPNotFound:
-        # the client's path and method are not echoed (a key pasted into a URL stays out of answers)
-        return _json_error(404, "not_found_error", "no such endpoint")
-    except web.HTTPMethodNotAllowed as exc:
-        return _json_error(
-            405,
-            "invalid_request_error",
-            "method not allowed on this endpoint",
-            allow=", ".join(sorted(exc.allowed_methods)),
-        )
-    except web.HTTPRequestEntityTooLarge:
-        return _json_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
-    except web.HTTPException as exc:
-        return _json_error(exc.status, "invalid_request_error", exc.reason)
-    except Exception as exc:
-        # aiohttp would log the traceback with the exception's text (which may hold a proxy URL
-        # with credentials) and answer text/plain: log it scrubbed, answer in the Anthropic shape
-        trace = scrub("".join(traceback.format_exception(exc)))
-        log.error("unhandled error on %s %s: %s", request.method, request.path, trace)
-        return _json_error(500, "api_error", "internal gateway error")
 
 
 class Gateway:
@@ -170,69 +119,12 @@ class Gateway:
         self.team_slots.prime(ring.teams)
 
     # -- health and operations -------------------------------------------------------------
-    async def healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    @property
-    def draining(self) -> bool:
-        """Shutting down: readiness fails at once so load balancers stop sending new requests."""
-        return self.drain.draining
-
-    async def readyz(self, request: web.Request) -> web.Response:
-        if self.upstreams is not None and not self.draining:  # ready while one upstream can serve
-            return await self.upstreams.readyz()
-        reason = "draining" if self.draining else await self.provider.readiness()
-        if reason is not None:
-            return web.json_response({"status": "not ready", "reason": reason}, status=503)
-        return web.json_response({"status": "ready", "provider": self.provider.name})
-
-    async def metrics_endpoint(self, request: web.Request) -> web.Response:
-        self.auth.check_metrics(request)
-        response = web.Response(body=self.metrics.exposition())
-        response.headers["content-type"] = EXPOSITION_CONTENT_TYPE
-        return response
-
     # -- API --------------------------------------------------------------------------------
     async def messages(self, request: web.Request) -> web.StreamResponse:
         return await self._handle(request, Operation.MESSAGES, self.provider.messages)
 
     async def count_tokens(self, request: web.Request) -> web.StreamResponse:
         return await self._handle(request, Operation.COUNT_TOKENS, self.provider.count_tokens)
-
-    async def session(self, request: web.Request) -> web.Response:
-        """``GET /v1/sessions/{id}``: a session's latches, last prefix hashes and recent breaks
-        (the caller's team's session only: another team's is answered as absent)."""
-        team = self.auth.team_for(request)
-        session_id = request.match_info["session_id"]
-        view = await self.cache.store.describe(team, session_id)
-        if view is None:
-            raise GatewayError(404, "no such session", error_type="not_found_error")  # nor another team's
-        previous = view.previous
-        return web.json_response(
-            {
-                "session_id": session_id,
-                "latches": view.latches.as_dict(),
-                "last_request": None
-                if previous is None
-                else {
-                    "at": previous.at,
-                    "cached_tokens": previous.cached,
-                    "prefix": previous.hashes.summary(),
-                },
-                "recent_breaks": [record.as_dict() for record in view.recent_breaks],
-            }
-        )
-
-    async def models(self, request: web.Request) -> web.StreamResponse:
-        principal = self.auth.principal_for(request)
-        headers = forwardable_headers(request)
-        upstream = await self.provider.list_models(headers, raw_query(request))
-        if self.policy is not None:  # only the models the caller may use
-            upstream = await filtered_listing(upstream, self.policy.effective(principal).models)
-        try:
-            return await relay_buffered(upstream, {}, Outcome(), observe_usage=False)
-        finally:
-            upstream.close()
 
     async def _handle(
         self,
@@ -495,115 +387,3 @@ class Gateway:
             cost=cost,
             log_bodies=self.settings.observability.log_bodies,
         )
-
-
-def create_app(
-    settings: Settings,
-    provider: Provider | None = None,
-    *,
-    metrics: GatewayMetrics | None = None,
-    request_id_factory: Callable[[], str] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    signin_clock: Callable[[], float] = time.time,
-    wall_clock: Callable[[], float] = time.time,
-) -> web.Application:
-    """Build the aiohttp application. The provider is started and closed with the app.
-
-    ``clock``: the monotonic seconds the gateway times requests and stream silences with (tests
-    on a virtual-time event loop pass its ``loop.time``, the clock the watchdog's timers run on).
-    ``signin_clock``: the wall clock of fleet sign-in (token and grant expiry); ``wall_clock``: the
-    one of several upstreams' breakers and session placements.
-    """
-    upstream_providers: dict[str, Provider] | None = None
-    if (
-        settings.selection.upstreams_file is not None
-    ):  # several upstreams (issue 18): the first is the default
-        from gateway.upstreams import build_providers
-
-        upstream_providers = build_providers(settings)
-        provider = provider or next(iter(upstream_providers.values()))
-    if provider is None:
-        from gateway.providers.factory import build_provider
-
-        provider = build_provider(settings)
-    metrics = metrics or GatewayMetrics()
-    gateway = Gateway(
-        settings,
-        provider,
-        metrics,
-        request_id_factory=request_id_factory or new_request_id,
-        clock=clock,
-        upstream_providers=upstream_providers,
-        wall_clock=wall_clock,
-    )
-
-    listener = settings.listener
-    accounting = accounting_middleware(
-        gateway._close, gateway.new_request_id, gateway.clock, write_stall_s=listener.write_stall_timeout_s
-    )
-    app = web.Application(client_max_size=listener.max_body_bytes, middlewares=[accounting, error_middleware])
-    app[SETTINGS_KEY] = settings
-    app[PROVIDER_KEY] = provider
-    app[METRICS_KEY] = metrics
-    app[DRAIN_KEY] = gateway.drain
-    if gateway.key_reloader is not None:
-        reloader = gateway.key_reloader
-        app[KEY_RELOADER_KEY] = reloader
-
-        async def watch_keys(_: web.Application) -> AsyncIterator[None]:
-            task = asyncio.create_task(reloader.run())
-            yield
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-        app.cleanup_ctx.append(watch_keys)
-    if isinstance(gateway.policy_gate.holder, PolicyReloader):
-        policy_reloader = app[POLICY_RELOADER_KEY] = gateway.policy_gate.holder
-
-        async def watch_policy(_: web.Application) -> AsyncIterator[None]:
-            # the file, and the caps the admin API set on any replica (shared through Redis)
-            sync_s = settings.policy.policy_reload_s or 5.0
-            tasks = [policy_reloader.run(), gateway.policy_gate.run_cap_sync(sync_s)]
-            running_tasks = [asyncio.create_task(task) for task in tasks]
-            yield
-            for task in running_tasks:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-        app.cleanup_ctx.append(watch_policy)
-    FleetRoutes(gateway.policy_gate, gateway.auth.principal_for, gateway.auth.admin_for).add_to(app)
-    app.router.add_post("/v1/messages", gateway.messages)
-    app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
-    app.router.add_get("/v1/models", gateway.models)
-    app.router.add_get("/v1/sessions/{session_id}", gateway.session)
-    app.router.add_get("/healthz", gateway.healthz)
-    app.router.add_get("/readyz", gateway.readyz)
-    app.router.add_get("/metrics", gateway.metrics_endpoint)
-    fleet = fleet_metrics(metrics.registry, settings.telemetry)
-    signin.register(app, settings, gateway.auth, signin_clock, fleet.signed_in)  # fleet sign-in (issue 17)
-    install_telemetry(app, settings, gateway.auth, metrics.registry)  # OTLP intake (issue 17)
-
-    upstreams = gateway.upstreams
-    started = [provider] if upstreams is None else [u.provider for u in upstreams.upstreams.values()]
-
-    async def start_provider(_: web.Application) -> None:
-        for each in started:
-            await each.start()
-            facts = {key: strip_userinfo(value) or "" for key, value in each.describe().items()}
-            log.info("provider ready: %s", orjson.dumps(facts).decode())  # no URL userinfo
-        if upstreams is not None:
-            upstreams.start_probe()
-
-    async def close_provider(_: web.Application) -> None:
-        for each in started:
-            await each.close()
-        if upstreams is not None:
-            await upstreams.close()
-        await gateway.cache.store.close()
-        await gateway.policy_gate.counters.close()
-
-    app.on_startup.append(start_provider)
-    app.on_cleanup.append(close_provider)
-    return app

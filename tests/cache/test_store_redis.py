@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.app import create_app
 from gateway.cache.breaks import PreviousRequest
 from gateway.cache.latches import Latches
 from gateway.cache.prefix import prefix_hashes
@@ -21,7 +22,6 @@ from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
-from gateway.server import create_app
 from tests.support.cache_stack import Answer, cache_breaks, post, upstream_betas
 from tests.support.cache_turns import Turn, claude_code_session
 from tests.support.provider_stack import FIRST_PARTY_KEY, GATEWAY_KEY

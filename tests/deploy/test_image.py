@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.process import running
-from gateway.server import create_app
 from tests.deploy.manifests import ROOT, container_env, gateway_container, one, render, settings_env_names
 from tests.support.threaded import LoopThread
 

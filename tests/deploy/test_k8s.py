@@ -27,8 +27,8 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from gateway.app import create_app
 from gateway.config import Settings
-from gateway.server import create_app
 from tests.deploy.manifests import (
     K8S,
     OVERLAYS,

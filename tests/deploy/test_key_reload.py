@@ -24,10 +24,10 @@ import pytest
 import requests
 
 from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
+from gateway.app import KEY_RELOADER_KEY, create_app
 from gateway.config import Settings
 from gateway.key_reload import KeyReloader
 from gateway.process import running
-from gateway.server import KEY_RELOADER_KEY, create_app
 from tests.support.threaded import LoopThread
 
 UPSTREAM_KEY = "sk-up-key-reload"

@@ -21,10 +21,10 @@ import anthropic
 import pytest
 
 from emulators import EmulatorConfig, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from gateway.startup_summary import public_summary
 from tests.deploy.manifests import Manifest, gateway_container, one, pod_environment, render
 from tests.support import binaries

@@ -29,10 +29,10 @@ import pytest
 from aiohttp import web
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.connection_watch import ConnectionWatch, connection_watch
 from tests.support.log_lines import LogLines
 

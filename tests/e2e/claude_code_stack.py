@@ -22,9 +22,9 @@ import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from emulators.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY
+from gateway.app import create_app
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from tests.providers import foundry_harness, vertex_harness
 from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
 from tests.support.claude_code import claude_env

@@ -23,12 +23,12 @@ from azure.identity import ClientSecretCredential
 
 from emulators import EmulatorConfig, run_emulator
 from emulators.bedrock_config import DEFAULT_CONTAINER_TOKEN
+from gateway.app import create_app
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.foundry import FoundryProvider
 from gateway.providers.foundry_auth import credential_token_source
 from gateway.providers.requests_egress import azure_transport_options
-from gateway.server import create_app
 from tests.providers.foundry_harness import ENTRA_CLIENT_ID, ENTRA_CLIENT_SECRET, ENTRA_TENANT
 from tests.support.mitmproxy import run_mitmdump
 from tests.support.squid import USER, run_squid

@@ -9,11 +9,11 @@ import anthropic
 import pytest
 
 from emulators import EmulatorConfig, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.process import running
 from gateway.providers.anthropic import AnthropicProvider
 from gateway.providers.base import PreparedRequest, UpstreamResponse
-from gateway.server import create_app
 from gateway.startup_summary import public_summary
 from tests.support.log_lines import LogLines
 from tests.support.proxy import forward_proxy

@@ -21,9 +21,9 @@ import aiohttp
 import pytest
 
 from emulators import DEFAULT_API_KEY, emulator_in_thread
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.threaded import LoopThread
 
 KEY = "sk-gw-cycles-41c7"

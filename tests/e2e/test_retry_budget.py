@@ -13,10 +13,10 @@ import anthropic
 import pytest
 
 from emulators import EmulatorConfig, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 
 KEY = "sk-gw"
 UPSTREAM_KEY = "sk-up"

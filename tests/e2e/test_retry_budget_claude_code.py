@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from emulators import EmulatorConfig, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.claude_code import PINNED, ClaudeRun, claude_env, cli, newest_version, run_claude
 
 KEY = "sk-gw-claude"

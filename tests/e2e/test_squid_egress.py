@@ -21,9 +21,9 @@ import orjson
 import pytest
 
 from emulators import EmulatorConfig, run_emulator
+from gateway.app import create_app
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.log_lines import LogLines
 from tests.support.squid import USER, Squid, free_port, run_squid
 from tests.support.tls import LocalPKI, make_pki

@@ -22,10 +22,10 @@ from aiohttp.http_writer import StreamWriter
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.threaded import LoopThread
 from tests.unit.test_stream_observer import cut, oracle, streams
 

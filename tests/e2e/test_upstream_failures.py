@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest
 
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.process import running
-from gateway.server import create_app
 
 KEY = "sk-gw"
 

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 
 ALPHA_KEY = "sk-fleet-alpha-1f2e"  # team alpha: the caller's one group is "alpha"
 BETA_KEY = "sk-fleet-beta-9a8b"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from emulators import EmulatorConfig, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.claude_code import claude_env, cli, run_claude, versions_under_test
 
 GATEWAY_KEY = "sk-gw-fleet-cc"

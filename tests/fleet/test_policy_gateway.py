@@ -16,10 +16,10 @@ import anthropic
 import pytest
 
 from emulators import EmulatorConfig, emulator_in_thread
+from gateway.app import POLICY_RELOADER_KEY, create_app
 from gateway.config import Settings
 from gateway.pricing import DEFAULT_TABLE
 from gateway.process import running
-from gateway.server import POLICY_RELOADER_KEY, create_app
 from gateway.streaming.usage import Usage
 from tests.support.fleet_stack import ADMIN_KEY, MESSAGE, TEAM_KEYS, FleetStack
 from tests.support.gateway_stack import CLIENT_KEY

@@ -25,7 +25,7 @@ logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)
 import aiohttp
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
-from gateway.server import create_app
+from gateway.app import create_app
 from gateway.process import running
 
 async def main():

@@ -19,10 +19,10 @@ from joserfc import jwt
 from joserfc.jwk import OctKey
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.oidc_idp import RunningIdp, running_idp
 from tests.support.serve_process import free_port
 

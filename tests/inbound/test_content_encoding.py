@@ -19,7 +19,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.server import create_app
+from gateway.app import create_app
 from tests.support.error_shape import assert_error
 from tests.support.gateway_stack import CLIENT_KEY, Connect, StackFactory
 from tests.support.log_lines import LogLines

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.process import running
-from gateway.server import create_app
 from loop.callers import ProviderModelCaller, SdkModelCaller
 from loop.deps import ModelCaller
 from tests.support.loop_stack import GATEWAY_KEY, MAX_RETRIES, UPSTREAM_KEY, LoopStack

@@ -35,10 +35,10 @@ from emulators import EmulatorConfig, RunningEmulator
 from emulators.catalog import DEFAULT_CATALOG, ModelCatalog
 from emulators.prompt import flatten_prompt
 from emulators.upstreams import PROVIDERS, emulated_upstream
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from loop.callers import SdkModelCaller
 from loop.context.kinds import Layer, Outcome
 from loop.events import AssistantMessage, Compaction, StreamEvent

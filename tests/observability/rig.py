@@ -12,11 +12,11 @@ import anthropic
 from anthropic.types import MessageParam, TextBlockParam
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.pricing import DEFAULT_TABLE
 from gateway.process import running
-from gateway.server import create_app
 from gateway.streaming.usage import Usage
 
 KEY = "sk-gw-observability-default-3f9a"

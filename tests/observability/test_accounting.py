@@ -18,10 +18,10 @@ import aiohttp
 import orjson
 import pytest
 
+from gateway.app import create_app
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.vertex import VertexProvider
-from gateway.server import create_app
 from tests.observability.rig import KEY, SONNET, gateway_rig
 from tests.providers.vertex_harness import GATEWAY_KEY as VERTEX_GATEWAY_KEY
 from tests.providers.vertex_harness import gateway_settings, predict_requests, vertex_upstream

@@ -20,11 +20,11 @@ import pytest
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "dashboards"

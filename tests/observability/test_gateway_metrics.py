@@ -18,10 +18,10 @@ from gateway.config import Settings
 from gateway.keys import InboundKey, Role
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics, overhead_seconds
+from gateway.outcome import Outcome
 from gateway.providers.anthropic import AnthropicProvider
 from gateway.providers.base import ClientRequest, Operation
 from gateway.providers.models import FIRST_PARTY_MODELS
-from gateway.relay import Outcome
 from gateway.server import Gateway
 from tests.observability.rig import (
     HAIKU,

@@ -38,12 +38,12 @@ import pytest
 from anthropic.types import TextBlockParam
 
 from emulators import RunningEmulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.bedrock import BedrockProvider
-from gateway.server import create_app
 from gateway.upstreams.metrics import UpstreamMetrics
 from tests.observability.loop_traffic import loop_traffic
 from tests.observability.prom import (

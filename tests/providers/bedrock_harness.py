@@ -27,11 +27,11 @@ from aiohttp import web
 from emulators import EmulatorConfig, RunningEmulator
 from emulators.bedrock import create_app as create_bedrock_app
 from emulators.bedrock_config import DEFAULT_ACCESS_KEY_ID, DEFAULT_SECRET_ACCESS_KEY, BedrockOptions
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
 from gateway.providers.bedrock import BedrockProvider
-from gateway.server import create_app
 
 GATEWAY_KEY = "sk-gw-bedrock-tests"
 

@@ -21,12 +21,12 @@ from typing import Any
 import anthropic
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.foundry import FoundryProvider
 from gateway.providers.token_cache import TokenFetch
-from gateway.server import create_app
 from tests.support.tls import make_pki
 
 FOUNDRY_KEY = "foundry-key"

@@ -23,6 +23,7 @@ from emulators.bedrock_config import (
     DEFAULT_SECRET_ACCESS_KEY,
     BedrockOptions,
 )
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
@@ -32,7 +33,6 @@ from gateway.providers.bedrock_discovery import bedrock_fetcher
 from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.models import FIRST_PARTY_MODELS
 from gateway.providers.vertex import VertexProvider
-from gateway.server import create_app
 from tests.providers.bedrock_harness import (
     GATEWAY_KEY,
     apply_aws_env,

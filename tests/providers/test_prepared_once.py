@@ -18,12 +18,12 @@ import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from emulators.recorder import RecordedRequest
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.base import ClientRequest, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.factory import build_provider
-from gateway.server import create_app
 from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
 from tests.providers.foundry_harness import foundry_upstream
 from tests.providers.vertex_harness import vertex_upstream

@@ -31,11 +31,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from emulators.clock import Clock
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.vertex import VertexProvider
-from gateway.server import create_app
 
 PROJECT = "switchyard-test"
 REGION = "us-east5"

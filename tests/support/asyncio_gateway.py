@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.logging_setup import configure_logging
 from gateway.process import running
-from gateway.server import create_app
 
 
 async def main() -> None:

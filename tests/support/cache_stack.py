@@ -19,11 +19,12 @@ from aiohttp import web
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from emulators.clock import ManualClock
 from emulators.recorder import RecordedRequest
+from gateway.app import create_app
 from gateway.cache.pipeline import CachePipeline
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
-from gateway.server import Gateway, create_app
+from gateway.server import Gateway
 from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
 from tests.providers.foundry_harness import foundry_upstream
 from tests.providers.vertex_harness import vertex_upstream

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from emulators import EmulatorConfig, run_emulator
 from emulators.runner import RunningEmulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.process import RunningServer, running
-from gateway.server import create_app
 from tests.support.raw_http import RawConnection
 from tests.support.threaded import LoopThread
 

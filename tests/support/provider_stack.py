@@ -15,10 +15,10 @@ import anthropic
 import pytest
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
-from gateway.server import create_app
 from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
 from tests.providers.foundry_harness import foundry_upstream
 from tests.providers.vertex_harness import vertex_upstream

@@ -11,10 +11,10 @@ from pathlib import Path
 import anthropic
 
 from emulators import EmulatorConfig, run_emulator
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
-from gateway.server import create_app
 from tests.support.threaded import LoopThread
 
 GATEWAY_KEY = "sk-gw-client-key"

@@ -426,8 +426,8 @@ def test_serving_adds_the_open_gateway_check_to_the_others(tmp_path: Path) -> No
 
 
 async def test_provider_ready_line_has_no_url_userinfo(caplog: pytest.LogCaptureFixture) -> None:
+    from gateway.app import create_app
     from gateway.process import running
-    from gateway.server import create_app
 
     settings = Settings.from_environ(
         {"ANTHROPIC_API_KEY": "sk-up", "ANTHROPIC_BASE_URL": "http://user:base-pass-1@127.0.0.1:9"}

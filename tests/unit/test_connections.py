@@ -17,11 +17,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gateway.app import METRICS_KEY, create_app
 from gateway.config import Settings
 from gateway.connection_events import RateLimitedLog
 from gateway.connections import ConnectionLimits, auto_max_connections
 from gateway.process import RunningServer, running
-from gateway.server import METRICS_KEY, create_app
 from tests.support.log_lines import LogLines
 
 CLIENT_KEY = "sk-client-conn"

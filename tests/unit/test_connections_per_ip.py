@@ -16,11 +16,11 @@ from contextlib import asynccontextmanager
 import pytest
 from prometheus_client import generate_latest
 
+from gateway.app import create_app
 from gateway.config import Settings
 from gateway.connections import ConnectionGuard, peer_key
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
-from gateway.server import create_app
 from tests.unit.test_connections import (
     CLIENT_KEY,
     PARTIAL,

@@ -8,7 +8,7 @@ import sys
 PROBE = """
 import sys
 from gateway.config import Settings
-from gateway.server import create_app
+from gateway.app import create_app
 settings = Settings.from_environ({"GATEWAY_API_KEYS": "k", "ANTHROPIC_API_KEY": "u"})
 app = create_app(settings)
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("botocore", "boto3", "google", "azure"))

@@ -5,18 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.support.import_graph import REPO, python_files
 
 MAX_LINES = 400
 PACKAGES = ("gateway", "loop")
-
-# Over the limit for now, each with its reason; the list is to be emptied, never grown.
-ALLOWED: dict[str, str] = {
-    "gateway/server.py": "the lead's hot-path work (issue 12) is reshaping it; split after that",
-    "gateway/relay.py": "the lead's hot-path work (issue 12) is reshaping it; split after that",
-}
 
 
 def _lines(path: Path) -> int:
@@ -25,14 +17,9 @@ def _lines(path: Path) -> int:
 
 
 def test_no_product_module_is_over_the_limit() -> None:
-    sizes = {str(path.relative_to(REPO)): _lines(path) for package in PACKAGES for path in python_files(package)}
+    sizes = {
+        str(path.relative_to(REPO)): _lines(path) for package in PACKAGES for path in python_files(package)
+    }
     assert len(sizes) > 150  # the packages were found
-    over = {name: lines for name, lines in sizes.items() if lines > MAX_LINES and name not in ALLOWED}
+    over = {name: lines for name, lines in sizes.items() if lines > MAX_LINES}
     assert over == {}, f"split these modules (at most {MAX_LINES} lines each): {over}"
-
-
-@pytest.mark.parametrize("name", sorted(ALLOWED))
-def test_the_allow_list_holds_only_modules_still_over_the_limit(name: str) -> None:
-    path = REPO / name
-    assert path.is_file(), f"{name} is gone: drop it from ALLOWED"
-    assert _lines(path) > MAX_LINES, f"{name} fits now: drop it from ALLOWED"

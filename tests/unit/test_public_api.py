@@ -64,8 +64,8 @@ def test_all_lists_existing_names_once(package: str) -> None:
 
 def test_the_gateway_names_are_the_objects_of_their_modules() -> None:
     import gateway
+    from gateway.app import create_app
     from gateway.config import Settings
-    from gateway.server import create_app
 
     assert gateway.Settings is Settings and gateway.create_app is create_app
     with pytest.raises(AttributeError, match="no attribute 'relay'"):

@@ -22,9 +22,9 @@ from anthropic.types import TextBlockParam
 
 from emulators.runner import RunningEmulator
 from emulators.upstreams import EmulatedUpstream, emulated_upstream
+from gateway.app import METRICS_KEY, create_app
 from gateway.config import Settings
 from gateway.process import RunningServer, running
-from gateway.server import METRICS_KEY, create_app
 
 CLIENT_KEY = "sk-gw-failover"
 MODEL = "claude-opus-5-5"
