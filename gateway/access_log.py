@@ -1,23 +1,10 @@
 """One structured JSON log line per request, logger ``switchyard.access``.
 
-Fields: ids (``request_id`` is the ``x-client-request-id`` sent upstream, ``upstream_request_id``
-the upstream's ``request-id``, ``session_id`` from :func:`gateway.session_ids.session_id_of`), routing
-(provider, operation, requested and served model, stream, team), outcome (status, stop reason,
-error type, failure, client disconnect), durations (total, time to first token, gateway overhead),
-usage and cost, resilience (retries, model and non-streaming fallback, idle-watchdog events) and
-``cache_break_reason`` (set by the cache-break detector).
+Built whole with one ``orjson.dumps`` and appended to the log writer: no ``LogRecord`` or handler
+on the request path. Never a credential or header; no prompt or completion content unless
+``GATEWAY_LOG_BODIES=1``. Every request gets its line.
 
-The line is built whole here, envelope (``ts``, ``level``, ``logger``) included, with one
-``orjson.dumps``, and appended to the process's log writer (``gateway.logging_setup``): no
-``LogRecord``, no handler, no per-line thread hand-off on the request path. Whether it is written
-still follows the ``switchyard.access`` logger's level (``GATEWAY_LOG_LEVEL`` above ``INFO``: no
-access log).
-
-Never a credential: no header is logged. No prompt or completion content either, unless
-``GATEWAY_LOG_BODIES=1``, which adds the request body (``request_body``: the client's bytes cut at
-``LOG_BODY_LIMIT`` bytes, never re-encoded; a body refused before it was parsed is not logged).
-Completions are relayed as they stream and are not kept, so they are never logged. Every request
-gets its line: a body that cannot be written is replaced by ``request_body_error``.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

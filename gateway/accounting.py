@@ -1,20 +1,11 @@
 """One accounting scope per API request: opened when it arrives, closed once when its last byte is
 sent or the client went away.
 
-On ``/v1/messages`` and ``/v1/messages/count_tokens`` every answer — relayed, made by the gateway
-(401 bad key, 400 invalid JSON, 413 too large, 404 unknown model, 405 wrong method, 5xx) or cut
-short by a client disconnect — closes its scope exactly once, and the closing callback writes the
-one access-log line and the one ``gateway_requests_total`` sample. The scope is outermost (outside
-the error middleware), so it sees the status actually sent; it sends a plain response itself so the
-duration runs to the last byte and a client that left is noticed.
+Every answer closes its scope exactly once, and the closing callback writes the one access-log
+line and the one ``gateway_requests_total`` sample. The scope is outermost (outside the error
+middleware); a client's own input is never counted as an upstream error.
 
-A client that goes away cancels its handler (``handler_cancellation``, set by ``gateway.process``),
-which closes its upstream request wherever it is (waiting for the answer, streaming, in a retry
-back-off); its line says ``client_disconnected: true`` with the status it never saw
-(:func:`client_left`). A client that stops reading is let go the same way (``gateway.write_stall``).
-
-Which failures are the upstream's (for ``gateway_upstream_errors_total``) is marked by the handler
-(:attr:`RequestScope.upstream_error`): never an error the client's own input caused.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

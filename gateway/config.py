@@ -1,23 +1,10 @@
 """The gateway's configuration: read from the environment once, at start-up, into a frozen model.
 
-Nothing else in the gateway reads ``os.environ``: ``Settings.from_environ`` takes the mapping
-explicitly (the CLI passes ``os.environ`` once), validates every value and fails with a
-``ConfigError`` holding one line per problem, each naming the offending variable: every bad value,
-every failed cross-field check and every unknown ``GATEWAY_*`` variable, all at once (see
-:mod:`gateway.config_checks`). Secrets are ``SecretStr``: a repr of the settings never shows them,
-and no problem line shows a secret or URL userinfo. The start-up summary
-(:mod:`gateway.startup_summary`) logs a chosen few settings, never a secret.
+Nothing else reads ``os.environ``; every problem is one line naming the variable, never a secret.
+``Settings`` composes sections (:mod:`gateway.settings`), one per subsystem; each field's docstring
+is its ``serve --help`` line. How to add a section, field or cross-field check: the design document.
 
-``Settings`` composes sections (:mod:`gateway.settings`), one frozen model per subsystem, each
-reading its own flat variables from the same environment; a subsystem is handed its section. Each
-field's docstring is its one-line description in ``switchyard serve --help`` (:mod:`gateway.config_docs`).
-To add a section: write ``gateway/settings/<name>.py`` with a ``Section`` subclass (a ``title``,
-fields with their variable as ``alias`` and a docstring each), add it below as
-``<name>: <Class> = Field(default_factory=<Class>)``, hand ``settings.<name>`` to its subsystem.
-A flat field declared on ``Settings`` itself (in a marked ``# --- topic (issue N) ---`` block)
-works too, listed under ``config_docs.SECTION_STARTS``. A cross-field check is a method registered
-in ``Settings._cross_field_checks`` with the (dotted) fields it reads; it raises
-``ValueError("VARIABLE: ...")``.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

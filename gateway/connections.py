@@ -1,30 +1,10 @@
 """Connection-level defence: slow clients time out, connections are capped, the oldest incomplete go first.
 
-Every client connection is in one of four phases, tracked by :class:`GuardedHandler` (aiohttp's
-``RequestHandler`` with a few checks per received chunk, none per response byte):
+A few checks per received chunk, none per response byte. Over a cap the oldest incomplete, then
+the oldest idle connection is shed before a new one is refused (``503``). Client addresses never
+appear in a metric label or a log line.
 
-* ``HEADERS`` — from the accept (or from a keep-alive request's first byte) until its headers are
-  parsed; past ``GATEWAY_HEADER_TIMEOUT_S`` the client gets ``408`` JSON and the connection closes;
-* ``BODY`` — until the body is complete; after ``GATEWAY_BODY_TIMEOUT_S`` the body must keep
-  ``GATEWAY_BODY_MIN_RATE`` bytes/s on average (each such many bytes earn one more second), else
-  the request is answered ``408`` through its handler and the connection closes;
-* ``BUSY`` — the request is complete and being answered (no timeout here: streams are long);
-* ``IDLE`` — a keep-alive connection between requests (``GATEWAY_KEEPALIVE_TIMEOUT_S``, aiohttp's).
-
-:class:`ConnectionGuard` caps open connections (``GATEWAY_MAX_CONNECTIONS``, by default derived
-from the open-file limit so that accept() never fails for lack of descriptors) and incomplete
-ones (``HEADERS`` and ``BODY``, ``GATEWAY_MAX_INCOMPLETE_CONNECTIONS``). A new connection over a
-cap sheds the *oldest incomplete* connection (a slowloris victim is the oldest by construction),
-then the oldest idle one; only with neither is the new one refused. Shed and refused clients that
-sent no complete request get ``503 overloaded_error`` with ``retry-after``. Admission runs when the
-loop accepts (the protocol factory), so descriptors are freed before the next accept.
-
-``GATEWAY_MAX_CONNECTIONS_PER_IP`` (0, the default: no cap) caps one client address's open
-connections. A new connection from an address at its cap sheds that address's own oldest
-incomplete connection, then its oldest idle one; with neither it is refused (the same ``503``).
-The peer is known once the transport is made (``connection_made``): one dict lookup per accept,
-nothing per request. Addresses are keyed by :func:`peer_key` (IPv6 by its /64) and never appear in
-a metric label or a log line.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

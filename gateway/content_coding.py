@@ -1,17 +1,9 @@
 """Compressed request bodies (``Content-Encoding``): decoded as they arrive, within limits.
 
-``gzip`` (``x-gzip``) and ``deflate`` (zlib-wrapped, or raw as some clients send it) are decoded;
-``identity`` is no coding; anything else, or more than one coding, is ``415`` with
-``Accept-Encoding: gzip, deflate`` (RFC 9110 section 15.5.16). The decoded body is what the gateway
-parses and forwards: the header is never forwarded (``gateway.headers``), the upstream gets the
-plain bytes with their own length.
+Decompression is streamed in bounded steps with the size and ratio limits checked after each, so
+a zip bomb is refused after bounded work; the header is never forwarded upstream.
 
-Decompression is streamed: each compressed chunk is inflated at most ``OUTPUT_STEP`` bytes at a
-time and the limits are checked after every step, so a zip bomb is refused after a bounded amount
-of work and memory, never inflated whole. The limits: the decoded body at most ``max_bytes``
-(``GATEWAY_MAX_BODY_BYTES``, ``413``) and at most ``max_ratio`` times the compressed bytes read so
-far (``GATEWAY_MAX_DECOMPRESSION_RATIO``, ``413``; bodies up to ``RATIO_FLOOR`` are exempt: a small
-repetitive JSON may compress better than that). Corrupt or truncated data is ``400``.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

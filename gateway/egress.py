@@ -1,19 +1,9 @@
 """What went wrong on the way out: egress failures (proxy, TLS, connection) named without secrets.
 
-Every outbound call fails in its own library's way: inference calls through aiohttp, credential
-calls through botocore, google-auth and azure-identity (requests and urllib3 underneath). This
-module turns any of them into one :class:`EgressFailure`: a kind, a message a client may see
-(proxy host and port, the target, the CA bundle checked against; never userinfo, never a header)
-and whether another attempt can help:
+Any library's outbound failure becomes one :class:`EgressFailure`: a kind, a message a client may
+see (never userinfo, never a header) and whether another attempt can help.
 
-* ``proxy_auth``: the proxy answered 407 (wrong or missing credentials in ``HTTPS_PROXY``): no;
-* ``proxy_refused``: the proxy answered 403 to the CONNECT (its policy refuses that host or port): no;
-* ``proxy_error``: any other refusal of the CONNECT (squid's 503 when it cannot reach the target): 5xx yes;
-* ``proxy_unreachable``: the proxy itself refused the connection, timed out or has no DNS name: yes;
-* ``tls_verify``: the certificate did not verify against the trust store (``GATEWAY_CA_BUNDLE``'s
-  path, or the system trust store): no;
-* ``tls``: another TLS handshake failure (a client certificate the server refused...): no;
-* ``unreachable`` / ``timeout``: the target itself could not be reached: yes.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

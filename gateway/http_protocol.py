@@ -1,18 +1,9 @@
 """aiohttp's HTTP/1 server protocol with the connection guard's phases, timers and JSON parser errors.
 
-:class:`GuardedHandler` is aiohttp's ``RequestHandler`` plus the phase bookkeeping described in
-:mod:`gateway.connections` (a counter compare and, while a body arrives, an addition per received
-chunk; one extra ``await`` per response) and two overrides of aiohttp's error paths:
+Malformed HTTP is answered as Anthropic-shaped JSON that never quotes the input, logged without a
+traceback; keep the per-chunk bookkeeping to a compare and an addition.
 
-* a malformed request (bad request line, header, chunked encoding, a line over the limits) is
-  answered as an Anthropic-shaped JSON error with its status (400, 414, 431), never quoting the
-  input, and counted and logged at WARNING (rate-limited, no traceback) instead of aiohttp's
-  text/plain answer that echoes the line and its ERROR log with a traceback;
-* an exception that escaped the application is answered ``500 api_error`` JSON and logged scrubbed.
-
-:class:`GuardedRunner` is the ``AppRunner`` whose server makes these handlers;
-:func:`watch_accept_errors` turns asyncio's per-accept ``EMFILE`` tracebacks into counted,
-rate-limited warnings (uvloop handles ``EMFILE`` itself, without logging).
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """How deep a parsed request body nests, checked at C speed before anything recursive touches it.
 
-Everything the gateway does with a client's JSON after parsing it may recurse on its depth:
-``orjson.dumps`` (prefix hashes, the access log's ``request_body``, a reshaped body) refuses more
-than 254 levels, the cache step's Python walks recurse once per nested block. ``orjson.loads``
-itself refuses more than 1,024 levels (``depth limit exceeded``). So a body is refused unless it
-nests at most ``GATEWAY_MAX_JSON_DEPTH`` levels (at most ``MAX_SUPPORTED_DEPTH``), and within that
-bound every later step is safe.
+A body deeper than ``GATEWAY_MAX_JSON_DEPTH`` is refused, so every later step is safe. Depth is
+measured from ``OPT_INDENT_2`` output, not by a Python walk (the argument is in the design document).
 
-Depth counts containers: ``{}`` is 1 deep, ``{"a": [1]}`` 2 deep (scalars add nothing), as
-``orjson`` and ``serde_json`` count it. It is measured without walking the value in Python: the
-value is written once with ``OPT_INDENT_2``, where every array item and object member sits on its
-own line indented two spaces per enclosing container (a string never holds a raw newline: it is
-escaped). A container at depth ``d`` therefore starts a line indented ``2 * (d - 1)`` (alone, or as
-a member's value after ``"key": ``), and its items are indented ``2 * d``; so the value is deeper
-than ``limit`` exactly when a line is indented more than ``2 * limit`` (inside a container at depth
-``limit + 1``) or indented ``2 * limit`` and opening a container (an empty one at ``limit + 1``).
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

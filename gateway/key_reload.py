@@ -1,16 +1,9 @@
 """Reloading the inbound keys file (``GATEWAY_API_KEYS_FILE``) while the gateway serves.
 
-Two triggers, both ending in ``KeyReloader.reload``:
+Triggers: polling the file's ``stat`` and ``SIGHUP``. The new key set replaces the old in one
+assignment; a bad file keeps the keys in force. Logs never name a key.
 
-* a file change, found by polling the file's ``stat`` every ``GATEWAY_API_KEYS_RELOAD_S`` seconds
-  (default 5, at most 300; 0 turns polling off). ``stat`` follows symlinks, so the atomic swap of a
-  Kubernetes Secret volume (a new ``..data`` directory) is seen like an in-place rewrite;
-* ``SIGHUP`` (``switchyard serve`` installs the handler; ``kill -HUP <pid>``).
-
-The new set (the ``GATEWAY_API_KEYS`` and ``GATEWAY_METRICS_API_KEYS`` lists, which never change,
-plus the file) replaces the old one in one assignment, so a request sees either. An unreadable or
-invalid file, or one that would leave no key at all, keeps the keys in force and logs one line
-(once per file version, not per poll). Log lines name the file, counts and teams, never a key.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

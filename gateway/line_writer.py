@@ -1,21 +1,9 @@
 """A bounded, batching writer of log lines: the request path appends bytes, a thread writes them.
 
-``write`` (any thread, usually the event loop's) appends one finished line to a buffer under a lock
-and returns: no formatting, no syscall, no thread hand-off per line. The writer thread writes what
-accumulated every ``interval_s`` with one sink call (sooner when a flush is asked for or the buffer
-passes a quarter of its limit). Under load it wakes once per interval, on its own timer, and
-``write`` signals nothing; once a wait found nothing to write it sleeps until the next line, which
-wakes it (the only line that does). Idle, it does not run at all.
+``write`` does no formatting, syscall or thread hand-off per line; blocking writes happen on the
+writer thread only. The buffer is bounded: beyond it lines are dropped and counted.
 
-A blocking write to stderr happens on the writer thread, never on the loop. The sink is a blocking
-file descriptor on purpose: making stderr non-blocking would change the pipe shared with other
-processes (a container runtime, a parent shell). While the sink is slow or blocked, the buffer
-(including the batch being written) is held under ``limit_bytes``: lines beyond it are dropped and
-counted (``dropped``), and the log says so twice per episode: when dropping starts, and when a
-write has brought the buffer back under half its limit.
-
-``flush`` waits until every line written before it reached the sink (tests, shutdown); ``close``
-flushes and stops the thread. Both take a timeout, so a stderr nobody reads cannot hang an exit.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

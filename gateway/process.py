@@ -1,27 +1,10 @@
 """Running the gateway as a process: event loop, listener, signal handling, graceful shutdown.
 
-Kept apart from ``server`` (which only builds the application) so tests can run the same app
-in-process and the CLI, the demo and the benchmark start it the same way.
+Kept apart from ``server`` (which only builds the application) so tests, the CLI, the demo and the
+benchmark start it the same way. Shutdown takes at most ``GATEWAY_DRAIN_TIMEOUT_S`` plus a few
+seconds (the drain order is in the design document).
 
-Shutdown (``switchyard serve`` on SIGTERM or SIGINT), in this order:
-
-1. ``/readyz`` answers 503 at once (``Drain.begin``), so load balancers stop routing here;
-2. after ``GATEWAY_DRAIN_DELAY_S`` (default 0) the listening socket is closed: new connections are
-   refused, idle keep-alive connections are closed, busy ones close after their current response;
-3. in-flight requests and streams run to completion until ``GATEWAY_DRAIN_TIMEOUT_S`` (default
-   60, counted from the signal); streams still open then end with an SSE ``overloaded_error``
-   event (``Drain.expire``), and whatever still runs ``ABORT_GRACE_S`` later is cancelled;
-4. the provider is closed and the process exits 0.
-
-Connections are served by :class:`~gateway.http_protocol.GuardedRunner`: header/body/keep-alive
-timeouts, connection caps that shed the oldest incomplete connections first, and JSON answers to
-malformed HTTP (:mod:`gateway.connections`), with the limits of the app's settings.
-
-A second signal during the drain expires it at once (open streams end with the error event).
-SIGHUP re-reads ``GATEWAY_API_KEYS_FILE`` (``gateway.key_reload``) and ``GATEWAY_POLICY_FILE``
-(``gateway.fleet.policy_reload``); the process keeps serving.
-The whole shutdown takes at most the drain timeout plus a few seconds: a Kubernetes
-``terminationGracePeriodSeconds`` must exceed ``GATEWAY_DRAIN_TIMEOUT_S`` (see ``k8s/``).
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """Bounded retries as an async generator: status events go into the request's event stream.
 
-``with_retry`` drives attempts against the upstream and yields a ``RetryStatus`` before every
-wait (attempt number, reason, delay) and a ``ModelFallback`` when it switches model, then one
-``RetryResult`` holding the final response (or the gateway error) — the caller logs and counts the
-status events, and in-process callers such as the agent loop can show them. Nothing is ever
-retried without a bound: at most ``max_retries`` retries and never past the request deadline.
-How many retries one request gets when its client retries too is ``gateway.retry_budget``'s
-business; the ``RetryResult`` says why the loop stopped and how long it would have waited next, so
-the final answer can tell the client whether and when to try again.
+Nothing is retried without a bound (``max_retries`` and the request deadline). Every attempt sends
+the same prepared request: never prepare per attempt. The policy (what is retried, delays, model
+fallback) is in the design document.
 
-Policy (the SDKs' own, plus the gateway's bounds):
-
-* retried: 408, 409, 429, 5xx, 529, connection failures (502) and timeouts (504);
-  ``x-should-retry: true`` forces a retry and ``x-should-retry: false`` forbids one;
-* delay: ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date), else exponential
-  backoff with jitter (0.5 s doubling, capped at 8 s); never more than ``max_retry_delay_s``;
-* after ``fallback_after_overloads`` consecutive 529s, switch to ``fallback_model`` if configured
-  (``prior_overloads``: consecutive 529s the client's earlier attempts met);
-* an upstream 401/403 is retried exactly once after the provider refreshed its credential.
-
-Every attempt sends the same request object: the server and the loop's caller pass a
-:class:`~gateway.providers.request.PreparedRequest` made once before the loop, and a model fallback
-prepares once for the new model (``with_model``), not once per attempt.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

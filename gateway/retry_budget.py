@@ -1,41 +1,10 @@
 """The retry budget: the gateway shares retries with its client instead of stacking them.
 
-If the gateway spent its full ``GATEWAY_MAX_RETRIES`` under every attempt of a client that retries
-too, one prompt would cost (1 + client retries) x (1 + gateway retries) upstream attempts: 33 for
-the SDK's defaults, 121 for Claude Code's (both measured against a persistent 529).
+A request's budget depends on which attempt of its client it is (``x-stainless-retry-count`` or
+:mod:`gateway.retry_memory`); final errors carry ``retry-after`` and ``x-should-retry``. The
+worst-case arithmetic is in the design document.
 
-Which attempt of its client a request is: the larger of
-
-* ``x-stainless-retry-count``, which the SDKs send (0, then 1, 2 on their retries; ``max_retries``
-  defaults to 2); a client sending the header retries on its own;
-* the number of times the gateway has just answered this same request with a retryable error
-  (``gateway.retry_memory``). Claude Code needs this: it retries at the application level (10
-  times by default) with a fresh SDK request each time, so its header always says 0.
-
-Budget of one request: a client that neither sends the header nor repeats a failed request gets
-``GATEWAY_MAX_RETRIES``; otherwise attempt ``n`` gets ``max(0, K - n)`` retries with
-``K = GATEWAY_CLIENT_RETRYING_MAX_RETRIES`` (default 1, at most ``GATEWAY_MAX_RETRIES``): the first
-attempt gets a quick gateway retry that absorbs a blip before the client sees an error; the
-client's own retries come after its own back-off and get none. Always within
-``GATEWAY_REQUEST_DEADLINE_S``.
-
-A request that ends in an error the client would retry (408, 409, 429, 5xx, 529) is answered with
-(``final_headers``; the server adds ``x-gateway-retries``, the retries made for this request):
-
-* ``retry-after`` (whole seconds) and ``retry-after-ms``: the upstream's hint when it sent one (the
-  missing whole-second form derived, rounded up), else the gateway's suggestion: 0.5 s doubling
-  with each upstream attempt the prompt has cost so far, capped at 8 s, minus up to 25 % jitter;
-* ``x-should-retry: false`` when another attempt cannot help or would stack: the upstream said
-  ``false`` or the gateway's error is permanent (TLS verification...); the next wait would pass the
-  request deadline; the client has already retried ``GATEWAY_CLIENT_RETRY_LIMIT`` times (default
-  10, Claude Code's own default); the client does not retry on its own and the gateway already made
-  a non-zero ``GATEWAY_MAX_RETRIES`` for it. ``true`` otherwise.
-
-Worst case per prompt, for a client making ``R`` retries of its own:
-``sum(1 + max(0, K - n) for n in range(min(R, L) + 1))`` upstream attempts when it honours
-``x-should-retry`` (``L`` the limit), ``R + 1 + K(K + 1) / 2`` when it does not (Claude Code 2.1.197
-retries a 529 whatever the header says): 4 for the SDK's defaults, 12 for Claude Code's,
-``1 + GATEWAY_MAX_RETRIES`` for a client that does not retry.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

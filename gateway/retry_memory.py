@@ -1,16 +1,9 @@
 """Recognising a client's retries by what it sends again, for clients whose header does not count.
 
-Claude Code retries at the application level with a fresh SDK request each time: every one of its
-attempts says ``x-stainless-retry-count: 0`` (measured with 2.1.197 and 2.1.332: 11 attempts on a
-persistent 529, all with count 0, all with byte-identical bodies). So the gateway also remembers,
-for a short window, the requests it has just answered with a retryable error, by a fingerprint of
-the team and the client's body bytes (a hash; never the content). The same request arriving again
-within the window is that client's next attempt. A success forgets the fingerprint; each failure
-restarts its window. The memory is per process and bounded (least recently failed evicted first):
-a retry routed to another replica counts as a first attempt there.
+Remembers a hash of team and body (never the content) for requests just answered with a
+retryable error; bounded, per process. Nothing is hashed while no failure is remembered.
 
-Fingerprints are computed only while some failure is remembered, so a healthy gateway never
-hashes a body for this.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

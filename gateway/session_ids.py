@@ -1,16 +1,9 @@
 """Which client session a request belongs to, from what Claude Code and other clients send.
 
-In order of precedence:
+Sources in precedence order; a value is used only if it looks like an id. Session ids go to logs
+and the session store, never to metric labels.
 
-1. the ``X-Claude-Code-Session-Id`` header (Claude Code sends it on every request);
-2. ``metadata.user_id`` of the body: Claude Code sends a JSON string
-   ``{"device_id": ..., "account_uuid": ..., "session_id": ...}``; older versions sent
-   ``user_<hash>_account_<uuid>_session_<uuid>``;
-3. the ``x-session-id`` header (other clients, custom integrations).
-
-A value is used only if it looks like an id (at most 128 characters of ``[A-Za-z0-9._:@+=/-]``);
-otherwise the next source is tried. Session ids go to logs and the session store, never to metric
-labels.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The write-stall bound: a client that stops reading is disconnected, and its upstream released.
 
-A write to a client only waits when the client does not drain its socket (the kernel's buffers
-and the transport's are full). ``GATEWAY_WRITE_STALL_TIMEOUT_S`` bounds that wait: past it the
-client's connection is aborted, so the request ends as ``client_disconnected`` and the handler's
-clean-up closes the upstream connection it was relaying (a half-read upstream connection is closed,
-never returned to the pool). Without the bound, a client that stops reading a stream would hold its
-upstream connection for as long as its TCP connection lives.
+One timer per streamed response, one clock read per write; past ``GATEWAY_WRITE_STALL_TIMEOUT_S``
+the connection is aborted and the half-read upstream connection is closed, never pooled.
 
-:class:`WriteStall` watches one streamed response with one timer: each write stamps when it began
-(one clock read) and clears the stamp when done; the timer, re-armed at most once per bound, aborts
-the connection when a write has been pending for the bound. Buffered answers are written in one
-go by the accounting scope, with :func:`send_bounded` when they :func:`may_wait`.
+Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """switchyard's agent loop.
 
-Public: the names in ``__all__`` (``query``, its parameters, events and terminal reasons, the
-session, tools), and the subpackages whose docstring says "Public": ``loop.callers`` (model
-callers), ``loop.context``, ``loop.hooks``, ``loop.mcp``, ``loop.prompt`` (system prompt
-assembly), ``loop.subagents``, ``loop.testing`` (a scripted model, a virtual clock), ``loop.tools``
-and ``loop.tools.builtin``. Every other module is internal: import from the package.
+Public: the names in ``__all__`` (``query``, its parameters, events, terminals, the session,
+tools) and the subpackages whose docstring says "Public" (``loop.callers``, ``loop.context``,
+``loop.hooks``, ``loop.mcp``, ``loop.prompt``, ``loop.subagents``, ``loop.testing``,
+``loop.tools``, ``loop.tools.builtin``). Every other module is internal: import from the package.
 
-::
-
-    import loop
-    from loop.tools.builtin import builtin_tools
-
-    run = loop.query(loop.QueryParams("Fix the failing test", tools=builtin_tools("."), system="..."))
-    async for event in run:
-        ...
-    match run.terminal:
-        case loop.Completed(): ...
-        case loop.Guardrail(kind=kind, report=report): ...
+Details: docs/internals/loop.md
 """
 
 from loop.config import LoopConfig

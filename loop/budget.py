@@ -1,21 +1,9 @@
 """The run's token budget (seed-digest B, "+500k"): pure rules and bookkeeping.
 
-When the model ends its turn (and the stop hooks let it), the run continues if
+Pure functions only: when a completed turn continues (below 90% of ``token_budget``, not a
+sub-agent, no diminishing returns) and what ``output_config.task_budget`` says upstream.
 
-* it is not a sub-agent's (``LoopConfig.subagent``: budgets are the top-level run's), and
-* the output tokens of the run so far are below 90% of ``LoopConfig.token_budget``, and
-* it is not producing less and less: after 3 or more continuations, a continuation whose output
-  and the one before it were both under 500 tokens stops the run (diminishing returns).
-
-A continuation keeps the answer and appends a nudge telling the model how much budget is left
-(transition ``token_budget_continuation``). The count is of the run's own model responses
-(retries and continuations included, summarisation calls not) and lives in the state, so it is
-unaffected by compaction. Upstream, the budget is also sent as ``output_config.task_budget``
-(``{"type": "tokens", "total": N}``; beta ``task-budgets-2026-03-13``, see
-https://platform.claude.com/docs/en/build-with-claude/task-budgets): the API counts down from what
-it sees in the context, so once a compaction replaced the history the request also carries
-``remaining`` (what was left when the history was rewritten), as the API documents for
-client-side compaction.
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """``switchyard agent "task" --workspace DIR``: a headless agent with the built-in file tools.
 
-The model is reached through the gateway's provider layer as the environment configures it
-(``ANTHROPIC_*``, ``CLAUDE_CODE_USE_BEDROCK``...), or through any Anthropic-compatible URL with
-``--base-url``/``--api-key`` (the official SDK). Prints the streamed text and the tool calls (or,
-with ``--json``, one JSON object per event, ``compaction`` and ``context_boundary`` included) and
-the terminal reason; exits 0 iff the run completed (3 when a tool call was refused in a
-non-interactive run: see :mod:`loop.headless` for ``--allow``, ``--yes`` and ``--mcp-config``).
-The system prompt is ``loop.system_prompt``'s
-(a static part cached across sessions and compactions, then the workspace's environment and its
-``AGENTS.md``/``CLAUDE.md``). ``--metrics-port`` serves the ``loop_*`` metrics while it runs.
-``--hooks FILE`` loads hooks from a Claude Code settings file (:mod:`loop.hooks`); ``--budget N``
-sets the run's output-token budget (:mod:`loop.budget`); ``--max-budget-usd`` its cost limit
-(:mod:`loop.cost`); ``--fallback-model`` the sticky fallback (:mod:`loop.fallback`); ``--agents``
-the sub-agents it may start, in Claude Code's agents JSON (:mod:`loop.subagents.agents_file`), at
-most ``--max-subagents`` at once. What it prints is :mod:`loop.cli_output`'s.
+Exits 0 iff the run completed (3 when a tool call was refused in a non-interactive run). Printing
+belongs to :mod:`loop.cli_output`, non-interactive permissions to :mod:`loop.headless`; the
+options are listed in the design document.
+
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """What happens after a model response: a pure function of (state, outcome, config).
 
-``stop_reason`` is the only signal (never the text): ``tool_use`` runs tools; ``end_turn`` and
-``stop_sequence`` complete; ``pause_turn`` resumes; ``max_tokens`` escalates the cap once, then
-asks the model to continue up to ``max_output_recoveries`` times; ``refusal`` is ``refusal``;
-an overload retries the model and then switches to the fallback model when one is configured
-(:mod:`loop.fallback`); any other error is ``model_error``.
+``stop_reason`` is the only signal (never the text). Each rung of the context recovery ladder is
+used at most once and recorded in the new state; keep every decision here, not in ``query``.
 
-The context recovery ladder (each rung at most once, its use recorded in the new state):
-
-* the upstream refused the prompt as too long (:mod:`loop.context.errors`): a **collapse drain**
-  when the last pass saw completed tool work it could collapse, then **reactive compaction**
-  (once per error kind; the flags survive stop-hook retries and are reset only by a completed tool
-  turn), then a **thinking downgrade** (retry without thinking) when thinking is on, then
-  ``prompt_too_long``;
-* ``input length and max_tokens exceed context limit``: first the **thinking downgrade** to an
-  output cap (and thinking budget) that fits, then the rungs above;
-* ``stop_reason: model_context_window_exceeded`` is a truncation: reactive compaction and the
-  request again (once), then ``prompt_too_long``.
-
-With ``context.enabled`` off, every context error is ``prompt_too_long`` at once.
-
-A completed turn then goes through :func:`after_completion`: the stop hooks' answers (prevent,
-block, or a block once too often: ``stop_hook_limit``), then the token budget (:mod:`loop.budget`).
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The loop's injectable dependencies, each with a production default.
 
-* ``call_model``: a request in, Anthropic stream event dicts (and ``StatusEvent``s) out. Default:
-  the gateway's configured provider, in process (``loop.callers.ProviderModelCaller``), built from
-  the environment when the run starts and closed when it ends. Summarisation calls go through it
-  too (``ModelRequest.source == "compact"``).
-* ``layers``: the pure context layers 0-3 (tool-result budget, snip, microcompact, collapse) run
-  in order before every request; auto-compaction (layer 4) follows them.
-* ``uuid``: request ids.
-* ``clock``: ``now``, ``sleep`` and ``timeout``; guardrails and tool timeouts use it, so a
-  ``loop.testing.VirtualClock`` makes them deterministic.
-* ``prices``: the price table responses are priced with (``TokenUsage.cost_usd``, the
-  ``max_cost_usd`` guardrail; :mod:`loop.cost`). Default: the gateway's built-in table.
+Anything a test must control (model caller, context layers, ids, clock, prices) comes through
+here; guardrails and tool timeouts use ``clock``, so a ``VirtualClock`` makes them deterministic.
+
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

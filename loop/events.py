@@ -1,22 +1,10 @@
 """What a run yields to its consumer (a closed set), and the status events model callers emit.
 
-Order within a turn: ``StreamEvent``s as the response arrives (interleaved with ``ToolStarted`` /
-``ToolFinished`` of concurrency-safe calls that start before the response ends), then the
-complete ``AssistantMessage``, then the remaining tool events and one ``ToolResults`` message, then
-a ``TransitionEvent`` saying why the loop goes round again. A response the loop withholds (a
-truncated one it retries with a higher cap, one refused as too long that it recovers from)
-produces no ``AssistantMessage``, and its raw ``error`` events are not yielded: its
-``TransitionEvent`` tells a UI to drop what it streamed. They are yielded only when every
-recovery failed, just before the run ends.
+The set is closed and the order within a turn is part of the contract (documented in the design
+document); a withheld response yields no ``AssistantMessage`` and its ``error`` events are held
+back until every recovery failed.
 
-Before a model call come the events of the context layers that acted, in layer order
-(``ContextBoundary`` for snip, ``Compaction`` for the others). A ``Compaction`` of the upstream's
-own clearing (``server_applied``) follows the response that reported it. The size each response's
-prompt really had is its ``AssistantMessage.usage.context_tokens``.
-
-A response dropped after an overload (retried, or retried on the fallback model) is followed by a
-``Tombstone``: remove what it streamed. Sub-agents started by the ``agent`` tool report their state
-changes as ``TaskUpdate`` events among the tool events of the turn.
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Sticky model fallback: what an overloaded model means for the run (pure functions).
 
-An overload is a 529 that reached the loop (the caller's own retries spent) or an
-``overloaded_error`` event in the middle of a stream. With ``LoopConfig.fallback_model`` set, the
-run counts them in a row on the model it is using (``LoopState.model``); below
-``fallback_after_overloads`` (3 by default) it retries the same model after a backoff
-(``OverloadRetry``), at the limit it switches to the fallback model for the rest of the run
-(``ModelFallback``): the state remembers the model, so every later turn, and every later overload,
-is the fallback's. On the fallback model, an overload ends the run as a ``model_error``, as it does
-without a fallback configured. A caller that fell back by itself (the in-process provider caller,
-``GATEWAY_FALLBACK_MODEL``) reports it with a ``fallback`` status event: the loop makes that switch
-sticky too (``sticky``).
+At ``fallback_after_overloads`` overloads in a row the run switches to the fallback model for
+good; the switch strips thinking blocks (bound to the model that signed them), and calls that
+already ran are not run again.
 
-A response that failed mid-stream is dropped: the loop yields a ``Tombstone`` for it. Thinking
-blocks are bound to the model that signed them (replaying them to another model is a 400), so the
-switch strips them from the history (and, when there were some, thinking is off for the rest of
-the run: a tool-use trajectory with thinking enabled must start with a thinking block). Calls of the dropped response that already ran (a read-only call starts as soon
-as its block completes) are not run again: the retried response reuses their results
-(``loop.tools.executor``).
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The agent loop: an async generator that only does I/O and yields.
 
-Each iteration: guardrails (pure) → the context layers (:mod:`loop.context.pipeline`: tool-result
-budget, snip, microcompact, collapse, auto-compact, then the thinking rules and the pairing
-normaliser) → the blocking limit on what they produced → request → stream (events yielded as they
-arrive, except ``error`` events, held back until the loop knows it cannot recover; safe tool calls
-start as their blocks complete) → ``decide`` (pure) → stop hooks after a completed turn → tools →
-``advance`` (pure) → next iteration, or a terminal reported to the ``Run``. Every decision lives
-in ``decide``, ``guardrails``, ``advance`` and the layers. A new user message (``Run.submit``) stops
-the turn without an interruption message; an overload drops the response (tombstone) and retries or
-switches model for good (:mod:`loop.fallback`); the ``agent`` tool runs sub-agents (:mod:`loop.subagents`).
+Every decision lives in ``decide``, ``guardrails``, ``advance`` and the context layers (all pure);
+keep this module to I/O. Helpers live next door (``loop.params``, ``loop.run_setup``,
+``loop.turn``, ``loop.overload``, ``loop.subagents.wiring``).
 
-Helpers live next door: ``loop.params`` (``QueryParams``), ``loop.run_setup`` (caller, system
-prompt, server-side edits), ``loop.turn`` (the turn in flight, aborts and submit-interrupts),
-``loop.overload`` (tombstones, retry and fallback events), ``loop.subagents.wiring`` (the run's pool).
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

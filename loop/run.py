@@ -1,16 +1,9 @@
 """``Run``: what ``loop.query`` returns. An async iterator of events with a typed result.
 
-An async generator cannot return a value, so the loop's generator reports its end to the ``Run``
-that owns it (``terminal`` and the final ``state``) before it stops. Observers
-(``QueryParams.observers``, e.g. the ``loop_*`` metrics) see every event the consumer receives and
-the terminal. Nothing starts before the
-first ``__anext__``; the generator only advances when the consumer pulls. ``aclose()`` (or leaving
-``async with``) and cancelling the consuming task abort the run; the terminal is then
-``AbortedStreaming`` or ``AbortedTools``, the final history is still well-formed and ends with an
-interruption message. ``submit(message)`` is the other kind of interruption: a new user message
-while the run works stops the current turn (what streamed and the tool calls that finished are
-kept) and the run goes on with the message appended, without an interruption message
-(``SubmitInterrupt``). It takes effect at the next stream event, or at once while tools run.
+Nothing starts before the first ``__anext__``; aborting leaves a well-formed history ending with
+an interruption message, while ``submit`` interrupts without one.
+
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

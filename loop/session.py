@@ -1,31 +1,10 @@
 """``Session``: one conversation across ``query()`` calls, saved to and resumed from JSON.
 
-::
+A session holds what outlives a run (history, context session, total budgets, current model);
+the token budget, counters and sub-agents stay per run. The JSON holds data only and is
+versioned (``SESSION_VERSION``): refuse, never guess, a newer format.
 
-    session = loop.Session(tools=tools, system="...", max_total_tokens=200_000)
-    await session.query("Find the failing test").wait()
-    await session.query("Now fix it").wait()          # sees the whole conversation so far
-    session.save("chat.json")
-    ...
-    session = loop.Session.load("chat.json", tools=tools, system="...")
-
-A session holds what outlives a run: the history (each run starts from the previous run's final
-history plus the new prompt), the context session (auto-compact circuit breaker, tool results the
-layers stored, the learned prompt limit, the last reported context size) and the budgets: the
-billed tokens used so far against ``max_total_tokens`` and the USD spent against ``max_cost_usd``
-(each run may use what is left; a run started with nothing left ends at once with the ``tokens``
-or ``cost`` guardrail), and the model the
-conversation is on: after a sticky fallback (:mod:`loop.fallback`) the later runs stay on the
-fallback model, as the history may hold thinking blocks it signed (replaying them to another model
-is a 400). What stays per run: the token budget (``LoopConfig.token_budget`` is a budget per
-``query()``: each run starts counting from zero, and ``Run.submit`` adds to the same run), the
-overload and stop-hook counters, and the sub-agents (a run's children never outlive it). Runs are
-one at a time.
-
-The JSON file (``SESSION_FORMAT``, version ``SESSION_VERSION``) holds data only; tools,
-callbacks, the model caller and the system prompt are passed again to ``load``. A circuit breaker
-that was open is saved with how long ago it opened, so its cool-down continues on the new clock.
-A file of another format or a newer version is refused with ``ValueError``.
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

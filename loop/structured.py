@@ -1,27 +1,9 @@
 """Structured output for a run: the final answer must validate against a pydantic model.
 
-``QueryParams(output_type=Invoice)``: when the model ends its turn, the text of its final message
-is parsed as JSON and validated with ``Invoice.model_validate_json``; the value is ``run.output``.
-A failure appends the validation errors as a user message and the model answers again
-(transition ``structured_output_retry``), at most ``output_retries`` times; then the run ends with
-``structured_output_invalid``. The pure part (``check_output``) is table-tested like ``decide``.
+Native JSON outputs by default (``output_config.format``); pydantic still validates, and a failure
+is retried at most ``output_retries`` times. Why not a forced final tool: the design document.
 
-How the model is asked (``OutputSpec.native``):
-
-* ``True`` (default): the request carries ``output_config.format = {"type": "json_schema",
-  "schema": ...}``, Anthropic's JSON outputs (GA on the Claude API and Bedrock, a beta on Foundry;
-  Claude 4.5 models and later). The API constrains decoding to the schema, so the text is valid
-  JSON of the right shape; pydantic still validates, because the API's schema subset drops
-  constraints (numeric bounds, string lengths, patterns: moved into the description, as
-  :func:`strict_schema` does) and custom validators.
-* ``False``: for models or upstreams without JSON outputs, the schema is stated in the system
-  prompt and the JSON is taken from the final text (a whole-text JSON value, else the last fenced
-  ```` ```json ```` block, else the outermost ``{...}``).
-
-Why not a forced final tool (``tool_choice: {"type": "tool"}``)? The API refuses a forced
-``tool_choice`` with extended thinking, a forced call costs a turn of its own after the model has
-finished, and its input is not constrained unless the tool is ``strict``. JSON outputs constrain
-the answer itself, work alongside the run's other tools and with thinking, and need no extra turn.
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

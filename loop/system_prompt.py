@@ -1,19 +1,9 @@
 """The agent's system prompt, laid out the way Claude Code lays out its own (``loop.prompt``).
 
-Static sections first (identity, how to work, tools, editing, safety, long sessions, finishing):
-identical for every session, user and workspace, joined into one ``system`` block with its own
-cache breakpoint. Then the dynamic boundary and the session's sections (the environment and the
-workspace's own instructions, computed once per session and memoised in the session's
-``SectionCache``), in a second block with a breakpoint. The request's tools come before the system
-prompt in the cache prefix, so the first breakpoint caches tools + static part: however the
-history is rewritten (a compaction replaces all of it), the next request still reads that prefix
-from the cache. No static section reads a runtime input (``static_prefix_variants`` finds one
-variant), so every session shares it, and on the first-party API it gets ``scope: "global"``.
+No static section may read a runtime input (``static_prefix_variants`` must find one variant): the
+static part is shared by every session and cached across compactions.
 
-::
-
-    prompt = AgentPrompt(workspace=root, model=config.model)
-    run = loop.query(QueryParams(task, system=prompt, tools=tools, session=session))
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

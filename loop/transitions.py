@@ -1,22 +1,9 @@
 """Every way the loop can continue and every way it can end, in one place.
 
-Two closed sets of frozen dataclasses:
+Two closed sets of frozen dataclasses (``Transition``, ``Terminal``) that callers match
+exhaustively; each ``reason`` is the wire name, and nothing else in the package lists them.
 
-* ``Transition``: why the loop went round again (recorded in the state, asserted by tests);
-* ``Terminal``: why it stopped, with the data that reason needs.
-
-Callers match exhaustively::
-
-    match run.terminal:
-        case Completed(stop_reason=reason): ...
-        case Guardrail(kind=GuardrailKind.WALL_CLOCK, report=report): ...
-        case ModelError(error_type=kind, message=text): ...
-        ...
-        case _ as unreachable:
-            assert_never(unreachable)
-
-Each class carries a ``reason`` string (the wire name used in JSON output and logs); nothing else
-in the package lists them.
+Details: docs/internals/loop.md
 """
 
 from __future__ import annotations

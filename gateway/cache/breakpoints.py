@@ -1,25 +1,10 @@
 """Cache breakpoints of a whole request: find them, count them, keep at most four.
 
-Used by the cache pipeline (``latches``, ``normalise``, ``prefix``) and re-exported by the
-client-side prompt library ``loop.prompt``.
+Used by the cache pipeline and re-exported by ``loop.prompt``. :func:`trim_breakpoints` keeps
+``scope: "global"`` markers first, then those furthest along ``tools -> system -> messages``,
+and never reorders the survivors (a 1h marker still never follows a 5-minute one).
 
-The API accepts at most :data:`MAX_CACHE_BREAKPOINTS` ``cache_control`` markers per request and
-rejects the request otherwise. Markers are found where the API looks for them: on tools, system
-blocks, message content blocks and blocks nested in them (``tool_result`` content), plus the
-top-level ``cache_control`` (automatic caching), which takes a slot of its own unless the last
-block of the prompt already carries a marker.
-
-Prefix order is ``tools -> system -> messages``; a nested block comes before the block that holds
-it (its prefix ends inside it). A breakpoint further along that order protects a longer prefix.
-
-:func:`trim_breakpoints` keeps, in this order of preference:
-
-1. markers with ``scope: "global"`` (the exception to "longest prefix first": the only entry
-   another session or organisation can hit, so dropping it costs every first turn everywhere);
-2. then the markers furthest along the prefix order.
-
-Dropping markers keeps the survivors' relative order, so the API's rule that a ``ttl: "1h"``
-marker never follows a 5-minute one still holds if it held before.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Cache-break detection: when an upstream reads less from the cache than the session's unchanged
 prefix should have earned, say why.
 
-The previous request of the session left ``cached`` tokens in the cache (its cache reads plus its
-cache writes). If this request starts with the same prefix (same model, betas, tools, system and
-the history up to the previous request's length), it should read at least that much. When it reads
-less, the first segment that differs names the break:
+The first segment that differs from the session's previous request names the break (a fixed
+set of reason words, listed in the design document; they are metric labels).
 
-``model_changed``, ``betas_changed``, ``tools_changed``, ``system_changed``, ``compaction`` (the
-history was replaced: its first message differs and it got shorter), ``messages_edited`` (an earlier
-message differs), ``ttl_expired`` (nothing differs but the previous request is older than its
-longest TTL), ``upstream_changed`` (the session moved to another upstream's cache: several
-upstreams, :mod:`gateway.upstreams`), ``unknown`` (nothing differs: an eviction, or a replica of the upstream cache that
-had not seen the prefix); a session's first request that writes the cache is ``first_request``.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Canonical JSON of request parts, at C speed: what the prefix hashes are computed over.
 
-The canonical form of a value is its compact JSON with sorted keys and without any
-``"cache_control"`` member, at any depth (moving a breakpoint does not change a prefix). It is made
-with one ``orjson.dumps`` and the markers are then cut out of the bytes, instead of rebuilding the
-value without them in Python first.
+Compact JSON with sorted keys and every ``cache_control`` member cut out of the orjson bytes
+(moving a breakpoint does not change a prefix). The byte cutting relies on orjson's escaping;
+read the proof in the design document before changing it.
 
-Cutting bytes is exact. In orjson's compact output every ``"`` inside a string is escaped (``\\"``),
-so an unescaped ``"`` is a string delimiter, and after a closing one comes ``:``, ``,``, ``]`` or
-``}``, never a letter. The bytes ``"cache_control":`` right after ``{`` or ``,`` are therefore
-always an object key named ``cache_control`` (a text that mentions it reads
-``\\"cache_control\\":``), and every such key shows up that way. Its value, whatever it holds
-(strings with escapes and brackets, nested objects with markers of their own, numbers), is skipped
-as one JSON value and cut out with the key and one comma.
-
-Only JSON values are expected (what a parsed request holds); when orjson cannot encode one (an
-integer beyond 64 bits, a lone surrogate, nesting deeper than orjson allows) the value is rebuilt
-without its markers first, exactly as before, so a problem confined to a marker's value is no
-problem at all.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """A request's messages, looked at once at C speed, and their cumulative hashes, reusing the
 session's previous ones for the history it already sent.
 
-Turn after turn a session resends its whole history and appends to it; only the newest messages
-(and the block the moving message breakpoint left) differ. So per request:
+No Python work per message of the already-sent history: one orjson pass, and only messages that
+may hold a marker are walked. The hashes must equal those of hashing every message.
 
-* :func:`scan_messages` encodes the messages the session's previous request already had, bar its
-  last one, as one JSON array (``orjson``: no Python per message) and looks for markers in it.
-  Only the messages that may hold one are walked by normalisation and breakpoint counting: the
-  newer messages, plus those of the older ones whose JSON holds a ``"cache_control":{`` (found
-  with one more C pass, only when the array holds a marker at all).
-* :func:`history_hashes` compares a SHA-256 of that array, markers cut out, with the one the
-  previous request recorded (``history_check``: the hash of its messages bar the last, as sent
-  upstream, markers cut out). When they match, the previous request's cumulative hashes stand for
-  that part and only the rest is hashed message by message; otherwise every message is. Either way
-  the hashes are the same: the check covers the whole JSON but the markers, which no hash covers,
-  so a match means the canonical forms match too. (The last message is left out because the
-  automatic breakpoint may have turned its string content into a block, which the client will
-  send as a string again.)
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

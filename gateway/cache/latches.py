@@ -1,20 +1,10 @@
 """Sticky per-session latches: what a session's first requests decided stays decided.
 
-A beta that changes the server-side cache key, once sent upstream in a session, keeps being sent
-for the rest of that session even when the client stops sending it: a mid-session toggle would
-otherwise change the cache key and re-bill the whole prefix (50-70K tokens in a long session).
-Sending every such beta all the time is not the answer either (it changes behaviour and the cache
-key for everyone), so only betas a session has actually used are latched.
+A cache-key beta, once sent in a session, keeps being sent; ``ttl_1h`` and ``global_scope`` are
+decided at the session's first request with a breakpoint and never flipped.
+``GATEWAY_LATCHED_BETAS`` adds latchable betas.
 
-Two eligibilities are decided at the session's first request that carries a cache breakpoint
-(a side call without any, such as Claude Code's title generation, decides nothing) and never
-flipped afterwards:
-
-* ``ttl_1h``: whether the session's breakpoints use the 1-hour TTL;
-* ``global_scope``: whether its static system prompt uses ``scope: "global"``.
-
-Default latchable betas (those that change how the prompt is rendered or cached, hence the cache
-key); ``GATEWAY_LATCHED_BETAS`` adds more.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """cache_control normalisation per upstream, so that the gateway never breaks a cache the client
 kept intact and caching keeps working on every upstream.
 
-Applied in this order (each step only when needed; an untouched body keeps the client's bytes):
+Steps in order: billing header, ``scope``, ``ttl``, at most 4 breakpoints, ``GATEWAY_AUTO_CACHE``.
+Copy-on-write only: a body no rule applies to stays the client's object (and bytes).
 
-1. Billing header: Claude Code's first system block ``x-anthropic-billing-header: ...; cch=<hex>;``
-   changes on every request in some modes. An upstream that treats it as part of the cached
-   prefix (Bedrock and Vertex by default, ``GATEWAY_NORMALISE_BILLING_HEADER``) would miss every
-   time, so its ``cch=`` value is pinned to ``00000`` (what Claude Code itself sends to Vertex).
-2. ``scope``: only the first-party API accepts ``scope: "global"``; it is removed elsewhere, and
-   also when the session's global-scope latch is off (decided at its first request).
-3. ``ttl``: the session's 1h latch decides: on, every breakpoint gets ``ttl: "1h"``; off,
-   ``ttl: "1h"`` becomes the 5-minute default. Then 1h entries must come before 5m ones: a 5m
-   breakpoint before a 1h one is upgraded (the earlier, more stable prefix deserves the longer TTL).
-4. At most 4 breakpoints: when a client sends more, the ones protecting the longest prefixes are
-   kept (and ``scope: "global"`` ones first), and the dropped ones are logged, instead of a 400.
-5. ``GATEWAY_AUTO_CACHE=1``: a request carrying no breakpoint at all gets two: at the end of
-   tools+system and on the last block of the last user message (with the 1-hour TTL when the
-   session's latch says so).
-
-Nothing is copied to find out: the markers are read where they are, the rules decide their new
-values, and only the containers on the paths of what changed are copied (copy-on-write); the rest
-of the result is the client's own objects, and a body no rule applies to is the client's object.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

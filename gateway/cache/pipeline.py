@@ -1,21 +1,10 @@
 """The cache-aware step of the request path: latches and normalisation before the upstream,
 break detection after it.
 
-``before`` runs for every Messages request: it finds the session among the caller's team's (no
-session id means no latching), merges the request into the session's latches, applies them (latched betas go back into
-``anthropic-beta``; the TTL and scope eligibilities shape ``cache_control``), normalises cache
-markers for the upstream and hashes the prefix as sent (with the cache-key betas actually sent).
-Nothing in the body changes unless a rule had to change it, so an unchanged prefix stays
-byte-identical turn after turn. ``after`` compares the upstream's cache reads with what the
-session's unchanged prefix should have earned, classifies a break, counts it, writes one structured
-log line and records the request as the session's last one (unless it failed or carried no
-breakpoint: a side call leaves the session's cached prefix, and its record, alone).
+An unchanged prefix must stay byte-identical turn after turn, and the step must cost next to
+nothing for a body no rule applies to (no per-message Python work; no hashing without a session).
 
-The step costs next to nothing for a body no rule applies to and does no Python work per message
-of a long history: the messages are looked at once, as JSON encoded by orjson (gateway.cache.history),
-only the messages that can hold a marker are walked, nothing is copied unless a rule changes it
-(then only the containers on the way to the change), and the history the session's last request
-already sent keeps the hashes that request computed. A request without a session is not hashed.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """Hashes of a request's cacheable prefix, segment by segment.
 
-The prompt cache keys on the exact prefix ``tools -> system -> messages`` (per model, and per the
-betas that change how the prompt is rendered: the caller passes only those, the latchable ones).
-To explain a cache miss the gateway hashes each segment of every request and compares with the
-session's previous request: the first segment that differs is why the cache broke.
+``cache_control`` markers and the leading billing-header block are left out of every hash;
+messages are hashed cumulatively over their canonical JSON (:mod:`gateway.cache.canonical`).
 
-* ``cache_control`` markers are left out of every hash: moving a breakpoint (Claude Code moves the
-  message breakpoint to the newest block every turn) does not change the prefix. (Only where the
-  system prompt splits into its static and dynamic parts, reported for diagnosis, follows its
-  first marker; whether the system prompt changed is decided on the whole of it.)
-* The leading ``x-anthropic-billing-header`` system block is left out too: it carries a per-request
-  value in some client modes and is not part of what a cache hit depends on (see normalise.py for
-  the upstreams where it would be).
-* A string system prompt or message content hashes as the single text block it stands for.
-* Messages are hashed cumulatively, so ``messages[i]`` is the hash of the whole history up to and
-  including message ``i``. The history the session's previous request already sent is not hashed
-  again: its hashes are reused once a SHA-256 of its JSON shows it unchanged (markers aside:
-  gateway.cache.history).
-
-Segments are hashed over their canonical JSON (gateway.cache.canonical: orjson with sorted keys,
-markers cut out of the bytes).
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

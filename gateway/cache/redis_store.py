@@ -1,25 +1,10 @@
 """The session store of a fleet: latches and last-request records shared by every replica in Redis.
 
-Keys (one session = two keys, both expiring after ``GATEWAY_SESSION_IDLE_S`` without a request)::
+The key layout (per team, two keys per session) is documented in the design document; change it
+only with a rolling-upgrade plan. The store never fails a request: with Redis down it runs on its
+in-memory view and merges back later.
 
-    switchyard:sessions:<team>:<session id>:record   hash: ttl_1h, global, prefix, at, cached, check
-    switchyard:sessions:<team>:<session id>:betas    set: the latched betas
-
-``<team>`` is the team of the inbound key, percent-encoded (so it holds no ``:``); session ids are
-at most 128 characters of ``[A-Za-z0-9._:@+=/-]`` (:mod:`gateway.session_ids`). The two fixed suffixes
-keep every session's keys distinct from every other's, whatever its id (an id ending in ``:betas``
-cannot name another session's set). Versions before team scoping used
-``switchyard:session:<id>`` and ``switchyard:session:<id>:betas``; no key of this layout can be
-one of those, so during a rolling upgrade old and new replicas do not read each other's records
-(a session's latches restart on the new replicas, whose local view keeps them from its next
-request on) and the old keys expire on their own.
-
-The store keeps an in-memory view of every session it has seen (a :class:`MemorySessionStore`,
-with its per-team bounds). If Redis is down or slow, requests keep flowing on that view (the
-failure is logged and counted, and Redis is not asked again until a back-off passes); because every
-``begin`` sends the session's whole known beta set and its eligibilities, the latches merge back
-into Redis on the next request once it returns. ``begin`` is one pipelined transaction (one round
-trip); ``finish`` writes in the background, off the request's path. The store never fails a request.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Where session latches and the last request's prefix live: in memory here, or in Redis for fleets
 (:mod:`gateway.cache.redis_store`).
 
-A session belongs to a team (the team of the inbound key that sent it): every call names both, so
-one team never reads, extends or evicts another team's session, even when they use the same
-session id. ``begin`` is the one call per request on its path: it merges what this request observed
-into the session's latches (a set union for betas; the first decided choice for the eligibilities)
-and returns the merged latches with the record of the session's last request. ``finish`` records
-what the request sent upstream (the prefix hashes of the body after normalisation, with the betas
-actually sent) and how many tokens it left in the cache, so the next request is compared with what
-the upstream really saw; a request without breakpoints (a side call) or that failed leaves the
-record alone.
+Every call names the team: one team never reads, extends or evicts another team's session. The
+memory store is bounded by ``max_sessions`` and a per-team quota.
 
-The in-memory store is bounded twice: ``max_sessions`` in all (the memory budget) and a per-team
-quota within it, so a team that opens many sessions evicts its own least recently used ones, never
-another team's. By default the quota is an equal share of ``max_sessions`` per team with keys
-(``GATEWAY_SESSION_MAX_PER_TEAM`` sets it); while quotas add up to more than ``max_sessions`` the
-global bound evicts from the team holding the most sessions. Sessions idle longer than ``idle_s``
-are dropped. What several sessions hold alike (latch sets, the model name, the tools' and static
-system prompt's hashes) is shared between them, not copied per session.
+Details: docs/internals/gateway-cache.md
 """
 
 from __future__ import annotations

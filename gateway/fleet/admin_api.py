@@ -1,17 +1,10 @@
 """The admin API for spend limits, shaped like Anthropic's gateway: ``/v1/organizations/spend_limits``.
 
-Callers: an ``admin`` key (``role=admin`` in ``GATEWAY_API_KEYS_FILE``) or a principal in one of the
-policy's ``admin_groups``; everyone else gets ``403 permission_error``.
+Only ``admin`` keys and principals in the policy's ``admin_groups`` may call it (else ``403
+permission_error``); every change is an audit line (``policy.cap_changed``) and, with Redis,
+reaches every replica within ``GATEWAY_POLICY_RELOAD_S``.
 
-``GET`` lists every cap in force: ``{"data": [{"scope", "owner", "period", "limit_usd", "source"}]}``
-(``scope`` ``org``/``group``/``user``; ``source`` ``file`` or ``admin``), plus ``spent_usd`` of
-the current period.
-``PUT`` sets one: ``{"scope": "user", "owner": "alice@example.com", "period": "daily",
-"limit_usd": 25}`` (``null`` removes that cap; ``owner`` is ignored for ``org``). It takes effect
-at once on this replica and on every later policy version (reloads keep it); each change is an
-audit line (``policy.cap_changed``). With Redis (``GATEWAY_SESSION_STORE``) the change is stored
-there and every replica takes it within ``GATEWAY_POLICY_RELOAD_S`` (5 s by default); without it,
-caps set here live in this one process until it restarts.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """Claude Code's own OTLP metrics, turned into the ``gateway_fleet_*`` series.
 
-The metrics and their attributes, as Claude Code's monitoring documentation lists them
-(https://code.claude.com/docs/en/monitoring-usage, "Available metrics") and as the CLI (2.1.332)
-registers and records them (its ``installMeter``: the eight counters below; token usage recorded
-with ``type`` ``input``/``output``/``cacheRead``/``cacheCreation`` and ``model``; cost with
-``model``; lines of code with ``type`` ``added``/``removed``; code-edit decisions with ``tool_name``
-and ``decision``; active time with ``type`` ``user``/``cli``):
+Attribute values become labels only through fixed sets (anything else is ``other``; ``model``
+through the catalogue); ``session.id``, ``user.email`` and the like never become labels.
+Cumulative points are turned into deltas per stream.
 
-=================================== ================================ =============================
-OTLP metric                         series                           labels (besides ``group``)
-=================================== ================================ =============================
-``claude_code.session.count``       ``gateway_fleet_sessions_total``
-``claude_code.token.usage``         ``gateway_fleet_tokens_total``    ``model``, ``type``
-``claude_code.cost.usage``          ``gateway_fleet_cost_usd_total``  ``model`` (and the top-k user)
-``claude_code.lines_of_code.count`` ``gateway_fleet_lines_of_code_total`` ``type``
-``claude_code.commit.count``        ``gateway_fleet_commits_total``
-``claude_code.pull_request.count``  ``gateway_fleet_pull_requests_total``
-``claude_code.active_time.total``   ``gateway_fleet_active_time_seconds_total`` ``type``
-``claude_code.code_edit_tool.decision`` ``gateway_fleet_code_edit_decisions_total`` ``tool``, ``decision``
-=================================== ================================ =============================
-
-Every attribute value becomes a label only through a fixed set (anything else is ``other``);
-``model`` through the gateway's catalogue (``gateway.providers.models.metric_label``). Other
-attributes (``session.id``, ``user.email``, ``language``, ``terminal.type``...) never become labels.
-
-Claude Code exports delta temporality by default (it sets
-``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta`` unless told otherwise): a delta point
-is added as it is. A cumulative point is turned into a delta against the last value of its stream
-(caller, resource, metric, attributes, start time; at most ``MAX_STREAMS`` remembered, least
-recent forgotten first); a stream seen for the first time, or one that went down (a restart),
-counts its whole value.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

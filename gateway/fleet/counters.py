@@ -1,28 +1,10 @@
 """The counters behind spend caps and rate limits, and the embedded (in-process) store.
 
-Two operations, each atomic (the Redis store, :mod:`gateway.fleet.counters_redis`, runs each as
-one Lua script, so one round trip):
+Two operations, each atomic: ``admit`` commits nothing unless every check passes (spend, GCRA
+rates, concurrent streams); ``record`` charges the cost and tokens and frees the stream slot. The
+Redis store (:mod:`gateway.fleet.counters_redis`) must keep the same semantics.
 
-Times are Unix seconds from the gateway's wall clock (replicas sharing Redis keep it in step with
-NTP, as they must for calendar periods anyway).
-
-``admit`` (before proxying), in this order, committing nothing unless every check passes:
-  1. spend: each cap's counter (integer micro-USD of its period) must be below its limit;
-  2. rates, a GCRA ("generic cell rate algorithm") per limit: a key holds the theoretical arrival
-     time ``tat``; a check of ``cost`` units with ``interval`` seconds per unit and a burst
-     ``tolerance`` in seconds passes when ``max(tat, now) + cost * interval - now <= tolerance``,
-     and then sets ``tat`` to ``max(tat, now) + cost * interval``. Requests per minute cost 1 each
-     (``interval`` = 60 / limit, ``tolerance`` = one second's worth, at least one request): over
-     any long stretch the allowed rate is the limit, with at most a second's burst on top. Tokens
-     per minute cost 0 here (a request is let in while the bucket is not over-drawn) and are
-     charged by ``record`` when the response's usage is known (``tolerance`` = one minute's
-     tokens);
-  3. concurrent streams: a set of the open requests' tokens with their start time; below its
-     limit the request's token is added. Entries older than ``STALE_SLOT_S`` are dropped (a
-     replica that died mid-stream does not hold a slot for ever).
-
-``record`` (when the request's accounting closes): adds the cost to each spend counter (kept until
-a day after its period ends), charges the tokens to the token-rate keys and frees the stream slot.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

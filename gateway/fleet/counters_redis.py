@@ -1,18 +1,10 @@
 """Spend and rate counters shared by every replica in Redis (``GATEWAY_SESSION_STORE=redis://...``).
 
-``admit`` and ``record`` are each one Lua script (``EVALSHA``, one round trip, atomic: no other
-replica's command runs in between), with the semantics of :mod:`gateway.fleet.counters`. Keys::
+``admit`` and ``record`` are one Lua script each, with the semantics of
+:mod:`gateway.fleet.counters`; single Redis, not Cluster. ``admit`` fails within a bound
+(:class:`CountersUnavailable`); ``record`` runs off the request path.
 
-    switchyard:fleet:spend:<scope>:<owner>:<period>:<first day>   integer micro-USD (EXPIREAT)
-    switchyard:fleet:rate:<scope>:<owner>:<requests|tokens>       the GCRA tat, Unix s (PX)
-    switchyard:fleet:streams:<scope>:<owner>                      sorted set: request -> start
-    switchyard:fleet:caps                                          hash: caps set by the admin API
-
-A single Redis (or a primary with replicas) is assumed, not Redis Cluster (the keys of one
-request span hash slots). A failing or slow Redis raises :class:`CountersUnavailable` on
-``admit`` within twice ``GATEWAY_SESSION_STORE_TIMEOUT_S`` (the gate then fails open or closed,
-``GATEWAY_POLICY_COUNTERS_FAIL``); ``record`` runs in the background, off the request path, with
-``RECORD_TIMEOUT_S`` to finish, and logs a failure (that spend is lost) once per outage.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

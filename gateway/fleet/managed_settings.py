@@ -1,16 +1,9 @@
 """``GET /managed/settings``: the managed settings of the caller's groups, with checksum and ETag.
 
-``checksum`` = ``sha256:`` + the hex SHA-256 of ``settings`` serialised with keys sorted at every
-level and no whitespace, exactly as Claude Code computes it over what it loaded (2.1.332: keys
-sorted with JavaScript's default sort, i.e. by UTF-16 code units, then ``JSON.stringify``, hashed
-as UTF-8). So non-ASCII text is written as itself in UTF-8, not as ``\\u`` escapes
-(``ensure_ascii=False``), keys are ordered by UTF-16 code units (which differs from code-point
-order only between astral characters and U+E000-U+FFFF), and a number with an integral value is
-written without a fraction (``1.0`` -> ``1``, as JavaScript prints it).
+The checksum must equal the one Claude Code computes over what it loaded (keys sorted by UTF-16
+code units, non-ASCII as UTF-8, integral numbers without a fraction); it is also the ETag.
 
-The checksum is also the quoted ``ETag``. ``If-None-Match`` holding it gets ``304`` (only then);
-``If-None-Match: *`` (a Desktop probe) is answered as without the header. ``404`` means no
-policy applies to the caller; a policy whose settings are empty is ``200`` with ``{}``.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

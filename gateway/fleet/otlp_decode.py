@@ -1,18 +1,9 @@
 """OTLP/HTTP request bodies (``/v1/metrics``, ``/v1/logs``, ``/v1/traces``): decoding and the answer.
 
-A body is an ``Export{Metrics,Logs,Trace}ServiceRequest`` encoded as protobuf
-(``application/x-protobuf``: parsed into the ``opentelemetry-proto`` message) or as OTLP JSON
-(``application/json``: protobuf's JSON mapping, lowerCamelCase or original field names, 64-bit
-integers as numbers or strings; read with ``orjson`` and walked by ``gateway.fleet.otlp_json``).
-Anything else, or bytes that do not decode, is a :class:`Rejected` with one of a few fixed reasons
-(the metric label); the caller still answers 200 (an exporter that gets an error logs it on every
-flush).
+Protobuf or OTLP JSON; anything else is a :class:`Rejected` with a fixed reason (a metric label),
+still answered 200. Only ``Sum`` data points of metrics come out.
 
-The answer has the request's content type (the OTLP/HTTP specification): an empty
-``Export*ServiceResponse``, or one whose ``partial_success`` says why the export was not used.
-
-Only ``Sum`` data points of metrics come out (:meth:`Export.sum_points`): the Claude Code metrics
-are all monotonic counters (``gateway.fleet.claude_code``). Attribute values are read as text.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Sending accepted OTLP exports on to the operator's collectors (``GATEWAY_OTLP_FORWARD_URLS``).
 
-Each destination is an OTLP/HTTP base URL; an export to ``/v1/<signal>`` goes to
-``<base>/v1/<signal>`` with the body and ``Content-Type``/``Content-Encoding`` the client sent
-(plus ``GATEWAY_OTLP_FORWARD_HEADERS``, e.g. a collector's token). Forwarding never delays the
-answer to the client and never holds unbounded memory:
+Forwarding never delays the client's answer and never holds unbounded memory (bounded in-flight
+exports and a breaker per destination). Logs name a destination by ``host:port`` only.
 
-* per destination at most ``GATEWAY_OTLP_FORWARD_MAX_INFLIGHT`` exports are in flight; one more is
-  dropped and counted (``dropped_queue_full``), so a slow collector costs a bounded amount;
-* per destination a circuit breaker: ``GATEWAY_OTLP_FORWARD_BREAKER_FAILURES`` consecutive
-  failures (connection error, timeout, 5xx, 429) open it for ``GATEWAY_OTLP_FORWARD_BREAKER_OPEN_S``
-  seconds, during which its exports are dropped and counted (``dropped_breaker_open``); after that
-  the next export is tried, and one more failure opens it again at once, a delivery closes it.
-  A 4xx for the payload (400, 413, 415, 422, 431) is ``refused``: the collector is up, the export
-  was not for it; it neither trips nor closes the breaker. (Anthropic's gateway: 5 failures open
-  it for 30 s, 128 in flight; the defaults here.)
-* every request has a total, connect and read timeout (``GATEWAY_OTLP_FORWARD_TIMEOUT_S``).
-
-Logs name a destination by ``host:port`` only: never a path, query, header or credential.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """``POST /v1/metrics``, ``/v1/logs``, ``/v1/traces``: the OTLP/HTTP intake Claude Code exports to.
 
-The gateway protocol lists them among the bearer endpoints (fleet-gateway.md section 2): the
-caller authenticates as on ``/v1/messages`` (a static key or a signed-in bearer), and who sent the
-data is that caller, whatever the data's attributes claim. Without a valid bearer the answer is the
-protocol's ``401 authentication_error`` with ``x-should-retry: false`` (section 3), counted as
-``reason="unauthenticated"``: data from nobody in particular cannot be attributed to a user or a
-group, and accepting it would let anyone write into the fleet's spend series.
+The caller authenticates as on ``/v1/messages`` and is who sent the data, whatever its attributes
+claim; without a valid bearer: ``401``. Everything an authenticated caller sends is answered 200
+(rejections as OTLP ``partial_success``, counted).
 
-Everything an authenticated caller sends is answered 200 (an exporter that gets an error logs it
-on every flush, section 2): a body that is too large (``GATEWAY_TELEMETRY_MAX_BODY_BYTES``, before
-and after decompression), compressed with a coding the gateway does not decode or corrupt (gzip and
-deflate are decoded within the limits of ``gateway.content_coding``: a zip bomb stops after a
-bounded amount of work), of another content type, or not an OTLP export is answered 200 with an
-OTLP ``partial_success`` naming why, and counted in ``gateway_fleet_telemetry_rejected_total``.
-
-Accepted metrics feed the fleet series (``gateway.fleet.claude_code``); every accepted export of
-any signal is forwarded to the configured collectors (``gateway.fleet.otlp_forward``) as the client
-sent it (still compressed).
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

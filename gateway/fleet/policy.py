@@ -1,21 +1,10 @@
 """The policy in force, and what it says for one principal (:class:`Effective`).
 
-How entries combine (the file's ``mode``):
+Entries combine per the file's ``mode`` (``layered`` or ``first_match``); group pools, the
+organisation cap and the kill switch apply in either mode. The answer per principal is computed
+once per policy version, so the request path only looks it up.
 
-* ``layered`` (the default): the ``base`` entry, then every ``groups`` entry naming one of the
-  principal's groups (in file order), then the ``users`` entry naming the principal (its e-mail,
-  case-insensitively, or its subject);
-* ``first_match``: the ``base`` entry, then only the first entry that matches (the user's own
-  entry, else the first matching group in file order).
-
-Over that chain each field of ``spend_caps`` and ``rate_limits`` takes the last value set, the
-model ``allow`` list is the last one set and the ``deny`` lists add up, ``managed_settings`` are
-merged key by key (nested mappings too; a later value replaces an earlier one). Group pools
-(``pool``, ``pool_rate_limits``) are shared budgets, not per-user values: every matching group's
-pool applies in either mode. The organisation cap and the kill switch apply to everyone.
-
-The answer for a principal is computed once per policy version and kept (bounded) so the request
-path only looks it up.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
 """The policy file (``GATEWAY_POLICY_FILE``): its schema, and parsing it with one-line errors.
 
-YAML or JSON (JSON is YAML; a ``.json`` file is parsed as JSON). Every problem is reported as
-``<file>: <field.path>: <message>``, one line each, never echoing a value. The schema::
+Every problem is one line ``<file>: <field.path>: <message>`` and never echoes a value. The schema
+is in the design document.
 
-    version: 1
-    mode: layered            # or first_match (see gateway.fleet.policy)
-    admin_groups: [platform-admins]
-    kill_switch: [opus]      # model tiers switched off for everyone: opus, sonnet, haiku
-    organization:
-      spend_caps: {monthly_usd: 20000}
-    base:                    # the catch-all every principal starts from
-      models: {allow: ["*"], deny: []}
-      spend_caps: {daily_usd: 50, weekly_usd: 150, monthly_usd: 400}
-      rate_limits: {requests_per_minute: 120, tokens_per_minute: 400000, concurrent_streams: 8}
-      managed_settings: {env: {CLAUDE_CODE_ENABLE_GATEWAY_MODEL_DISCOVERY: "1"}}
-    groups:
-      - group: contractors
-        models: {deny: [opus]}
-        spend_caps: {daily_usd: 10}
-        pool: {monthly_usd: 2000}                       # shared by every member of the group
-        pool_rate_limits: {requests_per_minute: 600}    # shared too
-    users:
-      - user: alice@example.com                         # e-mail or subject
-        spend_caps: {daily_usd: 200}
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Where the policy meets the request path: one ``admit`` before proxying, one ``record`` at close.
 
-``admit`` (``Gateway._forward``, after the body is parsed, before ``_exchange``):
+One counter round trip per request at most; ``record`` runs exactly once per admitted request.
+A counter outage fails open or closed per ``GATEWAY_POLICY_COUNTERS_FAIL``.
 
-1. the model: refused (``400 invalid_request_error`` naming it) when the principal's rules or the
-   kill switch exclude it (``/v1/messages`` and ``/v1/messages/count_tokens``);
-2. for ``/v1/messages`` of a principal with caps or rate limits: one counter round trip
-   (:class:`~gateway.fleet.counters.Counters`) that checks every cap and limit and takes the
-   request's rate and stream slots; a refusal is a ``429`` (``billing_error`` for a cap,
-   ``rate_limit_error`` otherwise). A counter outage fails open (the request goes through
-   unmetered, one warning per outage) or closed (``429`` with ``fetch_error``), per
-   ``GATEWAY_POLICY_COUNTERS_FAIL``.
-
-The returned :class:`Admission` rides on the request's accounting scope; ``Gateway._close`` hands it
-to ``record`` exactly once with the request's cost (the existing price table, from the final usage),
-which adds the spend to every cap's counter and to the principal's own daily/weekly/monthly totals
-(``GET /api/oauth/usage``), charges the tokens and frees the stream slot.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Request-rate, token-rate and concurrent-stream limits (beyond Anthropic's gateway).
 
-Per user (``rate_limits``) and shared by a group's members (``pool_rate_limits``). The counters
-(:mod:`gateway.fleet.counters`) run a GCRA per limit:
+Per user (``rate_limits``) and per group pool (``pool_rate_limits``), each a GCRA in
+:mod:`gateway.fleet.counters`; a refusal is ``429 rate_limit_error`` with ``retry-after``.
 
-* ``requests_per_minute``: one request every ``60 / limit`` seconds on average, with a burst of one
-  second's worth (at least one request) on top: over a minute or more the allowed rate is the limit;
-* ``tokens_per_minute``: input plus output tokens of the finished requests (cache reads and writes
-  included), charged when the usage is known; a request is refused while more than a minute's
-  worth is outstanding, so the long-run rate is the limit;
-* ``concurrent_streams``: streaming requests (``"stream": true``) open at once.
-
-A refusal is ``429 rate_limit_error`` with ``retry-after`` (whole seconds, at least 1): when the
-refused check would pass; for streams a fixed 1 s (a slot frees when any stream ends).
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

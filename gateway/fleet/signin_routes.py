@@ -1,16 +1,9 @@
 """The sign-in endpoints, registered on the app when ``GATEWAY_OIDC_ISSUER`` is set.
 
-* ``GET /.well-known/oauth-authorization-server``: RFC 8414 metadata (same-origin endpoints,
-  ``gateway_protocol_version: 1``);
-* ``POST /oauth/device_authorization``: RFC 8628 §3.1 (form; ``surface`` recorded, anything else
-  ignored, no ``client_id`` needed);
-* ``GET|POST /oauth/device``: the verification page (code entry), ``GET /oauth/callback`` (the IdP
-  redirects back here), ``POST /oauth/confirm`` (approve or deny);
-* ``POST /oauth/token``: the device-code and refresh grants; ``POST /oauth/revoke``: RFC 7009.
+OAuth endpoints answer ``{"error","error_description"}`` with ``cache-control: no-store``;
+:func:`mount` also makes the app's authenticator accept the access tokens this service mints.
 
-OAuth endpoints answer ``{"error","error_description"}`` with ``cache-control: no-store``; the
-pages are HTML. :func:`mount` also makes the app's :class:`~gateway.inbound.Authenticator`
-accept the access tokens this service mints, beside the static keys.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

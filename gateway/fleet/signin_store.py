@@ -1,20 +1,10 @@
 """Where sign-in state lives: device grants, refresh-token families, revoked token ids, the
 generated signing key and the CSRF key.
 
-Two implementations of one small interface of JSON records with an expiry:
+Two implementations of one interface (sqlite embedded, Redis for several replicas); ``replace``
+is a byte-for-byte compare-and-set, so two replicas racing on one record cannot both win.
 
-* :class:`SqliteSigninStore`, the embedded default: sqlite in ``GATEWAY_SIGNIN_STATE_DIR``
-  (``signin.sqlite3``), or in memory when that is unset. A file survives restarts (signed-in users
-  stay signed in, the generated signing key stays); memory is for a throw-away gateway. One
-  replica needs nothing else running. Calls are synchronous sqlite statements on small indexed
-  tables (microseconds), made from the event loop; expired rows are purged every
-  ``PURGE_EVERY_S``.
-* :class:`RedisSigninStore` when ``GATEWAY_SESSION_STORE`` is a ``redis://`` URL: several replicas
-  share it. Expiry is Redis's own (``PXAT``); take and compare-and-set are atomic (``GETDEL``, a
-  Lua script), one round trip each.
-
-Values are compared byte for byte in ``replace`` (serialised with sorted keys), so two replicas
-racing on one record (a refresh token used twice at once) cannot both win.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """A bounded "top users by spend": which users get a Prometheus label of their own.
 
-Users are unbounded (every signed-in engineer), a label value per user is not: at most ``k`` users
-hold a label at a time, everyone else's spend is counted under ``other``. Who the top spenders
-are is estimated with the space-saving algorithm (Metwally, Agrawal, El Abbadi, "Efficient
-Computation of Frequent and Top-k Elements in Data Streams", 2005): ``capacity`` users are
-tracked with their spend; a new user replaces the tracked user with the least spend and inherits
-that amount as its (over-)estimate, so memory stays ``O(capacity)`` however many users there are,
-and any user whose true spend exceeds ``total / capacity`` is tracked.
+At most ``k`` users hold a label (space-saving algorithm); everyone else is ``other``. A user
+losing the label is returned by :meth:`TopSpenders.add` so the caller removes its series.
 
-A user takes a label when a slot is free or when their estimated spend exceeds that of the
-labelled user with the least; that user then loses the label (:meth:`TopSpenders.add` says who,
-so the caller removes its series: a counter cannot be moved, a new one starts at zero). Spend
-counted under a label before the swap stays in that series' history and ``other``'s, so the sum
-over every series is still the whole spend.
+Details: docs/internals/gateway-fleet.md
 """
 
 from __future__ import annotations

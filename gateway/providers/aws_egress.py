@@ -1,21 +1,10 @@
 """botocore with the gateway's egress settings, so credential calls leave like inference calls do.
 
-botocore's credential chain makes its own HTTP calls: STS (``AssumeRoleWithWebIdentity`` for
-web identity / IRSA, ``AssumeRole`` for role profiles), SSO, and the container credentials
-endpoint (ECS, EKS Pod Identity). Left alone it trusts its bundled CA file (not
-``GATEWAY_CA_BUNDLE``), reads the proxy variables from the process environment and understands no
-CIDR in ``NO_PROXY``. :func:`egress_session` returns a botocore ``Session`` that:
+Every botocore call (STS, SSO, container credentials) must take the CA bundle and proxy from the
+settings (``gateway.transport.proxy_for``), never from the process environment; one attempt per
+call, the gateway's retry loop decides. EC2 instance metadata keeps botocore's direct connection.
 
-* verifies TLS against ``GATEWAY_CA_BUNDLE`` / ``SSL_CERT_FILE`` when set (the session's
-  ``ca_bundle``, which every client it creates uses);
-* makes one attempt per call (the gateway's own retry loop decides whether to try again);
-* chooses the proxy of every client it creates by that client's endpoint, with the gateway's
-  rules (:func:`gateway.transport.proxy_for`: ``HTTPS_PROXY`` / ``HTTP_PROXY`` by scheme, unless
-  ``NO_PROXY`` exempts the host, CIDR ranges included) and never from the environment;
-* gives the container credentials fetcher an HTTP session with the same trust store and proxy
-  rule (botocore's own uses neither).
-
-EC2 instance metadata (link-local, never proxied) keeps botocore's own direct connection.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """AWS Bedrock upstream: the native InvokeModel / InvokeModelWithResponseStream / CountTokens APIs.
 
-Native InvokeModel (not Converse) keeps the Anthropic body intact, so ``cache_control`` (with its
-``ttl``), thinking, tools and every other Messages field reach the model as the client sent them.
-Once per request (:class:`~gateway.providers.preparation.Preparer`, before the retry loop): the
-model name is mapped and the Bedrock rows of the shaping table applied (:mod:`.shaping`: which
-betas go in the header, which in the body, which are dropped with their body fields), and
-:meth:`BedrockProvider.frame` reshapes the body and path (:mod:`.bedrock_request`). Per attempt:
-:mod:`.bedrock_auth` signs those bytes (SigV4, with the credentials current at that moment) or adds
-the Bedrock API key; non-200 answers become Anthropic errors
-(:mod:`.bedrock_errors`); streams are re-framed from the AWS event stream to SSE
-(:mod:`gateway.streaming.eventstream`) with gateway-made pings in silent gaps.
+Native InvokeModel (not Converse) keeps the Anthropic body intact. Body and path are shaped once
+per request (``frame``); only signing happens per attempt. ``count_tokens`` answers ``501
+not_supported`` with ``x-should-retry: false`` when CountTokens cannot serve the model.
 
-Base URL: ``ANTHROPIC_BEDROCK_BASE_URL``, else ``https://bedrock-runtime.{AWS_REGION}.amazonaws.com``.
-Responses carry the upstream's ``x-amzn-RequestId`` as ``request-id`` and its
-``X-Amzn-Bedrock-*`` headers (token counts, latency).
-
-``count_tokens`` uses Bedrock's CountTokens API, which takes foundation-model ids only; for an
-application inference profile (or a provisioned model), or when CountTokens fails, the answer is
-``501 not_supported`` with ``x-should-retry: false`` so clients fall back to estimating.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """Authenticating requests to Bedrock: SigV4 from botocore's credential chain, or a Bedrock API key.
 
-* ``AWS_BEARER_TOKEN_BEDROCK`` set: ``Authorization: Bearer <token>``, no SigV4 (Bedrock API keys).
-* Otherwise SigV4 (``botocore.auth.SigV4Auth``, service ``bedrock``, the configured region) with
-  credentials from botocore's full default chain: environment keys, shared credentials/config
-  files (``AWS_PROFILE`` selects a profile explicitly, as ``--profile`` does), assume-role
-  profiles, web identity (``AWS_ROLE_ARN`` + ``AWS_WEB_IDENTITY_TOKEN_FILE``, STS endpoint from
-  ``AWS_ENDPOINT_URL_STS`` or the regional default), SSO, container credentials, EC2 instance
-  metadata. botocore reads these from the process environment.
+botocore is synchronous: resolve and refresh credentials in the default executor, never on the
+event loop, and only when ``refresh_needed()`` says so. Secrets never reach a log line (botocore's
+debug output is capped at INFO).
 
-Credential calls leave like inference calls (:mod:`.aws_egress`): ``GATEWAY_CA_BUNDLE``, the
-proxy variables and ``NO_PROXY`` (CIDR included) from the settings. A failed fetch is reported by
-cause (:func:`.aws_egress.describe_aws_failure`: TLS verification against which CA, proxy refused,
-STS's error code...) to the client and the log, and counted for readiness
-(:class:`.credentials_health.CredentialHealth`).
-
-botocore is synchronous and its refreshes may block on STS or a metadata endpoint, so the chain is
-resolved, and temporary credentials refreshed, in the default executor, never on the event loop,
-and only when needed: frozen credentials are reused while botocore's ``refresh_needed()`` says they
-are fresh. Inside the advisory window (botocore: 15 minutes before expiry) the request that notices
-refreshes while concurrent requests keep signing with the current credentials; inside the
-mandatory window (10 minutes) every request waits for the one refresh in flight. A refresh that
-fails inside the mandatory window is an error naming the cause: 401 ``authentication_error`` with
-``x-should-retry: false`` when STS refused (the client cannot fix the gateway's credentials by
-retrying), 502 when the way to STS failed (proxy, TLS, unreachable). An advisory refresh that brought
-nothing new is not retried for ``ADVISORY_RETRY_S``.
-
-Secrets never reach a log line: botocore's debug output (canonical requests with
-``X-Amz-Security-Token``, STS response bodies with secret keys) is capped at INFO whatever the
-gateway's log level.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

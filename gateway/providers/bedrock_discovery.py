@@ -1,25 +1,10 @@
 """Reading Bedrock's model catalogue from its control plane, through botocore's ``bedrock`` client.
 
-Two read-only operations (botocore ``data/bedrock/2023-04-20/service-2.json``, rest-json, signing
-name ``bedrock``, the same SigV4 scope as the runtime):
+Read-only (ListInferenceProfiles, ListFoundationModels) at ``GATEWAY_BEDROCK_CONTROL_URL`` with the
+provider's credentials and the gateway's egress; each read runs in the default executor with a
+single attempt. Model access grants are not verified by these lists.
 
-* ``ListInferenceProfiles`` (``GET /inference-profiles``, paginated by ``nextToken``): every
-  ``ACTIVE`` profile whose id names an Anthropic model (``us.anthropic.claude-opus-5-5``);
-* ``ListFoundationModels`` (``GET /foundation-models?byProvider=Anthropic``): base ids
-  (``anthropic.claude-...``) that support ``ON_DEMAND`` inference, i.e. that can be invoked
-  without an inference profile.
-
-Endpoint: ``GATEWAY_BEDROCK_CONTROL_URL``, else ``https://bedrock.{AWS_REGION}.amazonaws.com``
-(the runtime's ``ANTHROPIC_BEDROCK_BASE_URL`` is not reused: a PrivateLink runtime endpoint does
-not serve the control plane). Credentials are the provider's own: the frozen keys its SigV4
-credential chain currently signs with, or the Bedrock API key (``AWS_BEARER_TOKEN_BEDROCK``, which
-botocore only sends over HTTPS). Egress is the gateway's: ``GATEWAY_CA_BUNDLE``, the client
-certificate, ``HTTPS_PROXY`` unless ``NO_PROXY`` exempts the host (botocore's own environment
-lookup is bypassed). botocore is synchronous, so each read runs in the default executor with
-connect/read timeouts and a single attempt; the caller bounds the whole read as well.
-
-Not verified by these lists: whether the account has been granted access to a model (Bedrock lists
-models regardless); such a model still fails upstream, with the same 404 message.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,49 +1,10 @@
 """Bedrock errors, HTTP and in-stream, as Anthropic errors.
 
-The Bedrock error code comes from ``x-amzn-ErrorType`` (cut at ``:`` and ``#``, as botocore does),
-else the body's ``__type``; the message from the body's ``message`` (or ``Message``). Each code
-maps to the status and ``error.type`` the first-party API would use, so SDK clients pick the right
-exception class and retry policy:
+Each Bedrock code maps to the status and ``error.type`` the first-party API would use (the table
+and its decisions are in the design document); messages go through ``redaction.client_message``
+and an unservable model names the client's model, never the upstream id or account.
 
-=============================================  ======  =======================  ==============
-Bedrock exception (HTTP status)                 status  error.type               x-should-retry
-=============================================  ======  =======================  ==============
-ValidationException (400)                       400     invalid_request_error
-ServiceQuotaExceededException (400)             429     rate_limit_error
-AccessDeniedException (403)                     403     permission_error
-ResourceNotFoundException (404)                 404     not_found_error
-ModelTimeoutException (408)                     408     timeout_error
-ModelErrorException (424)                       500     api_error
-ModelStreamErrorException (424)                 500     api_error
-ThrottlingException (429)                       429     rate_limit_error
-ModelNotReadyException (429)                    429     rate_limit_error
-InternalServerException (500)                   500     api_error
-ServiceUnavailableException (503)               529     overloaded_error
-UnrecognizedClientException, InvalidSignature-  401     authentication_error     false
-Exception, ExpiredTokenException, ... (403)
-=============================================  ======  =======================  ==============
-
-Decisions: ``ServiceUnavailableException`` means Bedrock is out of capacity, which first-party
-clients know as ``529 overloaded_error`` (retried, and Claude Code's fallback-model logic keys on
-it), so it is sent as 529 rather than a bare 503. ``ServiceQuotaExceededException`` is a quota the
-client can only wait out ("resubmit your request later"), i.e. a rate limit. ``ModelErrorException``
-(424, the model failed) is a server-side failure with no first-party counterpart: ``500
-api_error``. Authentication failures concern the gateway's own AWS credentials, so they are 401
-with ``x-should-retry: false``: retrying cannot help and the operator must act. Unknown codes fall
-back to the upstream status (503 -> 529 as above).
-
-Stream exception frames use the camelCase member names (``throttlingException``...) of the same
-exceptions and map through the same table. Messages are redacted by
-:func:`gateway.providers.redaction.client_message` (``Input is too long.`` is relayed exactly).
-
-A model Bedrock does not serve (a pattern-mapped id such as ``us.anthropic.claude-sonnet-5-5``,
-or a model the account or region lacks) is answered with the 404 ``not_found_error`` the gateway
-gives for models it knows to be unservable, naming the client's own model and
-``GATEWAY_MODEL_MAP`` (:func:`~gateway.providers.models.unservable_message`), never the upstream
-id or account. That covers ``ResourceNotFoundException`` (404) and the ``ValidationException``
-(400) whose whole message is ``The provided model identifier is invalid.``, which is how
-InvokeModel answers an unknown model id (public reports: aws-samples/amazon-bedrock-workshop#315,
-GoogleCloudPlatform/kubectl-ai#515, langchain-ai/langchain-aws#252).
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Shaping a first-party request for Bedrock's native InvokeModel / CountTokens APIs.
 
-* Path: the model id goes into the path, percent-encoded with ``:`` kept and ``/`` as ``%2F``
-  (``/model/arn:aws:bedrock:...:application-inference-profile%2Fabc/invoke``), as the SDK does.
-* Body (InvokeModel): the client's body minus ``model`` and ``stream`` (the path carries both),
-  minus ``tags`` (Bedrock rejects it; it only labels usage), plus ``anthropic_beta`` (the body
-  betas of the shaping table, :mod:`.shaping`, as a list; omitted when empty) and
-  ``anthropic_version``. The body is re-serialised with orjson, which keeps key order, so an
-  unchanged prefix stays byte-identical.
-* Body (CountTokens): ``{"input":{"invokeModel":{"body":"<base64 of an invoke-shaped body>"}}}``;
-  the invoke body gets a ``max_tokens`` above any thinking budget (count requests have none) and
-  loses an empty ``tools`` list. CountTokens takes foundation-model ids only.
-* Headers: the client's forwardable headers minus the ones Bedrock must not see
-  (``anthropic-version``, ``x-client-request-id``, the client's ``anthropic-beta``) and any
-  ``x-amz-*`` header a client sent (the signer owns those), plus ``anthropic-beta`` with the
-  table's header betas (``claude-code-20250219``, ``effort-2025-11-24``... where Claude Code's own
-  Bedrock mode puts them); ``X-Amzn-Bedrock-*`` request headers pass through.
-  ``Accept`` and ``Content-Type`` are ``application/json`` (Bedrock reads them as the MIME type of
-  the inference bodies, streaming included). Repeated headers are joined with ``,`` so what is
-  signed is exactly what is sent.
+The body is re-serialised with orjson (key order kept), so an unchanged prefix stays
+byte-identical; headers are joined exactly as signed, and ``x-amz-*`` headers from clients are
+dropped (the signer owns them).
+
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Applying the per-provider beta table (:mod:`.shaping`) to one request.
 
-An unsupported beta sent to a cloud upstream is a 400 for the whole request; the gateway drops it
-instead, with a logged and counted reason. Some betas come in two halves, a header value and a
-body field (``context-management`` and ``context_management``, ``prompt-caching-scope`` and
-``cache_control.scope``...). A dropped beta takes its body field with it unless the table says the
-cloud takes that field without the beta (``ttl: "1h"`` on Bedrock and Vertex; role ``system``
-messages, which only :mod:`.system_fold` removes, and only for a target configured to refuse them).
+An unsupported beta is dropped (logged and counted), not sent to fail the request; a dropped beta
+takes its body field with it unless the table says otherwise. ``GATEWAY_BETA_POLICY`` replaces
+the accepted sets per provider.
 
-The default accepted sets are the table's (:func:`.shaping.default_accepted`; everything for the
-first party and Foundry). ``GATEWAY_BETA_POLICY`` replaces them per provider, e.g.
-``{"bedrock": ["interleaved-thinking-2025-05-14"], "vertex": ["*"]}`` (``"*"``: keep every beta).
-A kept beta goes where its row says (Bedrock: header, body ``anthropic_beta`` or both; Vertex:
-header), renamed when the cloud knows the feature by another name; an accepted beta without a row
-goes in the body on Bedrock and in the header elsewhere. Kept betas are sent in table order, then
-the others in the client's order, without duplicates.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

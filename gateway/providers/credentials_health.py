@@ -1,23 +1,10 @@
 """Credential failures named by cause, and the readiness rule built on them.
 
-A provider that fetches upstream credentials (AWS STS or container credentials, Google's token
-endpoint, Microsoft Entra ID) raises :class:`CredentialFailure` when a fetch fails: the message
-names the cause (TLS verification against which CA, proxy refused, the identity provider's error
-code, an unknown service account, no credentials...) and never a secret; the status says who can
-fix it:
+A :class:`CredentialFailure` message names the cause and never a secret; its status says who can
+fix it. :class:`CredentialHealth` makes ``/readyz`` fail after
+``GATEWAY_CREDENTIAL_FAILURES_NOT_READY`` consecutive failed fetches.
 
-* the identity provider refused the credential (``InvalidIdentityToken``, ``AccessDenied``,
-  ``invalid_grant``, ``AADSTS...``): 401 ``authentication_error``, ``x-should-retry: false``;
-* an egress failure on the way to it (:mod:`gateway.egress`): 502 ``api_error``, retried when the
-  egress failure is retryable (proxy or endpoint unreachable), else ``x-should-retry: false``;
-* the identity provider is throttling or failing (5xx): 503, retryable;
-* no credentials configured at all: 503 with ``x-should-retry: false``.
-
-:class:`CredentialHealth` counts consecutive failed fetches (one per fetch, however many requests
-waited for it): after ``GATEWAY_CREDENTIAL_FAILURES_NOT_READY`` of them ``/readyz`` answers 503
-with the last cause; one successful fetch makes it ready again. While not ready, ``/readyz``
-itself retries the fetch at most every ``GATEWAY_CREDENTIAL_RECHECK_S`` seconds, so a replica
-that no load balancer sends traffic to still notices that its credentials work again.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Microsoft Foundry upstream: Claude on Azure, with the first-party wire format.
 
-* URL: ``https://{resource}.services.ai.azure.com/anthropic`` (``ANTHROPIC_FOUNDRY_RESOURCE``) or
-  ``ANTHROPIC_FOUNDRY_BASE_URL`` (which ends in ``/anthropic``), plus ``/v1/messages`` and
-  ``/v1/messages/count_tokens``.
-* Body and SSE are first-party: ``model`` is the deployment name (client names pass through unless
-  ``GATEWAY_MODEL_MAP`` maps them), ``stream`` stays in the body. The client's bytes go upstream
-  unchanged unless the model map, ``GATEWAY_BETA_POLICY`` or ``GATEWAY_FOLD_SYSTEM_MESSAGES``
-  changed something (:class:`~gateway.providers.preparation.Preparer`); Foundry has no rows in the
-  shaping table (:mod:`.shaping`): it is the first-party surface (providers.md section 4) and
-  Claude Code 2.1.197 and 2.1.332 work against it with their first-party betas (issue 11).
-* Headers: the client's forwardable ones, with ``anthropic-version`` (required by Foundry; the
-  first-party default ``2023-06-01`` when the client sent none) and ``anthropic-beta``; the
-  credential from :mod:`.foundry_auth`; no ``x-client-request-id``.
-* Errors: :mod:`.foundry_errors`. ``GET /v1/models`` is answered locally from the model map.
+Foundry is the first-party surface: no shaping-table rows, the client's bytes go upstream
+unchanged unless the model map, beta policy or system fold changed something.
+
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Microsoft Foundry credentials: an API key, or Microsoft Entra ID tokens from azure-identity.
 
-* ``ANTHROPIC_FOUNDRY_API_KEY`` set: sent as both ``x-api-key`` and ``api-key`` (the SDK does the
-  same: the endpoint reads ``x-api-key``, ``api-key`` is kept for older deployments).
-* Otherwise: ``Authorization: Bearer <Entra ID token>`` for ``GATEWAY_FOUNDRY_ENTRA_SCOPE``
-  (default ``https://ai.azure.com/.default``). The token source is any blocking callable returning
-  ``(token, expires_on)``; by default azure-identity's ``DefaultAzureCredential`` (environment
-  service principal, workload identity, managed identity, Azure CLI...), which needs the optional
-  ``azure-identity`` package (``pip install 'switchyard[foundry]'``), imported on first use only.
-  Tokens are cached until shortly before expiry and fetched off the event loop
-  (:class:`~gateway.providers.token_cache.TokenCache`).
-* ``DefaultAzureCredential``'s token calls go through
-  :func:`~gateway.providers.requests_egress.azure_transport_options`: the gateway's proxy
-  settings (``NO_PROXY`` CIDR ranges included) and ``GATEWAY_CA_BUNDLE``, like inference calls.
-* Failures are named by cause (:func:`describe_entra_failure`): a proxy or TLS failure on the way
-  to Entra ID is a 502 naming it (azure-identity wraps network errors in
-  ``ClientAuthenticationError``; the cause is found inside); Entra's refusal is 401
-  ``authentication_error`` with its ``AADSTS`` code and ``x-should-retry: false``; no credential
-  in ``DefaultAzureCredential``'s chain is 503; an ``OSError`` from a custom source is 502.
+azure-identity is optional and imported on first use only; tokens are cached and fetched off the
+event loop, through the gateway's egress settings. Failures are named by cause.
+
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

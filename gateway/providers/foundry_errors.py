@@ -1,21 +1,9 @@
 """Microsoft Foundry error responses, translated to the Anthropic error envelope.
 
-* Model errors arrive in Anthropic's envelope: status and ``error.type`` pass through, the message
-  follows :mod:`.redaction` (a 400/413 is relayed, anything else becomes generic).
-* Azure gateway errors ``{"error":{"code":"...","message":"..."}}`` (API management, deployment
-  routing, Entra ID checks): mapped by HTTP status (``error_type_for_status``), except the codes
-  below, with a generic message (Azure messages name resources, deployments and tenants):
+Model errors pass through (message per :mod:`.redaction`); Azure gateway errors are mapped by
+status or code with a generic message, since Azure messages name resources and tenants.
 
-  * ``api_not_supported``, ``OperationNotSupported`` -> 501 ``not_supported``, no retry;
-  * ``DeploymentNotFound`` -> 404 ``not_found_error``;
-  * ``401``, ``Unauthorized``, ``InvalidAuthenticationToken`` -> 401 ``authentication_error``,
-    ``x-should-retry: false``;
-  * ``PermissionDenied`` -> 403 ``permission_error``;
-  * ``429``, ``RateLimitReached`` -> 429 ``rate_limit_error`` (``retry-after`` headers kept).
-
-  501 ``not_supported`` with ``x-should-retry: false`` is what Claude Code expects for an endpoint
-  a backend cannot serve (count_tokens on a deployment without it: the client then estimates).
-* Anything else (HTML from a proxy...): the HTTP status, a generic message.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """What the cloud really serves: the model catalogue read from its control plane, kept fresh.
 
-Off by default; ``GATEWAY_MODEL_DISCOVERY=1`` turns it on for Bedrock and Vertex AI (the fetchers
-are :mod:`.bedrock_discovery` and :mod:`.vertex_discovery`). The catalogue is read once when the
-provider starts and again every ``GATEWAY_MODEL_DISCOVERY_INTERVAL_S`` (0: start-up only); each
-read is bounded by ``GATEWAY_MODEL_DISCOVERY_TIMEOUT_S``.
+Off by default (``GATEWAY_MODEL_DISCOVERY``). A failed read never stops start-up and never
+replaces the last good catalogue.
 
-* Until a read has succeeded the gateway maps names by table and patterns alone (as with discovery
-  off): a control plane that is down, slow or refuses the credentials never stops start-up; the
-  failure is logged (type and status, never a credential).
-* A failed or empty later read keeps the last good catalogue (an empty list is far more likely a
-  wrong region or a permissions problem than a cloud without Claude).
-* With a catalogue, a model id the cloud does not list is a 404 before any request leaves
-  (:class:`~gateway.providers.models.ModelResolver`); ``GATEWAY_MODEL_MAP`` targets are not checked.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

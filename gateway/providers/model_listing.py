@@ -1,18 +1,8 @@
 """``GET /v1/models`` for upstreams the gateway answers locally: what this deployment serves.
 
-Anthropic-style ids (``claude-{family}-{major}-{minor}``, what Claude Code's model picker expects),
-each ``{"type":"model","id","display_name","created_at"}``, in this order:
+An id is listed only if the gateway would serve it (resolution round-trips to a listed id).
 
-* with model discovery on and a catalogue read (Bedrock, Vertex AI): every table model the cloud
-  lists, and every other Anthropic model the cloud lists, named by the reverse of the naming
-  pattern (``us.anthropic.claude-opus-5-5`` -> ``claude-opus-5-5``, Vertex
-  ``claude-3-haiku@20240307`` -> ``claude-3-haiku-20240307``); an id is listed only if the gateway
-  would serve it (resolution round-trips to a listed id);
-* otherwise: the table rows that name an id for this cloud (Foundry: every row);
-* then every ``GATEWAY_MODEL_MAP`` name not listed yet.
-
-Bedrock, Vertex AI and Foundry answer from here (:class:`ModelListing`, the default of
-:meth:`~gateway.providers.base.Provider.list_models`); the first party asks its upstream.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """Anthropic-style model ids and how each cloud names them: the pattern half of the catalogue.
 
-A client pointed at the gateway sends first-party ids; the newest Claude Code sends ids newer than
-any fixed table (``claude-opus-5-5``). Both clouds name such models by a pattern
-(``../shared/design/providers.md`` section 7: what Claude Code 2.1.332 itself sends in its
-Bedrock and Vertex modes, and the published catalogues): the newest models carry **no date and no
-``-v1:0``** on either cloud, older ones keep the dated forms.
+Patterns come from what Claude Code sends in its own Bedrock/Vertex modes and the published
+catalogues (providers.md section 7); ids without a pattern get a 404 unless
+``GATEWAY_MODEL_MAP`` maps them.
 
-===========================================  =======================================  ====================
-client id                                    Bedrock (a geography prefix goes before)  Vertex AI
-===========================================  =======================================  ====================
-``claude-<family>-<major>[-<minor>]``        ``anthropic.<id>``                        ``<id>``
-``claude-opus-5-5``                          ``anthropic.claude-opus-5-5``             ``claude-opus-5-5``
-``claude-<name>-YYYYMMDD`` (dated)           ``anthropic.<id>-v1:0``                   ``<name>@YYYYMMDD``
-``claude-haiku-4-6-20260301``                ``anthropic.claude-haiku-4-6-20260301-v1:0``  ``claude-haiku-4-6@20260301``
-===========================================  =======================================  ====================
-
-``<name>`` of a dated id is ``<family>-<major>[-<minor>]`` or the older ``<major>[-<minor>]-<family>``
-(``claude-3-7-sonnet-20250219``). A ``[1m]`` suffix (Claude Code's long-context marker) is ignored.
-Anything else (not ``claude-``, upper case, ``-latest`` aliases, free text) has no pattern: the
-gateway answers 404 unless ``GATEWAY_MODEL_MAP`` maps it.
-
-The reverse direction (a cloud's native id back to the client id it serves) is used to list a
-discovered catalogue in ``GET /v1/models``.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """Model names: the catalogue of first-party ids, their Bedrock and Vertex AI ids, and resolution.
 
-Clients send first-party names (``claude-sonnet-4-5``, dated ids such as
-``claude-sonnet-4-5-20250929``). Each cloud upstream names the same model differently:
-
-* Bedrock: ``anthropic.<name>-<date>-v1:0`` (newer models drop the date), usually invoked through a
-  cross-region inference profile that prefixes a geography (``us.``, ``eu.``, ``apac.``, ``jp.``,
-  ``global.``); ARNs of inference profiles and provisioned models are passed through.
-* Vertex AI: ``<name>@<date>`` (newer models drop the date).
-
-Resolution of a client name, first match wins:
-
-1. ``GATEWAY_MODEL_MAP`` (a JSON object, or a path to one): any client-visible name to any upstream
-   id, taken as it is (also the only way to substitute another model for one a cloud lacks);
-2. a provider-native id passes through unchanged (Bedrock ids and ARNs, Vertex ``name@date``);
-3. the table below (catalogue as published by the providers up to 2026-11, plus what Claude Code
-   2.1.332 sends in its own Bedrock/Vertex modes, ``providers.md`` section 7); a row without an id
-   for a cloud means "no evidence that cloud serves it", so step 4 applies;
-4. the naming patterns of :mod:`.model_patterns` for any other Anthropic-style id
-   (``claude-opus-5-5`` -> ``us.anthropic.claude-opus-5-5`` / ``claude-opus-5-5``).
-
-With model discovery on (:mod:`.model_discovery`) the result of steps 2-4 must be an id the cloud
-lists (on Bedrock the geography-prefixed profile is tried first, then the base model when it is
-served on demand); anything else is unservable. Unservable names are a 404 ``not_found_error``
+Resolution order: ``GATEWAY_MODEL_MAP``, native ids, the table, then :mod:`.model_patterns`; a
+table row without a cloud id means "no evidence that cloud serves it". Unservable names are a 404
 naming the model and ``GATEWAY_MODEL_MAP`` (:func:`unservable_message`).
+
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Turning a client request into the request every upstream attempt sends, once per request.
 
-:func:`shape` is the provider-independent part, in this order: map the model
-(:class:`~gateway.providers.models.ModelResolver`), fold ``role: "system"`` messages for targets
-configured to refuse them (:mod:`.system_fold`), apply the provider's beta table (:mod:`.betas`,
-:mod:`.shaping`; a dropped beta takes its body half with it, e.g. the request tags). The provider's
-``frame`` hook then decides the path, the headers (without credentials) and the body bytes
-(first party and Foundry: the client's body; Bedrock and Vertex: their own body shapes).
-:class:`Preparer` runs both and returns an immutable
-:class:`~gateway.providers.request.PreparedRequest`.
+Nothing is copied when nothing changes; a change copies only what it changes and re-serialises
+deterministically, so an unchanged prefix stays byte-identical turn after turn.
 
-Nothing is copied when nothing changes: the client's payload is shared, and its bytes are
-forwarded as they are. A change copies only what it changes (the top-level mapping and the lists
-and blocks on the way to the changed value); the re-serialisation is deterministic (orjson keeps
-key order; every transform depends only on the request and the settings), so an unchanged prefix
-stays byte-identical turn after turn.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

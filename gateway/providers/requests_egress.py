@@ -1,17 +1,9 @@
 """A ``requests`` session with the gateway's egress settings, for google-auth and azure-identity.
 
-Both SDKs fetch tokens with ``requests`` (google-auth's ``transport.requests.Request``, azure-core's
-``RequestsTransport``). A plain ``requests.Session`` reads ``HTTPS_PROXY`` / ``NO_PROXY`` and
-``REQUESTS_CA_BUNDLE`` from the process environment and trusts certifi's bundle; this one:
-
-* never reads the environment (``trust_env`` off);
-* verifies TLS against ``GATEWAY_CA_BUNDLE`` / ``SSL_CERT_FILE`` when set, also when a caller asks
-  for the default trust (azure-core passes ``verify=True`` explicitly);
-* picks the proxy of each request by its URL with the gateway's rule
-  (:func:`gateway.transport.proxy_for`: ``HTTPS_PROXY`` / ``HTTP_PROXY`` by scheme unless
-  ``NO_PROXY`` exempts the host, CIDR ranges included), unless the caller passed proxies itself.
-
+It never reads the environment (``trust_env`` off); TLS and proxies come from the settings.
 Imported only by the Vertex and Foundry credential code, never by a first-party gateway.
+
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,34 +1,9 @@
 """What the gateway does with each ``anthropic-beta`` value on each cloud, and why.
 
-A client pointed at the gateway believes it talks to the first-party API (Claude Code does), so it
-sends first-party betas and fields. The reference for each cloud is what Claude Code itself sends
-that cloud in its own provider mode. One :class:`Row` per beta and cloud says where the beta goes
-when it is kept (``anthropic-beta`` header, Bedrock's body ``anthropic_beta`` list, or both),
-under which name, and whether it is dropped by default (with or without its paired body field),
-each with its source:
+Every :class:`Row` cites its source (a capture, providers.md, AWS docs, a public report); add none
+without one. Rows are in the order kept betas are sent (Claude Code's own order).
 
-* ``cc197-bedrock`` / ``cc197-vertex``: ``tests/fixtures/real-clients/047``/``048`` (Bedrock
-  mode) and ``050``/``051`` (Vertex mode), Claude Code 2.1.197;
-* ``cc332``: ``../shared/design/providers.md`` section 7 (Claude Code 2.1.332's beta sets and body
-  fields per mode, first request of ``claude -p``), re-observed for this table with a recording
-  server: 2.1.332 puts ``output_config`` on its first-party ``role: "system"`` messages and not in
-  its Bedrock/Vertex modes, where the body is otherwise the first-party one minus
-  ``context_management``;
-* ``aws-betas``: the AWS Bedrock user guide's ``anthropic_beta`` values for Claude's InvokeModel
-  (computer-use-2024-10-22, computer-use-2025-01-24, token-efficient-tools-2025-02-19,
-  interleaved-thinking-2025-05-14, output-128k-2025-02-19, dev-full-thinking-2025-05-14,
-  context-1m-2025-08-07, context-management-2025-06-27, effort-2025-11-24,
-  tool-search-tool-2025-10-19, tool-examples-2025-10-29; the list as quoted in BerriAI/litellm#19877);
-* ``gw-protocol``: providers.md section 10 (request tags are refused by Bedrock and Vertex);
-* errors observed by users: anthropics/claude-code#56595 (Bedrock ``invalid beta flag`` for a body
-  list with ``extended-cache-ttl-2025-04-11``), providers.md section 2 (``context_management:
-  Extra inputs are not permitted``).
-
-Betas without a row are dropped on Bedrock and Vertex (logged and counted like every drop);
-``GATEWAY_BETA_POLICY`` replaces a provider's accepted set (see :mod:`.betas`). The first party
-and Foundry (the first-party surface: providers.md section 4) have no table: every beta passes.
-Rows are in the order the kept betas are sent, Claude Code's own order, so the header and the body
-list do not depend on the order a client happens to use.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

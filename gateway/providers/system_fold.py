@@ -1,21 +1,9 @@
 """Folding mid-conversation ``role: "system"`` messages into user turns, for targets that refuse them.
 
-Claude Code 2.1.332 sends ``role: "system"`` messages to Bedrock and Vertex as they are (its own
-provider modes, providers.md section 7), so by default nothing is folded. Claude Code 2.1.197 put
-the same text into ``<system-reminder>`` text blocks of a user turn instead (fixtures README 1.4).
-``GATEWAY_FOLD_SYSTEM_MESSAGES`` names the targets that refuse the role (``*``, or ``fnmatch``
-patterns of the client's or the upstream's model id); for those, each system message becomes
-``{"type": "text", "text": "<system-reminder>\\n...\\n</system-reminder>"}`` blocks (a block's
-other keys, such as its ``cache_control`` breakpoint, stay; message-level keys such as
-``output_config`` go):
+Only for targets named by ``GATEWAY_FOLD_SYSTEM_MESSAGES``. A fold looks only at the message and
+its predecessor, so it never changes an earlier message (a cache prefix stays a prefix).
 
-* appended to the message just before it when that is a user turn (where Claude Code places them:
-  after the user's prompt, before the answer), so the model reads them at the same point;
-* otherwise (first message, or after an assistant turn) the blocks become a user turn of their own
-  in the same place; the API combines consecutive user turns.
-
-The rule looks only at the message and its predecessor, so a fold never changes an earlier
-message: turn N+1's folded history starts with turn N's (a cache prefix stays a prefix).
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

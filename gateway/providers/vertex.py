@@ -1,27 +1,10 @@
 """Google Vertex AI upstream: Claude through ``:rawPredict`` / ``:streamRawPredict``.
 
-* URL: ``{base}/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:{verb}``
-  with ``{base}`` = ``https://{region}-aiplatform.googleapis.com/v1`` (``global`` ->
-  ``aiplatform.googleapis.com``, ``us`` / ``eu`` -> the multi-region ``aiplatform.{us,eu}.rep``
-  hosts), or ``ANTHROPIC_VERTEX_BASE_URL`` (which includes ``/v1``, like the SDK's). The verb is
-  ``streamRawPredict`` for ``"stream": true``, else ``rawPredict``. The model is the Vertex id
-  (``claude-sonnet-4-5@20250929``) from :class:`~gateway.providers.preparation.Preparer`,
-  percent-encoded with ``@`` kept (``;`` -> ``%3B``), as the SDK does.
-* Body: the client's, minus ``model`` (it is in the path), plus ``anthropic_version:
-  "vertex-2023-10-16"`` (the documented value); ``stream`` stays. count_tokens goes to
-  ``.../models/count-tokens:rawPredict`` and keeps ``model`` (the Vertex id) in the body.
-* Headers: the client's forwardable ones without ``anthropic-version`` (Vertex takes the version in
-  the body); the betas the Vertex rows of the shaping table (:mod:`.shaping`) keep go in
-  ``anthropic-beta`` (never in the body), renamed where Vertex knows the feature by another name;
-  the credential is Google's OAuth access token (:mod:`.vertex_auth`); no ``x-client-request-id``.
-* Betas Vertex does not accept are dropped with their body halves by the same table, so the
-  first-party-only fields (``context_management``, a message's ``output_config``,
-  ``cache_control.scope``) and the request tags (``tags``) never reach Vertex; mid-conversation
-  ``role: "system"`` messages do, unless ``GATEWAY_FOLD_SYSTEM_MESSAGES`` names the model.
-* Path, headers and body are decided once per request (:meth:`VertexProvider.frame`); each attempt
-  adds only the access token current at that moment.
-* Responses: success bytes (JSON or Anthropic SSE) are relayed as they are; errors are translated
-  by :mod:`.vertex_errors`. ``GET /v1/models`` is answered locally from the model map.
+Path, headers and body are decided once per request (``frame``); each attempt adds only the
+current access token. Betas go in the header, never the body; first-party-only fields never reach
+Vertex.
+
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

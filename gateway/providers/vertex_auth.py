@@ -1,23 +1,9 @@
 """Google credentials for Vertex AI: Application Default Credentials through google-auth.
 
-* ``GOOGLE_APPLICATION_CREDENTIALS`` (from the settings snapshot) names a credentials file
-  (service account, authorized user, external account...): loaded with
-  ``google.auth.load_credentials_from_file``; otherwise ``google.auth.default()`` walks the ADC
-  chain (gcloud user credentials, the GCE / GKE metadata server...). Scope: ``cloud-platform``.
-* google-auth is synchronous and its refresh does network I/O: the token lives in a
-  :class:`~gateway.providers.token_cache.TokenCache`, refreshed in the default executor, one refresh
-  at a time, ``DEFAULT_REFRESH_MARGIN_S`` before expiry (google-auth's own ``expired`` already
-  counts ``REFRESH_THRESHOLD``, 3 min 45 s, early; the margin is measured on the provider's clock).
-* The token endpoint is reached with google-auth's ``requests`` transport over
-  :class:`~gateway.providers.requests_egress.EgressRequestsSession`: the gateway's proxy settings
-  (``NO_PROXY`` CIDR ranges included) and ``GATEWAY_CA_BUNDLE``, exactly like inference calls.
-* Failures are named by cause (:func:`describe_google_failure`): a refresh the token endpoint
-  refuses (unknown service account, a key that is not the account's, ``invalid_grant``...) is 401
-  ``authentication_error`` with ``x-should-retry: false``; a proxy or TLS failure on the way is a
-  502 naming it (:mod:`gateway.egress`); Google throttling or failing is 503.
+google-auth is imported inside functions (a gateway without Vertex never loads it); its refresh
+runs in the default executor, one at a time, through the gateway's egress settings.
 
-google-auth is imported here, inside functions, so a gateway that does not use Vertex never
-loads it.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Reading Vertex AI's Anthropic model list: Model Garden publisher models.
 
-``GET {root}/v1beta1/publishers/anthropic/models?pageSize=100[&pageToken=...]`` with the
-provider's Google access token (``ModelGardenService.ListPublisherModels``: the list method exists
-in ``v1beta1`` only; ``v1`` has ``publishers.models.get`` alone). ``{root}`` is the Vertex API
-root the provider uses without its ``/v1`` (``https://{region}-aiplatform.googleapis.com``, or
-``ANTHROPIC_VERTEX_BASE_URL`` minus a trailing ``/v1``). The answer is
-``{"publisherModels":[{"name":"publishers/anthropic/models/<id>","versionId":...}],
-"nextPageToken":...}``; pages are followed up to ``MAX_PAGES``.
+Uses the ``v1beta1`` list method through the provider's pooled session; ids are checked by model
+name (before ``@``). Project enablement and region are not verified by this list.
 
-Each model counts as served under its id (the last segment of ``name``). The documented
-``versionId`` is an opaque version string; when it is a date (``20250929``) the dated form
-``<id>@<date>`` is recorded too, and a ``name`` that already carries ``@<version>`` is taken as it
-is. Because Model Garden lists models rather than every dated version, the resolver checks Vertex
-ids by model name (the part before ``@``).
-
-Not verified by this list: whether the model is enabled for the project and offered in the
-configured region (Model Garden lists the publisher's models); such a model still fails upstream,
-with the same 404 message. The request goes through the provider's pooled session, so proxy and
-TLS settings are those of the inference calls.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

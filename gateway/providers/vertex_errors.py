@@ -1,42 +1,9 @@
 """Vertex AI error responses, translated to the Anthropic error envelope.
 
-Vertex answers errors in two shapes:
+Anthropic-shaped model errors pass through; google.rpc platform errors are mapped by ``status``
+(table in the design document) with a generic message. UNAVAILABLE stays a 503, not a 529.
 
-* model errors, in Anthropic's own envelope ``{"type":"error","error":{"type","message"}}``:
-  status and ``error.type`` pass through; the message follows :mod:`.redaction` (400/413 relayed);
-* platform errors, in the google.rpc shape ``{"error":{"code","message","status"}}`` (wrapped in
-  a JSON array ``[{...}]`` on the server-streaming ``:streamRawPredict``): mapped by ``status``
-  with the table below, the message replaced by a generic one (quota and permission messages name
-  the project), except the request-size 400, sent as ``Input is too long.``.
-
-=====================  ======  =====================  ===========================================
-google.rpc status      HTTP    error.type             note
-=====================  ======  =====================  ===========================================
-INVALID_ARGUMENT       400     invalid_request_error  request-size message -> ``Input is too long.``
-FAILED_PRECONDITION    400     invalid_request_error  e.g. project not allowed to use the model
-OUT_OF_RANGE           400     invalid_request_error
-UNAUTHENTICATED        401     authentication_error   ``x-should-retry: false``
-PERMISSION_DENIED      403     permission_error
-NOT_FOUND              404     not_found_error        unknown publisher model / location
-ABORTED, ALREADY_...   409     conflict_error
-RESOURCE_EXHAUSTED     429     rate_limit_error       quota; the client backs off and retries
-CANCELLED              499     -> 500 api_error
-INTERNAL, UNKNOWN,     500     api_error
-DATA_LOSS
-UNIMPLEMENTED          501     not_supported          ``x-should-retry: false``
-UNAVAILABLE            503     api_error              kept 503, not 529 (see below)
-DEADLINE_EXCEEDED      504     timeout_error
-=====================  ======  =====================  ===========================================
-
-UNAVAILABLE stays a retryable 503 ``api_error``: it says the Vertex *service* could not take the
-request, not that the model is at capacity. Model overload reaches the client as Vertex relays it,
-Anthropic's own 529 ``overloaded_error``, which is what drives clients' overload handling (Claude
-Code switches to a fallback model after repeated 529s; a regional platform blip should not).
-
-A 404 on a model call (``NOT_FOUND``: Vertex does not serve that publisher model in this
-location, e.g. a pattern-mapped ``claude-haiku-5-5``) names the client's own model and
-``GATEWAY_MODEL_MAP`` (:func:`~gateway.providers.models.unservable_message`), as the gateway does
-for models it knows to be unservable; the project and resource path stay in the log.
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """An AWS event stream (Bedrock ``InvokeModelWithResponseStream``) re-emitted as Anthropic SSE.
 
-Frames are decoded by botocore's own decoder (``botocore.eventstream.EventStreamBuffer``: prelude
-and message CRCs, header types, size limits). Each frame becomes at most one SSE event:
+Frames are decoded by botocore's decoder; each frame becomes at most one SSE event, passed
+through untouched where possible. Bedrock sends no ``ping``, so :class:`EventStreamResponse`
+emits its own in silent gaps.
 
-* ``:message-type: event`` / ``:event-type: chunk``: the payload is ``{"bytes": base64(event)}``
-  where ``event`` is a first-party stream event (``message_start`` ... ``message_stop``). The
-  decoded JSON is passed through untouched as the ``data:`` line (``message_stop`` keeps its
-  ``amazon-bedrock-invocationMetrics``, which the SDK ignores); its ``type`` becomes the
-  ``event:`` line. A JSON event containing a raw line break is re-serialised (an SSE ``data``
-  line cannot hold one). Events without a ``type`` are dropped, as the SDK's decoder drops them.
-* ``:message-type: exception`` (``:exception-type: throttlingException``, payload
-  ``{"message"}``) and ``:message-type: error`` (``:error-code``, ``:error-message``): an SSE
-  ``error`` event whose ``error.type`` and message come from the provider's mapper (mapping and
-  redaction are the provider's business).
-* A corrupt stream (CRC mismatch, bad lengths) ends with an ``api_error`` event.
-
-Bedrock sends no ``ping``: :class:`EventStreamResponse` emits ``event: ping`` itself whenever the
-upstream has been silent for the ping interval, so idle timeouts in clients and proxies do not
-fire during long thinking pauses. A stream that ends without ``message_stop`` is left to the
-server's relay, which appends an error event.
+Details: docs/internals/gateway-streaming.md
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """The stream guard shared by the gateway's relay and the loop's in-process caller.
 
-Both read an upstream stream the same way and decide the same things; only what they do with
-the result differs (the relay writes bytes to an aiohttp client, the loop yields decoded events),
-so those edges stay with the callers:
+Only the decisions live here (reading under the watchdog, hold-back, recovery); what is done with
+the result (writing bytes, yielding events) stays with the callers.
 
-* ``GuardedReader`` reads the upstream's chunks under the idle watchdog (``streaming.watchdog``):
-  it yields each chunk, and an ``Idle`` item when a ping, a warning or an abort is due; the caller
-  reports back when a chunk carried a data event (``data_received``) and when it wrote something
-  to its client (``wrote``). The relay passes chunks on as they are and observes them per chunk
-  (``streaming.usage.StreamObserver``); the loop decodes them into events. Every way the read can fail becomes one ``StreamFailure``: the
-  connection lost (including ``asyncio.IncompleteReadError``), a read timeout, a stall. An
-  optional deadline future (the drain deadline) ends the read with ``DeadlinePassed``.
-* ``not_an_event_stream`` and ``ended_early`` are the two failures found around the read.
-* ``HoldBack`` keeps the items before the first content event (``message_start``, ``ping``)
-  until content arrives, so a stream failing before any content can be replaced transparently.
-  Items are whatever the caller forwards: the relay's chunks (a chunk that completes the first
-  content event is released with everything held before it), the loop's decoded events.
-* ``recovery`` decides what a failure leads to: a non-streaming fallback (nothing was forwarded
-  yet and the fallback is enabled), a plain error (nothing forwarded, fallback disabled) or an
-  error event (content already reached the client).
+Details: docs/internals/gateway-streaming.md
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """Per-chunk scanning of an SSE byte stream: event boundaries and names found with bytes
 operations that run in C, data kept only for the few events anyone reads.
 
-The relay forwards upstream chunks unchanged and only needs to know, per chunk, whether it
-completed a data event (any event but ``ping``: the idle watchdog), whether content has been seen
-(``content_block_start`` / ``content_block_delta``: first-token time, the hold-back), and the data
-of the *notable* events: ``message_start``, ``message_delta``, ``message_stop`` and ``error``.
+Hot path: content deltas are never copied or parsed; any non-canonical region goes through the
+general ``SSEParser`` rules so the result equals event-by-event parsing.
 
-A chunk that is exactly one event framed the way every Anthropic-compatible server frames it (an
-``event: <name>`` line and a ``data: <json>`` line: the usual chunk of a live stream) is matched by
-one compiled regex. Otherwise the chunk is cut at its last blank line (``\\n\\n``): everything
-before it is a *region* of complete events (the SSE parser state is clean at both ends, since a
-blank line dispatches and resets), the rest is the start of an event carried over to the next
-chunk. The first event of a region is matched the same way; if the rest is framed canonically too
-(one possessive regex over it), it is searched with ``bytes.find`` / ``bytes.count`` for line-start
-patterns (``\\nevent: ping\\n`` ...): only the notable events' data are sliced out, content
-deltas are never copied or parsed. Any other region (comments, ``data:`` without a space,
-multi-line data, an ``event:`` line after the data) goes through the general ``SSEParser`` rules,
-so the result is the same as parsing event by event. ``\\r\\n`` and lone ``\\r`` line endings are
-rewritten to ``\\n`` first (``sse.normalise_endings``).
-
-The carried-over partial event is bounded (``MAX_EVENT_BYTES``): an event larger than that (a
-huge server-tool result, or a hostile upstream that never ends its event) is not buffered; the
-scanner keeps its name (from its first line, when that is an ``event:`` line) and skips to its end,
-where it counts as one event of that name with empty data.
+Details: docs/internals/gateway-streaming.md
 """
 
 from __future__ import annotations

@@ -1,30 +1,10 @@
 """``GATEWAY_UPSTREAMS_FILE``: several named upstreams and the routes over them (YAML or JSON).
 
-::
+Each upstream is the base environment overlaid with its own values and validated by the same
+:class:`~gateway.config.Settings`; every problem is one line naming the field. Secrets stay in
+the environment (``${NAME}``). The file format is in the design document.
 
-    upstreams:
-      - name: bedrock-us                 # [A-Za-z0-9_.-], unique; a metric label
-        provider: bedrock                # anthropic | bedrock | vertex | foundry
-        region: us-east-1                # AWS_REGION (bedrock) / CLOUD_ML_REGION (vertex)
-        base_url: https://...            # the provider's base-URL variable
-        project: my-project              # vertex only: ANTHROPIC_VERTEX_PROJECT_ID
-        credentials: {AWS_PROFILE: prod} # credential variables of this upstream; "${NAME}" reads NAME
-        model_map: {claude-opus-5-5: us.anthropic.claude-opus-5-5}
-        beta_policy: {bedrock: [...]}
-        env: {GATEWAY_BEDROCK_PROFILE_PREFIX: us}   # any other per-upstream setting
-    routes:                              # first match wins; no match: every upstream in file order
-      - models: ["claude-opus-*", opus]  # fnmatch patterns on the client's model
-        upstreams: [bedrock-us, vertex-east]
-        weights: [3, 1]                  # optional: spreads new sessions over the list
-    affinity: {return_after_s: 300, max_sessions: 100000, idle_s: 7200}
-    breaker: {failures: 5, window_s: 30, open_s: 30, half_open_probes: 1, sync_s: 1}
-    failover: {same_upstream_retries: 1}
-    probe: {interval_s: 0, timeout_s: 5}
-
-Each upstream is the base environment overlaid with its own values, validated by the same
-:class:`~gateway.config.Settings` (so every provider keeps its constructor and its checks). Every
-problem is one line naming the field: ``upstreams[1].region: ...``. Secrets belong in the
-environment: a credential value ``${NAME}`` is read from the variable ``NAME``.
+Details: docs/internals/gateway-upstreams.md
 """
 
 from __future__ import annotations

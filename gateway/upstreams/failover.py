@@ -1,23 +1,9 @@
 """The request path over several upstreams: route, keep the session on its cache, fail over.
 
-For one API request (:meth:`UpstreamSet.exchange`, called by ``Gateway._exchange`` when
-``GATEWAY_UPSTREAMS_FILE`` is set):
+Failover is decided before anything is relayed: once the answer's headers reach the client the
+request stays where it is. Every candidate failed: ``529 overloaded_error`` with ``retry-after``.
 
-1. the :class:`~gateway.upstreams.router.Router` orders the candidates (the session's placement
-   first, open breakers left out); none left: ``529 overloaded_error`` with ``retry-after``;
-2. each candidate gets the request prepared for it from the one parsed client request (its cache
-   step and provider preparation: model id, betas, tags, cache_control, billing-header pinning;
-   thinking blocks left out on a move between providers, :mod:`.signatures`), then the gateway's
-   bounded retry loop on that upstream, with at most ``same_upstream_retries`` retries while other
-   candidates remain (the last candidate gets the request's whole budget);
-3. a 429/529 after those retries, a 5xx, a connection failure, a timeout before the first byte,
-   or a 401/403 (the gateway's own credential for that upstream refused or unobtainable: the client
-   cannot fix it) moves the request to the next candidate. This is decided before anything is relayed: once the
-   answer's headers are sent to the client, the request stays where it is;
-4. every candidate failed: ``529 overloaded_error`` with ``retry-after`` (one candidate only: its
-   own answer, as with a single upstream);
-5. the session is placed on the upstream that answered. A move is counted
-   (``gateway_session_moves_total``), and the request's cache break, if any, is ``upstream_changed``.
+Details: docs/internals/gateway-upstreams.md
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Prometheus series of several upstreams, on the gateway's registry. Labels are upstream names from
-the file (bounded by it) and fixed reason words; never a session id.
+"""Prometheus series of several upstreams, on the gateway's registry.
 
-* ``gateway_upstream_selected_total{upstream,reason}``: requests sent to an upstream first, and why
-  (``route``, ``weighted``, ``affinity``, ``return``, ``breaker_open``, ``failover``);
-* ``gateway_upstream_health{upstream}``: 1 while its breaker is closed and its recent requests did
-  not all fail, else 0;
-* ``gateway_breaker_state{upstream}``: 0 closed, 1 half-open, 2 open;
-* ``gateway_upstream_failures_total{upstream,reason}``: failed attempts (after which it was left);
-* ``gateway_upstream_latency_seconds{upstream}``: time to the upstream's answer (headers);
-* ``gateway_session_moves_total{from,to,reason}``: sessions moved to another upstream's cache;
-* ``gateway_session_move_cache_write_tokens_total{upstream}``: the cache writes of requests whose
-  cache break was ``upstream_changed`` (the cost of moves, in tokens re-written).
+Labels are upstream names from the file (bounded by it) and fixed reason words; never a session id.
+
+Details: docs/internals/gateway-upstreams.md
 """
 
 from __future__ import annotations

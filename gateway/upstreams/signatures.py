@@ -1,16 +1,9 @@
 """Thinking blocks on a move between providers: not replayed where their signature may not verify.
 
-A thinking block's ``signature`` is issued by the service that produced it; providers.md documents
-no guarantee that another provider's endpoint accepts it, and a signature that fails to verify is a
-400 (seed digest: "thinking signature blocks ... are bound to a model: replaying them to another
-model is a 400"; Claude Code's own model fallback strips them first). So when a session's history
-was produced on one provider (first party, Bedrock, Vertex, Foundry) and a request of it goes to
-another, the ``thinking`` and ``redacted_thinking`` blocks of its assistant turns are left out.
-When that leaves the last assistant turn of a tool loop (a ``tool_use`` answered by the request's
-``tool_result``) without its leading thinking block while the request enables thinking (the API
-then refuses it: "a final assistant message must start with a thinking block"), ``thinking`` is
-left out of that one request.
-Moves between two upstreams of the same provider (two Bedrock regions) keep them.
+On a move to another provider, ``thinking`` / ``redacted_thinking`` blocks are left out (and
+thinking itself for a tool loop that would then be refused); moves within one provider keep them.
+
+Details: docs/internals/gateway-upstreams.md
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Layer 4, auto-compact: one summarisation call replaces the history with a summary plus the
-protected tail. Pure: :func:`plan` says whether it is due and builds the call, :func:`complete`
-builds the new history from its answer; the pipeline makes the call.
+protected tail.
 
-Due when the context reaches the auto-compact threshold, or whenever reactive compaction asks for
-it (the upstream refused the prompt). The call goes through the run's model caller with no tools,
-no thinking, ``source="compact"`` and its own ``compact_max_tokens``; its input is a transcript
-(:mod:`.transcript`) shed until it fits the window (a learned limit included). The new history is
-one user message — the first user message verbatim when it is small, then the summary, then the
-tail's first message when that is a user message — followed by the protected tail unchanged, so
-thinking blocks stay where they were and every call keeps its result. If the call fails during
-reactive compaction (or the circuit breaker is open), the summary is replaced by a note and the
-oldest part is dropped all the same: the retry must be smaller than what was refused.
+Pure: :func:`plan` builds the call, :func:`complete` the new history; the pipeline makes the call.
+The protected tail is kept unchanged, and a failed reactive compaction still shrinks the history.
+
+Details: docs/internals/loop-context.md
 """
 
 from __future__ import annotations

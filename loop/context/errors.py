@@ -1,23 +1,9 @@
 """Recognising "the prompt does not fit" in an upstream's answer, and what it says about the limit.
 
-The shapes (``../shared/design/providers.md`` section 5 and the error-redaction rules of section 9;
-the emulators under ``emulators``):
+Every recognised shape cites its source (providers.md sections 5 and 9, the emulators, public
+reports); the list is in the design document.
 
-* first party (and Foundry, same envelope): ``400 invalid_request_error`` ``prompt is too long:
-  210000 tokens > 200000 maximum`` — the maximum is parsed and becomes the learned limit;
-* ``413 request_too_large`` ``Request exceeds the maximum allowed number of bytes.`` (the 32 MB
-  body cap; ``emulators/errors.py``);
-* Bedrock's ``400 ValidationException`` ``Input is too long.`` (``emulators/bedrock_body.py``:
-  a prompt longer than the model's window; the gateway relays that message exactly, and maps it to
-  ``invalid_request_error``); providers.md also lists ``Input is too long for requested model.``;
-* Vertex's request-size ``400 INVALID_ARGUMENT`` ``The request size (N bytes) exceeds 30.000MB
-  limit.`` (``emulators/vertex.py``, check 3), which the gateway sends as ``Input is too
-  long.`` — the original wording is recognised too, for callers that reach Vertex directly;
-* ``400 invalid_request_error`` ``input length and `max_tokens` exceed context limit: 178959 +
-  64000 > 200000, decrease input length or `max_tokens` and try again`` (first party; e.g.
-  docker/docker-agent#569): the prompt fits but not with the requested output, a context
-  overflow the thinking downgrade answers;
-* ``stop_reason: model_context_window_exceeded`` (providers.md section 1): a truncation.
+Details: docs/internals/loop-context.md
 """
 
 from __future__ import annotations

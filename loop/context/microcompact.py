@@ -1,21 +1,10 @@
 """Layer 2, microcompact: clear tool results no longer needed.
 
-Client variant: once the context reaches ``microcompact_trigger_ratio`` of the auto-compact
-threshold, every result older than ``microcompact_min_age_turns`` turns and not among the newest
-``microcompact_keep_results`` is replaced (by ``tool_use_id``) with a short placeholder — but only
-when that frees at least ``microcompact_min_free_tokens``, so the cache breaks once for a real
-gain. The whole result goes to the session's store first (``read_tool_result`` reads it back).
-Only ``tool_result`` blocks change: thinking blocks, calls and the pairing stay as they are. A
-collapse drain clears every eligible result whatever the size.
+Only ``tool_result`` blocks change, and only when enough is freed to be worth a cache break; the
+whole result is stored first. The server variant (:func:`server_edits`) is for upstreams that
+accept the context-management beta.
 
-Server variant (:func:`server_edits`): where the upstream accepts the
-``context-management-2025-06-27`` beta, the request carries a ``clear_tool_uses_20250919`` edit
-with the same parameters and the upstream clears old results itself, keeping the client's history
-whole; the tokens it cleared arrive with the response (``context_management.applied_edits`` or
-``usage.cache_deleted_input_tokens``) and are reported then. Which upstreams accept it:
-first party and Foundry (Claude Code sends the beta there: providers.md section 7), Bedrock only
-with ``clear_tool_uses`` edits (providers.md section 2; ``gateway/providers/shaping.py``), not
-Vertex (the gateway drops it there: ``gateway/providers/shaping.py``, Vertex rows).
+Details: docs/internals/loop-context.md
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Model-judged hooks: ``prompt`` (one call to a small model, the fast path) and ``agent`` (a nested
 agent run with read-only tools).
 
-Both go through the run's own model caller. The judge is told the hook input (``$ARGUMENTS`` in
-the prompt, else appended) and answers with a JSON object: ``{"ok": true}`` lets things go on,
-``{"ok": false, "reason": "..."}`` blocks with that reason (Claude Code's prompt and agent hooks,
-https://code.claude.com/docs/en/hooks, "Prompt-based hooks"); an object in the command-hook
-answer shape (``decision``, ``continue``, ``hookSpecificOutput``) is read as such. A judge that
-fails, runs out of time or answers something else is a non-blocking error.
+Both use the run's own model caller; a judge that fails, times out or answers something else is
+a non-blocking error. The agent judge is a plain nested ``query()``, not a sub-agent.
 
-The agent judge is a plain nested ``query()`` (``subagent=True``, plan-mode permissions, so only
-read-only tools run; the ``agent`` tool is never among them), not a ``loop.subagents`` child: it
-needs one verdict under the hook's timeout, its spend charged through ``spend``, and no permission
-questions to bubble, none of which the pool's tasks, shares and ``TaskUpdate`` events add to.
+Details: docs/internals/loop-hooks.md
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """The run-level hook events and what their answers do to the run.
 
-* ``SessionStart`` (source ``startup``) then ``UserPromptSubmit`` (when the run starts on a user
-  prompt) before the first model call: their ``additionalContext`` (or plain stdout) is added to
-  the prompt's message; ``continue: false``, and a blocked prompt (exit 2, ``decision: "block"``),
-  end the run with ``hook_stopped`` before any model call. A sub-agent's run raises
-  ``SubagentStart`` instead (matcher: the agent type), as Claude Code does: its
-  ``additionalContext`` is added to the child's prompt; it cannot block or stop the child.
-* ``Stop`` (``SubagentStop`` in a sub-agent's run) when the model ends its turn without a tool
-  call: a block (exit 2's stderr, ``decision: "block"``'s reason) becomes a blocking error,
-  ``continue: false`` prevents continuation (``stop_hook_prevented``). ``stop_hook_active`` tells
-  the hook the model is already continuing because of a stop hook, so a script can let it stop.
-* ``PreCompact`` (trigger ``auto``) before each summarisation call (:class:`PreCompactCaller`
-  sees the ``compact`` requests go by); informational.
-* ``SessionEnd`` (reason ``other``) when the run ends, however it ends (not a sub-agent's run:
-  the session is its parent's); informational.
+Events and effects follow Claude Code's (``SessionStart``, ``UserPromptSubmit``, ``Stop``,
+``PreCompact``, ``SessionEnd``, and the sub-agent variants); a switchyard run, one ``query()``
+call, is the hooks' session.
 
-A switchyard run is the hooks' session: one ``query()`` call.
+Details: docs/internals/loop-hooks.md
 """
 
 from __future__ import annotations

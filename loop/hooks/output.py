@@ -1,21 +1,9 @@
 """What one hook answered, read the way Claude Code reads it, and the answers of several merged.
 
-Claude Code hooks reference (https://code.claude.com/docs/en/hooks, "Hook output"):
+Exit codes and the JSON answer are read as the Claude Code hooks reference ("Hook output")
+describes; a non-blocking error is logged and the run goes on.
 
-* exit code 0: success; stdout, when it is a JSON object, is the structured answer below, else
-  plain text (added to the context for ``UserPromptSubmit`` and ``SessionStart``);
-* exit code 2: a blocking error, stderr is the reason (``PreToolUse``: the call is refused;
-  ``PostToolUse`` and ``Stop``: the reason goes to the model; ``UserPromptSubmit``: the prompt is
-  refused);
-* any other exit code, a timeout, a crash: a non-blocking error, logged, and the run goes on.
-
-The JSON answer: ``continue`` (``false`` stops the run, ``stopReason`` says why), ``systemMessage``
-(logged), ``decision: "block"`` with ``reason`` (``Stop``, ``PostToolUse``, ``UserPromptSubmit``;
-``"approve"``/``"block"`` are also ``PreToolUse``'s deprecated allow/deny), and
-``hookSpecificOutput`` with ``permissionDecision`` (``allow``/``deny``/``ask``),
-``permissionDecisionReason``, ``updatedInput`` (``PreToolUse``), ``additionalContext``
-(``PostToolUse``, ``UserPromptSubmit``, ``SessionStart``) and ``updatedMCPToolOutput``
-(``PostToolUse``: the tool's result replaced; applied to every tool here).
+Details: docs/internals/loop-hooks.md
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """``HookRunner``: raises one run's hook events, with Claude Code's hook input.
 
-Every input carries ``session_id``, ``transcript_path`` (the run's history as JSON lines, one
-``{"type": "user"|"assistant", "message": ...}`` per message, rewritten before a command or webhook
-sees it), ``cwd``, ``permission_mode`` and ``hook_event_name``; then per event (Claude Code hooks
-reference, https://code.claude.com/docs/en/hooks, "Hook input"): ``tool_name``, ``tool_input``,
-``tool_use_id`` (``PreToolUse``), and ``tool_response`` (``PostToolUse``); ``prompt``
-(``UserPromptSubmit``); ``stop_hook_active`` and ``last_assistant_message`` (``Stop``,
-``SubagentStop``); ``source`` (``SessionStart``); ``reason`` (``SessionEnd``); ``trigger`` and
-``custom_instructions`` (``PreCompact``). The matching hooks of an event run concurrently; their
-answers are merged (:func:`loop.hooks.output.merge`); non-blocking errors are logged.
+Inputs follow the Claude Code hooks reference ("Hook input"); matching hooks run concurrently and
+their answers are merged. A sub-agent's runner is made from its parent's.
 
-A sub-agent's run has a runner of its own made from its parent's (:class:`loop.hooks.child.ChildHooks`): the same
-settings and ``session_id``, and, as Claude Code does for hooks fired inside a sub-agent,
-``agent_id`` and ``agent_type`` in every input; ``transcript_path`` is the parent's transcript and
-``SubagentStop`` also gets ``agent_transcript_path`` (the child's own history).
+Details: docs/internals/loop-hooks.md
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Hook settings in Claude Code's ``hooks`` shape, so existing settings files and scripts work.
 
-::
+Unknown events are accepted and ignored with a warning (files load as they are); an unknown
+handler type is an error, since silently skipping a guard is not safe.
 
-    {"hooks": {
-        "PreToolUse": [{"matcher": "write_file|edit_file",
-                        "hooks": [{"type": "command", "command": "./guard.sh", "timeout": 10}]}],
-        "Stop": [{"hooks": [{"type": "command", "command": "make lint"}]}]
-    }}
-
-The shape, the events, the handler types (``command``, ``http``, ``prompt``, ``agent``) and their
-fields follow the Claude Code hooks reference (https://code.claude.com/docs/en/hooks, "Hooks
-reference": configuration, matchers, hook input and output). ``python`` (``"callable":
-"module:function"``, or a ``PythonHook`` built in code) is switchyard's own: a function called like
-claude-agent-sdk's hook callbacks, ``(input_data, tool_use_id, context) -> dict``.
-
-Matchers: for ``PreToolUse`` / ``PostToolUse`` the tool name, for ``SessionStart`` the source
-(``startup``), for ``PreCompact`` the trigger (``auto``), for ``SubagentStart`` / ``SubagentStop``
-the agent type; ``""``, ``"*"`` or none match everything;
-letters, digits, ``_`` and ``|`` only: exact names (``Edit|Write``); anything else is a regular
-expression searched in the name (``mcp__.*``). Events the loop does not raise (``Notification``,
-``PermissionRequest``...) are accepted and ignored with a warning, so a Claude Code settings file
-loads as it is; a handler type nobody knows is an error (skipping a guard silently is not safe).
+Details: docs/internals/loop-hooks.md
 """
 
 from __future__ import annotations

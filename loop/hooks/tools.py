@@ -1,19 +1,9 @@
 """``PreToolUse`` and ``PostToolUse`` around the dispatcher's permission check and execution.
 
-``PreToolUse`` runs after the call's input validated and before the permission check (Claude Code
-hooks reference, https://code.claude.com/docs/en/hooks, "PreToolUse decision control"):
+``PreToolUse`` runs after input validation and before the permission check; an ``allow`` never
+overrides deny rules or plan mode, and ``updatedInput`` is validated again.
 
-* deny (``permissionDecision: "deny"``, exit code 2, the deprecated ``decision: "block"``, a judge
-  that says no): the call is answered with an error result carrying the reason, never run;
-* ``updatedInput``: the call runs with that input (validated against the tool's schema again);
-* ``allow``: the call does not ask anyone; deny rules and plan mode still refuse it;
-* ``ask``: the ``can_use_tool`` callback is asked even where the mode would allow the call
-  (nobody to ask: refused);
-* ``continue: false``: the call is not run and the run ends after this turn's tools.
-
-``PostToolUse`` runs after a call that succeeded: ``decision: "block"``'s reason, exit 2's stderr and
-``additionalContext`` are appended to the result for the model; ``updatedMCPToolOutput`` replaces
-the result; ``continue: false`` ends the run after this turn's tools.
+Details: docs/internals/loop-hooks.md
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
 """The MCP servers file: the ``{"mcpServers": {...}}`` JSON Claude Code and claude-agent-sdk read.
 
-::
+Variables expand as Claude Code expands them; an unset ``${VAR}`` without a default makes the file
+invalid and errors never show a value. Servers' own annotations are not trusted: tools are
+``destructive`` unless declared otherwise. Format and keys: the design document.
 
-    {"mcpServers": {
-        "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
-                  "env": {"DEBUG": "0"}, "permission": "readOnly"},
-        "tickets": {"type": "http", "url": "http://127.0.0.1:8931/mcp",
-                    "headers": {"Authorization": "Bearer ..."},
-                    "toolPermissions": {"close_ticket": "destructive"}}
-    }}
-
-A server is ``stdio`` (``command``, ``args``, ``env``, optional ``cwd``; ``"type": "stdio"`` or
-no type) or streamable HTTP (``"type": "http"``, ``url``, ``headers``). ``sse`` servers (the
-deprecated transport) are refused with a clear error. Three keys are switchyard's own:
-``permission``, the level of every tool of the server; ``toolPermissions``, per-tool levels by
-the server's tool name; ``timeout``, seconds to start the server and list its tools (30); and an
-HTTP server's ``oauth`` is the client-credentials grant (:mod:`loop.mcp.oauth`). Levels:
-``readOnly`` (never asks; may run concurrently), ``edit`` (allowed in ``acceptEdits``) and
-``destructive`` (asks even in ``acceptEdits``), the default: like Claude Code, an MCP tool is
-confirmed unless it is allowed (``--allow mcp__server__tool``) or declared otherwise here. The
-servers' own ``readOnlyHint``/``destructiveHint`` annotations are not trusted (the MCP
-specification calls them untrusted hints).
-
-Environment variables are expanded as Claude Code expands them in ``.mcp.json`` (its MCP
-documentation, "Environment variable expansion"; the same pattern as Claude Code 2.1.332's
-expander): ``${VAR}`` is the variable's value, ``${VAR:-default}`` the default when ``VAR`` is
-unset (a variable set to the empty string is set), in ``command``, ``args``, ``env`` values,
-``url`` and ``headers`` values; ``$VAR`` without braces is left as it is. A ``${VAR}`` that is
-unset and has no default makes the file invalid (the error names the server, the field and the
-variable, never a value), as the documentation says of Claude Code.
+Details: docs/internals/loop-mcp.md
 """
 
 from __future__ import annotations

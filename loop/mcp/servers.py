@@ -1,21 +1,9 @@
 """Connecting to MCP servers with the official ``mcp`` package: stdio and streamable HTTP.
 
-::
+A server that fails to start or list does not fail the others (unless ``strict=True``); its
+headers and environment never appear in a message. Leaving ``connect`` stops every server.
 
-    async with loop.mcp.connect(load_servers("mcp.json")) as tools:
-        run = loop.query(loop.QueryParams("...", tools=[*builtin_tools(root), *tools]))
-        await run.wait()
-
-``connect`` starts every server (a stdio server as a child process; an HTTP server over one
-session), lists its tools (every page) and yields them as loop tools; leaving the block closes the
-sessions and stops the processes. A server that cannot be started, initialised or listed within
-its ``timeout`` does not fail the others: it is reported (``tools.failures``, the ``on_failure``
-callback, a warning in the log; its headers and environment never appear in the message), its
-process is stopped and its tools are absent; ``strict=True`` raises ``McpServerError`` instead.
-When a connected server offers resources, two read-only tools list and read them, named and
-shaped as Claude Code's (:mod:`loop.mcp.resources`); ``tools.prompt(server, name, arguments)``
-gets a server's prompt as messages to start a run with. Tool calls run in the loop's tool tasks and
-share the server's session.
+Details: docs/internals/loop-mcp.md
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """System prompt sections, the dynamic boundary, and the rules for laying them out.
 
-A system prompt is a sequence of named sections with one :data:`SYSTEM_PROMPT_DYNAMIC_BOUNDARY`
-between the static part (identical for every session, user and organisation: it gets the global
-cache scope) and the dynamic part (session specific). Each section is one of:
+:func:`system_prompt_section` is memoised per session; :func:`DANGEROUS_uncached_system_prompt_section`
+busts the cache on change and needs a ``reason``. ``None`` or blank text leaves a section out.
 
-* :func:`system_prompt_section`: computed once per session, then memoised (the memo is the
-  session's :class:`~loop.prompt.section_cache.SectionCache`);
-* :func:`DANGEROUS_uncached_system_prompt_section`: recomputed on every request, so any change
-  busts the cache from that point on. Its ``reason`` is mandatory: never read at runtime, it
-  documents in the code why the cost is worth paying.
-
-``compute`` is sync or async and returns ``str | None``; ``None`` or blank text leaves the
-section out. A ``compute`` with one required positional parameter receives the request's
-:class:`~loop.prompt.inputs.PromptInputs`; one with none is called without arguments (so the
-``lambda text=text: text`` idiom works).
+Details: docs/internals/loop-prompt.md
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The 2^N guard: how many distinct global-prefix variants a prompt produces across configurations.
 
-Every runtime condition read before the boundary multiplies the variants of the globally cached
-prefix (3 booleans -> up to 8 prefixes, each written and paid for separately, each with a fraction
-of the hits). :func:`static_prefix_variants` runs the static sections under every relevant
-combination of a condition space and counts the distinct static texts.
+Relevant conditions are observed (a tracing ``PromptInputs``), not declared; this assumes
+``compute`` depends on its inputs only, not on globals or the clock.
 
-Which conditions are relevant is observed, not declared: every section runs against a tracing
-:class:`~loop.prompt.inputs.PromptInputs` that records the names it looks up. The search starts
-from each condition's first value and widens to the cartesian product of the conditions read so
-far until no new condition is read. Since a deterministic section's path depends only on the
-values it reads, this finds every reachable read and every variant without enumerating conditions
-nobody reads (assumption: ``compute`` depends on its inputs, not on globals or the clock).
-
-Names read but absent from the condition space come from ``base_inputs`` and are fixed: they are
-still reported (``unexplored``), since the runtime may well vary them.
+Details: docs/internals/loop-prompt.md
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""Sub-agent definitions in Claude Code's ``--agents`` JSON (and claude-agent-sdk's ``agents``):
+"""Sub-agent definitions in Claude Code's ``--agents`` JSON (and claude-agent-sdk's ``agents``).
 
-::
+Field names and shapes are those of Claude Code 2.1.332's agent definition schema; fields the loop
+does not use are ignored with a warning, so an existing file loads as it is.
 
-    {"reviewer": {"description": "Reviews code", "prompt": "You are a code reviewer",
-                  "tools": ["read_file", "search_files"], "model": "haiku"}}
-
-One entry per agent, keyed by its name: ``description`` (when to use it; shown to the model) and
-``prompt`` (its system prompt) are required; ``tools`` (names of the run's tools; omitted: all of
-them), ``disallowedTools`` (names removed; ``mcp__<server>``, ``mcp__<server>__*`` and
-``mcp__*`` remove every tool of a server, or every MCP tool), ``model`` (a model id, ``inherit``
-or omitted: the parent's current model; the aliases ``opus``, ``sonnet``, ``haiku``: what Claude
-Code 2.1.332 sends for them to a first-party upstream, providers.md section 7), ``maxTurns`` and
-``permissionMode`` (default ``bubble``: the parent answers) are read. The other fields Claude Code
-knows (``mcpServers``, ``skills``, ``hooks``, ``effort``, ``memory``...) are ignored with a
-warning, so an existing file loads as it is. The field names and shapes are those of the agent
-definition schema in Claude Code 2.1.332 (``AgentDefinition`` of claude-agent-sdk).
+Details: docs/internals/loop-subagents.md
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Running sub-agents: nested ``query()`` runs as tasks with states, bounds and a kill switch.
 
-``SubagentPool.spawn`` starts a child at once as an asyncio task: ``pending`` until one of the
-``max_concurrent`` slots is free, ``running`` while its ``query()`` runs (its own history, tools,
-system prompt, model and permission mode; ``LoopConfig.subagent`` set, ``source="agent:<name>"``),
-then ``completed`` (it ended with ``completed``), ``failed`` (any other terminal, or no budget to
-start with) or ``killed`` (``kill()``, or its parent went away). Every change is a ``TaskUpdate``
-given to ``sink`` (the parent run puts them on its own event stream); the last carries the child's
-typed terminal, usage and result text. Budgets nest (:mod:`loop.subagents.budget`): the child
-draws from its parent's tokens and cost and cannot outlive its parent's deadline (it runs under a
-timeout on the parent's clock). ``wait`` always returns a ``TaskResult``; when the waiter is
-cancelled (the parent aborts), the child is cancelled and waited for first, so no child outlives
-its parent. The parent's hooks run in its children (``QueryParams.parent_hooks``).
+Budgets nest (a child draws from its parent's) and no child outlives its parent; every state
+change is a ``TaskUpdate`` given to ``sink``.
+
+Details: docs/internals/loop-subagents.md
 """
 
 from __future__ import annotations

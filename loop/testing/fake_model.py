@@ -1,20 +1,9 @@
 """``FakeModel``: a scripted model caller that emits real Anthropic stream event dicts.
 
-::
+Responses are rendered event by event the way the API streams them; every request is recorded
+in ``model.requests``.
 
-    model = FakeModel([
-        FakeResponse.of(text("Let me look."), tool_use("read_file", {"path": "a.txt"})),
-        FakeResponse.of(text("Done.")),
-    ])
-    run = loop.query(QueryParams("fix it", tools=tools, deps=LoopDeps(call_model=model)))
-
-Each response is rendered the way the API streams it: ``message_start``; per block
-``content_block_start``, deltas (``text_delta``; ``input_json_delta`` fragments of the tool input
-JSON; ``thinking_delta`` then ``signature_delta``), ``content_block_stop``; ``message_delta`` with
-the stop reason and cumulative usage; ``message_stop``. ``stop_reason`` defaults to ``tool_use``
-when a response has a tool call, else ``end_turn``. Failures: ``FakeResponse.http_error`` (one
-error event with a status, as the callers report HTTP errors) and ``fail_after`` (the first *n*
-events, then the API's ``error`` event). Every request is recorded in ``model.requests``.
+Details: docs/internals/loop-testing.md
 """
 
 from __future__ import annotations

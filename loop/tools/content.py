@@ -1,18 +1,9 @@
 """What a tool may return: text, images, or a list of content blocks, as ``tool_result`` accepts.
 
-The Messages API takes a ``tool_result``'s ``content`` as a string or as a list of ``text``,
-``image``, ``document`` and ``search_result`` blocks. ``to_content`` turns what a tool returned
-into one of those two shapes:
+``to_content`` maps a tool's return value to a string or a list of blocks; a dict whose ``type``
+the API does not accept in a tool result is sent as JSON text, never as a block (no forged calls).
 
-* ``str``: the text itself;
-* ``Image`` (bytes and a media type): one base64 ``image`` block;
-* a pydantic model, or any other JSON value (dict, list, number...) that is not a content
-  block: its JSON as text (structured content the model reads);
-* a content-block dict (``{"type": "image", ...}``), or a list mixing blocks, strings, images and
-  models: a list of blocks, each item converted as above.
-
-A dict whose ``type`` is not one the API accepts in a tool result is serialised as JSON, never
-sent as a block (an ``{"type": "tool_use"}`` from a tool cannot forge a call).
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The single security boundary between the model's tool calls and the tools.
 
-Every call goes through, in order: lookup (an unknown name is answered with the available names),
-input validation (errors and the expected schema go back so the model can retry), the permission
-check (a denial is a cancellation result; a callback that raises is a denial), execution under a
-per-tool timeout on the injected clock, and wrapping: exceptions become ``is_error`` results (any
-exception, from the tool or from its ``input_paths``: ``OSError``, ``RecursionError``,
-``UnicodeError``, ``SystemExit``...; the message names the exception without file names or
-absolute paths, the traceback goes to the DEBUG log), results longer than the tool's
-``max_result_size_chars`` are cut with a note (unless ``truncate_results`` is off: the loop turns
-it off when its tool-result budget layer excerpts and stores long results instead). Whatever
-happens, the caller gets exactly one ``tool_result`` block with the call's id; only cancellation
-(and ``KeyboardInterrupt``) propagates.
+Lookup, validation, permission, execution under a timeout, wrapping: whatever happens the caller
+gets exactly one ``tool_result`` for the call; error messages carry no file names or absolute
+paths; only cancellation (and ``KeyboardInterrupt``) propagates.
+
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations

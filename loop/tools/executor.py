@@ -1,22 +1,9 @@
 """Running one response's tool calls, starting safe ones while the response still streams.
 
-* ``submit`` (called as each ``tool_use`` block completes): a call that is concurrency-safe for its
-  input starts at once, provided every earlier call of the response is safe too (a read issued
-  after an edit must see the edit);
-* ``finish`` (after the response ended with ``tool_use``): the remaining calls run in order,
-  consecutive safe calls together (at most ``max_concurrency`` at a time), state-changing calls
-  one at a time once everything before them has finished;
-* ``results``: one ``tool_result`` per call, in call order, whatever order they finished in;
-* ``cancel``: stops everything (a response that did not end with ``tool_use``, an abort);
-* ``interrupt``: ``finish`` stops at once, starting nothing more (a submit-interrupt);
-* ``reuse``: results of calls a dropped response already ran (``loop.fallback``): a call with the
-  same tool and input in this response gets that result instead of running again.
+A safe call starts early only if every earlier call of the response is safe too (a read after an
+edit must see it); state-changing calls run one at a time; results come back in call order.
 
-Tools (a sub-agent's ``agent`` tool) may ``emit`` events of their own while they run; they come out
-with the progress events.
-
-Progress is reported as ``ToolStarted`` / ``ToolFinished`` events: ``drain`` returns the ones
-ready now (the loop calls it between stream events), ``finish`` yields them as they happen.
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations

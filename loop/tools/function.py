@@ -1,32 +1,10 @@
 """Tools from plain functions: ``@tool``.
 
-::
+The input schema comes from the parameters' type hints and defaults, descriptions from the
+docstring; a first ``ToolContext`` parameter is not part of the schema. Sync functions run in a
+worker thread. An example is in the design document.
 
-    @dataclass
-    class Deps:
-        db: Database
-
-    @tool(read_only=True)
-    async def lookup_order(ctx: ToolContext[Deps], order_id: int, verbose: bool = False) -> str:
-        \"\"\"Look an order up.
-
-        Args:
-            order_id: The order's number.
-            verbose: Include the order's lines.
-        \"\"\"
-        return await ctx.deps.db.order(order_id, verbose)
-
-The input schema is a pydantic model built from the parameters' type hints and defaults (any type
-pydantic validates: ``Literal``, ``Annotated[int, Field(ge=1)]``, models, lists...); each
-parameter's description comes from the docstring's ``Args``/``Parameters`` section (Google, NumPy,
-reST and Epydoc styles, parsed by ``docstring_parser``), the tool's description from the rest of the
-docstring. A first parameter annotated ``ToolContext`` (or ``ToolContext[Deps]``) is not part of
-the schema: the call's context is passed there, its ``deps`` being the run's
-``QueryParams.tool_deps``. Sync and async functions both work (a sync one runs in a worker
-thread, so it does not stall the loop; the function itself stays reachable as ``.func``). The return value may be text, an ``Image``, a pydantic
-model or JSON value (sent as JSON text) or a list of content blocks (``loop.tools.content``).
-Permission level: ``read_only`` (never asks), default (an edit: allowed in ``acceptEdits``),
-``destructive`` (asks even in ``acceptEdits``).
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations

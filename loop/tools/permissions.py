@@ -1,24 +1,10 @@
 """Permission modes and rules: may this tool call run?
 
-``evaluate`` is pure and decides ALLOW, DENY or ASK (and whom to ask); ``resolve`` asks.
+``evaluate`` is pure and decides ALLOW, DENY or ASK; ``resolve`` asks. A matching deny rule
+refuses in every mode, and an ASK with nobody to ask is a denial (the mode table: the design
+document).
 
-Order: a matching deny rule refuses in every mode. ``plan`` allows read-only tools only (allow
-rules do not widen it). ``bypassPermissions`` allows everything else. A matching allow rule
-allows. Read-only tools are allowed. Then, for calls that change something:
-
-================== ================================================================
-mode               decision
-================== ================================================================
-dontAsk            allow, and log that it did not ask
-acceptEdits        allow edits; a destructive tool asks the ``can_use_tool`` callback
-default            ask the ``can_use_tool`` callback
-auto               ask the injected classifier (the callback when there is none)
-bubble             ask the parent's callback (sub-agents); deny when there is no parent
-================== ================================================================
-
-An ASK with nobody to ask is a denial. Rules name a tool, a workspace path prefix, or both; a path
-rule applies to tools that report paths (``Tool.input_paths``): a deny rule matches when any path is
-under its prefix, an allow rule only when every path is.
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations

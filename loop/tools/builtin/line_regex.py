@@ -1,16 +1,10 @@
 """``search_files``'s regular expressions: RE2, matched line by line, one RE2 call per file.
 
-RE2 (``google-re2``) matches in time linear in the text whatever the pattern: no catastrophic
-backtracking. A pattern RE2 refuses (backreferences, lookaround) is a ``ToolError`` saying so;
-nothing falls back to Python's ``re``.
+RE2 only: a pattern RE2 refuses is a ``ToolError``; nothing falls back to Python's ``re``. The
+joined multi-line search must never miss a line that matches alone (why it holds, and the
+patterns matched line by line instead: the design document).
 
-A line matches when the pattern matches the line alone (as ``grep``). Calling RE2 once per line
-costs ~10 µs of binding overhead, so a file's lines are first joined with ``\\n`` and searched in
-one call with the pattern in multi-line mode (``(?m)``: ``^``/``$`` at line boundaries, and ``\\b``
-sees the same non-word character at a line's edge); only the lines a match touches are then
-checked alone. A match of the line alone is a match of the joined text at the same place, so no
-matching line is missed; patterns for which that does not hold (``\\A``, ``\\z``, a flag group
-turning multi-line mode off) are matched line by line only.
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations

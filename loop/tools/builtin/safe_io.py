@@ -1,18 +1,10 @@
 """How the file tools open files: regular files only, checked before opening, never blocking.
 
-The workspace hands over paths it already resolved (no symbolic link left in them). Before any
-``open``, the path is ``lstat``-ed and refused unless it is a regular file: directories, symbolic
-links (what is left of a loop or an over-long chain), FIFOs, sockets and device files all get a
-``ToolError`` naming what they are. The open itself adds ``O_NONBLOCK`` (opening a FIFO or a
-device returns at once instead of waiting for a peer), ``O_NOFOLLOW`` (a symbolic link swapped in
-is not followed), ``O_NOCTTY`` and ``O_CLOEXEC``; the descriptor is then ``fstat``-ed and must be
-the very regular file that was checked (same device and inode), so a file swapped between the
-check and the open is refused, never read or written. Reads stop at ``MAX_FILE_BYTES`` + 1 bytes
-whatever ``st_size`` said, so a file growing under the tool cannot make it read without bound.
+``lstat`` before ``open``, ``O_NONBLOCK | O_NOFOLLOW``, then ``fstat`` must match the checked file
+(no swap between check and open); reads are bounded whatever ``st_size`` says; writes refuse
+files with several hard links.
 
-Writes and edits refuse a file with more than one hard link (``st_nlink > 1``): another name of
-the same inode may be outside the workspace, and writing through the name inside would change
-it. Reads of such a file are the workspace's decision (``Workspace.check_links``).
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """``search_files``: an RE2 regular expression over the text files under a workspace directory.
 
-Patterns are RE2 (``line_regex``): matching takes time linear in the text whatever the pattern,
-so nothing backtracks catastrophically (``(a+)+$`` over ``"a" * 30 + "b"`` takes microseconds).
-A pattern RE2 does not support (backreferences, lookaround) is an error result that says so; it
-is never handed to Python's ``re``.
+Patterns are RE2 (``line_regex``), never Python's ``re``. The walk follows no directory symlink,
+opens files through ``safe_io`` only, and stops at ``MAX_MATCHES``, its time budget or the
+call's cancellation.
 
-The walk does not follow symbolic links to directories (no loop can trap it), reads regular
-files only, through ``safe_io`` (a FIFO, a socket or a device is skipped, never opened), and
-skips binary files, files over ``MAX_FILE_BYTES`` and hard-linked files whose links are not all
-inside the workspace. It stops at the first of: ``MAX_MATCHES`` matches; its time budget (the
-smaller of ``time_budget_s`` and ``TIMEOUT_SHARE`` of the call's timeout, on the context's
-clock), reporting the partial results with a note; or the call's cancellation (the dispatcher's
-timeout), checked between files and between RE2 calls, so the worker thread ends soon after
-instead of running on unseen.
+Details: docs/internals/loop-tools.md
 """
 
 from __future__ import annotations
