@@ -90,6 +90,7 @@ from bench.cache_report import (
     TurnRecord,
 )
 from bench.cc_session import DEFAULT_FIXTURE, ClaudeCodeSession
+from bench.cc_turn import stream_turn
 from bench.upstream_prefix import (
     PromptTokens,
     UpstreamPrefix,
@@ -163,31 +164,6 @@ def tool_order(session: ClaudeCodeSession) -> list[str]:
     return [FALLBACK_TOOL, *(n for n in names if n != FALLBACK_TOOL)] if FALLBACK_TOOL in names else names
 
 
-async def _send(
-    client: anthropic.AsyncAnthropic,
-    session: ClaudeCodeSession,
-    model: str,
-    headers: dict[str, str],
-) -> anthropic.types.Message:
-    request = session.next_request(model)
-    other = session.other_fields
-    max_tokens = int(other.pop("max_tokens"))
-    metadata = other.pop("metadata", None)
-    other.pop("stream", None)
-    async with client.messages.stream(
-        model=request["model"],
-        max_tokens=max_tokens,
-        messages=cast(Any, request["messages"]),
-        system=cast(Any, request["system"]),
-        tools=cast(Any, request["tools"]),
-        metadata=cast(Any, metadata) if metadata is not None else anthropic.omit,
-        extra_body=other,
-        extra_headers=headers,
-        extra_query={"beta": "true"},
-    ) as stream:
-        return await stream.get_final_message()
-
-
 def _ceiling(turns: Sequence[TurnRecord], tokens: Sequence[PromptTokens], model: str) -> int:
     """What the latest earlier request to ``model`` cached (0 if none): the most this one can read."""
     for record, counted in zip(reversed(turns), reversed(tokens), strict=True):
@@ -249,7 +225,9 @@ async def _drive(
             scenario, emulator_headers = _scripted_model(session, order)
             seen = len(emulator.request_log)
             breaks_before = _breaks(metrics, provider)
-            final = await _send(client, session, model, session.headers(dropped, emulator_headers))
+            final, _ = await stream_turn(
+                client, session, model, session.headers(dropped, emulator_headers), query={"beta": "true"}
+            )
             await _recorded(metrics, provider, n)
             breaks_after = _breaks(metrics, provider)
             reasons = [r for r, c in breaks_after.items() if c > breaks_before.get(r, 0)]

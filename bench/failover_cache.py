@@ -45,12 +45,13 @@ import warnings
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anthropic
 
 from bench.cache_efficiency import _scripted_model, tool_order
 from bench.cc_session import DEFAULT_FIXTURE, ClaudeCodeSession
+from bench.cc_turn import stream_turn
 from emulators import EmulatorConfig, ManualClock
 from emulators.upstreams import emulated_upstream
 from gateway.app import create_app
@@ -138,29 +139,6 @@ def _session(i: int, fixture: Path) -> ClaudeCodeSession:
     return session
 
 
-async def _send_to(
-    client: anthropic.AsyncAnthropic, session: ClaudeCodeSession, headers: dict[str, str]
-) -> tuple[anthropic.types.Message, str]:
-    """One streamed turn as Claude Code sends it; the message and the upstream that answered."""
-    request = session.next_request(session.model)
-    other = session.other_fields
-    max_tokens = int(other.pop("max_tokens"))
-    metadata = other.pop("metadata", None)
-    other.pop("stream", None)
-    async with client.messages.stream(
-        model=request["model"],
-        max_tokens=max_tokens,
-        messages=cast(Any, request["messages"]),
-        system=cast(Any, request["system"]),
-        tools=cast(Any, request["tools"]),
-        metadata=cast(Any, metadata) if metadata is not None else anthropic.omit,
-        extra_body=other,
-        extra_headers=headers,
-    ) as stream:
-        message = await stream.get_final_message()
-        return message, stream.response.headers.get("x-gateway-upstream", "?")
-
-
 def outage_rounds(turns: int, blips: int) -> set[int]:
     """The rounds the primary is down: the middle third, less ``blips`` single rounds spread evenly
     through it where it answers again before failing anew (an unstable recovery)."""
@@ -191,7 +169,8 @@ async def run_once(
                 headers["X-Claude-Code-Session-Id"] = f"bench-failover-{i:04d}"
                 async with gate:
                     try:
-                        final, upstream = await _send_to(client, session, headers)
+                        final, answered = await stream_turn(client, session, session.model, headers)
+                        upstream = answered.get("x-gateway-upstream", "?")
                     except anthropic.APIError:
                         result.failed += 1
                         return
