@@ -134,11 +134,13 @@ async def read_error_body(response: aiohttp.ClientResponse, provider: str, reque
         response.release()
 
 
-def build_ssl_context(egress: EgressSettings) -> ssl.SSLContext:
+def build_ssl_context(egress: EgressSettings, *, client_cert: bool = True) -> ssl.SSLContext:
+    """TLS for egress: trust ``GATEWAY_CA_BUNDLE`` (else the system store); with ``client_cert``,
+    present the upstream mTLS certificate (off for third parties such as the sign-in IdP)."""
     context = ssl.create_default_context(
         cafile=str(egress.ca_bundle) if egress.ca_bundle is not None else None
     )
-    if egress.client_cert is not None:
+    if client_cert and egress.client_cert is not None:
         context.load_cert_chain(
             str(egress.client_cert),
             str(egress.client_key) if egress.client_key is not None else None,

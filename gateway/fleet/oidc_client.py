@@ -6,7 +6,7 @@ kept; the JWKS is fetched again (at most once a minute) when a token names a key
 (the IdP rotated). PKCE (S256), ``state`` and ``nonce`` come from authlib; the ID token is verified
 with joserfc: signature, ``iss`` equal to ``GATEWAY_OIDC_ISSUER``, ``aud`` holding the client id,
 ``exp``/``iat`` (60 s leeway), and on the code flow the ``nonce`` sent. No JWT or PKCE code is
-hand-written here.
+hand-written here. The calls go out through the gateway's egress settings (:mod:`gateway.fleet.idp_http`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,15 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from gateway.fleet.idp_http import IdpError, IdpHttp
+
+__all__ = ["Authorization", "IdpDenied", "IdpError", "IdpTokens", "OidcClient"]
+
 LEEWAY_S: Final = 60
 JWKS_REFETCH_S: Final = 60.0
 ASYMMETRIC: Final = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
-TIMEOUT: Final = aiohttp.ClientTimeout(total=10)
-
-
-class IdpError(Exception):
-    """The IdP could not be used (unreachable, malformed answer, a token that does not verify)."""
 
 
 class IdpDenied(Exception):
@@ -60,7 +59,7 @@ class IdpTokens:
 class OidcClient:
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        http: IdpHttp,
         *,
         issuer: str,
         client_id: str,
@@ -69,7 +68,7 @@ class OidcClient:
         scopes: str,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._session = session
+        self._http = http
         self.issuer = issuer
         self._client_id = client_id
         self._client_secret = client_secret
@@ -81,13 +80,9 @@ class OidcClient:
         self._jwks_at = float("-inf")
 
     async def _get_json(self, url: str) -> dict[str, Any]:
-        try:
-            async with self._session.get(url, timeout=TIMEOUT) as response:
-                if response.status != 200:
-                    raise IdpError(f"{url} answered {response.status}")
-                payload = await response.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise IdpError(f"{url}: {type(exc).__name__}") from None
+        status, payload = await self._http.request("GET", url, headers={"accept": "application/json"})
+        if status != 200:
+            raise IdpError(f"{url} answered {status}")
         if not isinstance(payload, dict):
             raise IdpError(f"{url} did not answer a JSON object")
         return payload
@@ -141,14 +136,9 @@ class OidcClient:
             )
         else:
             form = {**form, "client_id": self._client_id}
-        try:
-            async with self._session.post(
-                metadata["token_endpoint"], data=form, headers=headers, timeout=TIMEOUT
-            ) as response:
-                payload = await response.json(content_type=None)
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise IdpError(f"token endpoint: {type(exc).__name__}") from None
+        status, payload = await self._http.request(
+            "POST", metadata["token_endpoint"], form=form, headers=headers
+        )
         if not isinstance(payload, dict):
             raise IdpError("the token endpoint did not answer a JSON object")
         if status in (400, 401) and payload.get("error") in (

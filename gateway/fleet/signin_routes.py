@@ -8,8 +8,9 @@ Details: docs/internals/gateway-fleet.md
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Final
 from urllib.parse import parse_qsl
 
@@ -17,7 +18,9 @@ import orjson
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from gateway.client_address import Network, client_address
 from gateway.config import Settings
+from gateway.egress import EgressKind
 from gateway.fleet.claims import Refused
 from gateway.fleet.device import normalise_user_code
 from gateway.fleet.oidc_client import IdpError
@@ -31,6 +34,8 @@ from gateway.fleet.verification import (
     page,
 )
 from gateway.inbound import Authenticator
+
+log = logging.getLogger("switchyard.fleet")
 
 SIGNIN_KEY: Final = web.AppKey("signin", SigninService)
 MAX_FORM_BYTES: Final = 16 * 1024
@@ -55,10 +60,6 @@ def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(status=status, text=text, content_type="text/html", headers=headers)
 
 
-def _ip(request: web.Request) -> str:
-    return request.remote or "unknown"
-
-
 async def _form(request: web.Request) -> dict[str, str] | None:
     """The urlencoded form (first value of each field), or ``None`` when it is not one or too big."""
     if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
@@ -81,11 +82,42 @@ async def _form(request: web.Request) -> dict[str, str] | None:
     return form
 
 
+_PROXY_KINDS: Final = frozenset(
+    {EgressKind.PROXY_AUTH, EgressKind.PROXY_REFUSED, EgressKind.PROXY_ERROR, EgressKind.PROXY_UNREACHABLE}
+)
+
+
+def idp_unavailable(exc: IdpError, step: str) -> web.Response:
+    """The page for an IdP the gateway could not use, and one log line naming why (``exc``'s message
+    never holds a credential: :mod:`gateway.fleet.idp_http`)."""
+    log.warning("sign-in: %s: the identity provider could not be used: %s", step, exc)
+    kind = exc.egress.kind if exc.egress is not None else None
+    if kind in _PROXY_KINDS:
+        reason = "The gateway's outbound proxy did not let it reach the identity provider."
+    elif kind in (EgressKind.TLS_VERIFY, EgressKind.TLS):
+        reason = "The gateway does not trust the identity provider's TLS certificate."
+    elif kind is not None:
+        reason = "The gateway cannot reach the identity provider."
+    else:
+        reason = "The identity provider's answer could not be used."
+    body = (
+        f"<p>{reason}</p><p>This is a problem with the gateway's set-up, not with your account: "
+        "try again later, or tell the team that runs the gateway (its log names the cause).</p>"
+    )
+    return _html(page("Sign-in unavailable", body), 502 if kind is not None else 503)
+
+
 class SigninRoutes:
-    def __init__(self, service: SigninService) -> None:
+    def __init__(self, service: SigninService, trusted_proxies: Sequence[Network] = ()) -> None:
         self.service = service
+        self.trusted_proxies = tuple(trusted_proxies)
         self.base = service.settings.public_url or ""
         self.secure = self.base.startswith("https://")
+
+    def _ip(self, request: web.Request) -> str:
+        """The client address the per-IP limits and the audit log use (``GATEWAY_TRUSTED_PROXIES``)."""
+        forwarded = request.headers.getall("X-Forwarded-For", ()) if self.trusted_proxies else ()
+        return client_address(request.remote, forwarded, self.trusted_proxies)
 
     async def metadata(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -103,28 +135,28 @@ class SigninRoutes:
         )
 
     async def device_authorization(self, request: web.Request) -> web.Response:
-        if not self.service.start_limit.allow(_ip(request)):
-            self.service.audit_refusal("device_authorization_rate_limited", _ip(request))
+        if not self.service.start_limit.allow(self._ip(request)):
+            self.service.audit_refusal("device_authorization_rate_limited", self._ip(request))
             return _json(
                 oauth_error(429, "slow_down", "too many sign-ins started from this address; wait a minute")
             )
         form = await _form(request)
         if form is None:
             return _json(oauth_error(400, "invalid_request", "expected a form-encoded body"))
-        answer = await self.service.device_authorization(form.get("surface", ""), _ip(request))
+        answer = await self.service.device_authorization(form.get("surface", ""), self._ip(request))
         return _json(OAuthAnswer(200, answer))
 
     async def token(self, request: web.Request) -> web.Response:
         form = await _form(request)
         if form is None:
             return _json(oauth_error(400, "invalid_request", "expected a form-encoded body"))
-        return _json(await self.service.token(form, _ip(request)))
+        return _json(await self.service.token(form, self._ip(request)))
 
     async def revoke(self, request: web.Request) -> web.Response:
         form = await _form(request)
         if form is None or not form.get("token"):
             return _json(oauth_error(400, "invalid_request", "token is required"))
-        await self.service.revoke(form["token"], _ip(request))
+        await self.service.revoke(form["token"], self._ip(request))
         return web.Response(status=200, headers=NO_STORE)
 
     # -- the browser pages --------------------------------------------------------------------
@@ -150,52 +182,52 @@ class SigninRoutes:
     async def submit_code(self, request: web.Request) -> web.StreamResponse:
         session_id, fresh = self._session(request)
         csrf = self.service.csrf.token(session_id)
-        if not self.service.verify_limit.allow(_ip(request)):
-            self.service.audit_refusal("rate_limited", _ip(request))
+        if not self.service.verify_limit.allow(self._ip(request)):
+            self.service.audit_refusal("rate_limited", self._ip(request))
             text = code_entry_form(
                 "/oauth/device", csrf, "", "Too many attempts: wait a minute and try again."
             )
             return self._with_session(_html(text, 429), session_id, fresh)
         form = await _form(request) or {}
         if fresh or not self.service.csrf.check(session_id, form.get("csrf")):
-            self.service.audit_refusal("csrf", _ip(request))
+            self.service.audit_refusal("csrf", self._ip(request))
             text = code_entry_form("/oauth/device", csrf, "", "This form expired: enter the code again.")
             return self._with_session(_html(text, 403), session_id, fresh)
         user_code = normalise_user_code(form.get("user_code", ""))
         grant = await self.service.grants.find(user_code) if user_code else None
         if grant is None:
-            self.service.audit_refusal("unknown_user_code", _ip(request))
+            self.service.audit_refusal("unknown_user_code", self._ip(request))
             text = code_entry_form("/oauth/device", csrf, "", "That code is not valid or has expired.")
             return self._with_session(_html(text, 400), session_id, fresh)
         try:
             url = await self.service.begin_login(grant, session_id)
-        except IdpError:
-            return _html(
-                page(
-                    "Sign-in unavailable", "<p>The identity provider cannot be reached. Try again later.</p>"
-                ),
-                503,
-            )
+        except IdpError as exc:
+            return idp_unavailable(exc, "discovery")
         return web.Response(status=303, headers={**NO_STORE, "location": url})
 
     async def callback(self, request: web.Request) -> web.StreamResponse:
         state = request.query.get("state", "")
         record = await self.service.attempt(state, request.cookies.get(SESSION_COOKIE)) if state else None
         if record is None:
-            self.service.audit_refusal("callback_without_attempt", _ip(request))
+            self.service.audit_refusal("callback_without_attempt", self._ip(request))
             return _html(
                 page("Sign-in expired", '<p>Start again from <a href="/oauth/device">the code page</a>.</p>'),
                 400,
             )
         if "error" in request.query or not request.query.get("code"):
-            self.service.audit_refusal("idp_error", _ip(request))
+            self.service.audit_refusal("idp_error", self._ip(request))
             return _html(page("Sign-in failed", "<p>The identity provider did not sign you in.</p>"), 400)
         try:
-            identity = await self.service.finish_login(state, record, request.query["code"], _ip(request))
+            identity = await self.service.finish_login(
+                state, record, request.query["code"], self._ip(request)
+            )
         except Refused as exc:
             return _html(page("Sign-in refused", "<p></p>", str(exc)), 403)
-        except IdpError:
-            self.service.audit_refusal("idp_token_invalid", _ip(request))
+        except IdpError as exc:
+            if exc.egress is not None:
+                return idp_unavailable(exc, "code exchange")
+            self.service.audit_refusal("idp_token_invalid", self._ip(request))
+            log.warning("sign-in: the identity provider's token answer was refused: %s", exc)
             return _html(
                 page("Sign-in failed", "<p>The identity provider's answer could not be verified.</p>"), 502
             )
@@ -207,14 +239,14 @@ class SigninRoutes:
         session_id = request.cookies.get(SESSION_COOKIE)
         form = await _form(request) or {}
         if not self.service.csrf.check(session_id, form.get("csrf")):
-            self.service.audit_refusal("csrf", _ip(request))
+            self.service.audit_refusal("csrf", self._ip(request))
             return _html(page("Sign-in expired", "<p>This form expired. Start again.</p>"), 403)
         state = form.get("attempt", "")
         record = await self.service.attempt(state, session_id) if state else None
         if record is None or record.get("identity") is None:
             return _html(page("Sign-in expired", "<p>This sign-in expired. Run /login again.</p>"), 400)
         approve = form.get("decision") == "approve"
-        if not await self.service.decide(state, record, approve, _ip(request)):
+        if not await self.service.decide(state, record, approve, self._ip(request)):
             return _html(
                 page("Sign-in expired", "<p>This code expired or was used. Run /login again.</p>"), 400
             )
@@ -232,11 +264,13 @@ def mount(
     holder: dict[str, SigninRoutes] = {}
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        service = await SigninService.build(settings.signin, settings.cache.session_store, clock)
+        service = await SigninService.build(
+            settings.signin, settings.cache.session_store, clock, settings.egress
+        )
         app[SIGNIN_KEY] = service
         if on_outcome is not None:
             service.on_outcome = on_outcome
-        holder["routes"] = SigninRoutes(service)
+        holder["routes"] = SigninRoutes(service, settings.listener.trusted_proxies)
         auth.accept_tokens(service.principal)
         async with service.denylist.syncing():
             yield

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import aiohttp
-
+from gateway.egress import host_port
 from gateway.errors import GatewayError
 from gateway.fleet.claims import Refused, identity_from
 from gateway.fleet.denylist import Denylist
 from gateway.fleet.device import DeviceGrants, PendingGrant, digest
+from gateway.fleet.idp_http import IdpHttp
 from gateway.fleet.oidc_client import Authorization, IdpDenied, IdpError, OidcClient
 from gateway.fleet.principal import Principal
 from gateway.fleet.refresh_families import Presented, RefreshFamilies
@@ -28,6 +28,7 @@ from gateway.fleet.signing_keys import SigningKey, generate_signing_key, parse_s
 from gateway.fleet.tokens import Identity, InvalidToken, TokenSigner
 from gateway.fleet.verification import AttemptLimit, Csrf
 from gateway.settings.fleet_signin import SigninSettings
+from gateway.settings.upstream_egress import EgressSettings
 
 audit = logging.getLogger("switchyard.audit")
 log = logging.getLogger("switchyard.fleet")
@@ -73,7 +74,7 @@ class SigninService:
         signer: TokenSigner,
         csrf: Csrf,
         oidc: OidcClient,
-        session: aiohttp.ClientSession,
+        http: IdpHttp,
         clock: Callable[[], float],
     ) -> None:
         self.settings = settings
@@ -81,7 +82,7 @@ class SigninService:
         self.signer = signer
         self.csrf = csrf
         self.oidc = oidc
-        self._session = session
+        self._http = http
         self.clock = clock
         self.grants = DeviceGrants(store, clock)
         self.families = RefreshFamilies(store, clock, settings.refresh_token_ttl_s)
@@ -94,9 +95,10 @@ class SigninService:
 
     @classmethod
     async def build(
-        cls, settings: SigninSettings, session_store: str, clock: Callable[[], float]
+        cls, settings: SigninSettings, session_store: str, clock: Callable[[], float], egress: EgressSettings
     ) -> SigninService:
-        """``session_store``: ``GATEWAY_SESSION_STORE`` (a Redis URL shares sign-in state too)."""
+        """``session_store``: ``GATEWAY_SESSION_STORE`` (a Redis URL shares sign-in state too);
+        ``egress``: how the IdP is reached (proxy, CA bundle), as the upstream is."""
         assert settings.oidc_issuer is not None and settings.public_url is not None
         store: SigninStore
         if session_store.startswith(("redis://", "rediss://", "unix://")):
@@ -105,14 +107,14 @@ class SigninService:
             store = SqliteSigninStore(settings.signin_state_dir, clock)
         keys = await _signing_keys(settings, store)
         csrf_record = await store.put_if_absent(KEYS, "csrf", {"key": secrets.token_hex(32)}, None)
-        session = aiohttp.ClientSession(trust_env=False)
+        http = IdpHttp(egress)
         secret = settings.oidc_client_secret
         if settings.oidc_client_secret_file is not None:
             secret_text = settings.oidc_client_secret_file.read_text("utf-8").strip()
         else:
             secret_text = secret.get_secret_value() if secret is not None else ""
         oidc = OidcClient(
-            session,
+            http,
             issuer=settings.oidc_issuer,
             client_id=settings.oidc_client_id or "",
             client_secret=secret_text or None,
@@ -127,18 +129,21 @@ class SigninService:
             if settings.token_signing_keys_file
             else "generated, in the store"
         )
+        proxy = http.proxy_for(settings.oidc_issuer)
         log.info(
-            "fleet sign-in on: issuer %s, public URL %s, sign-in store %s, signing keys %s (%d)",
-            settings.oidc_issuer, settings.public_url, where, source, len(keys),
+            "fleet sign-in on: issuer %s (proxy %s, CA %s), public URL %s, sign-in store %s, signing keys %s (%d)",
+            settings.oidc_issuer, host_port(proxy) if proxy else "none",
+            "GATEWAY_CA_BUNDLE" if egress.ca_bundle is not None else "system store",
+            settings.public_url, where, source, len(keys),
         )  # fmt: skip
         if where == "memory":
             log.warning(
                 "fleet sign-in state is in memory: a restart signs everyone out (set GATEWAY_SIGNIN_STATE_DIR)"
             )
-        return cls(settings, store, signer, Csrf(bytes.fromhex(csrf_record["key"])), oidc, session, clock)
+        return cls(settings, store, signer, Csrf(bytes.fromhex(csrf_record["key"])), oidc, http, clock)
 
     async def close(self) -> None:
-        await self._session.close()
+        await self._http.close()
         await self.store.close()
 
     # -- the bearer check (request path: a dictionary lookup for a token already seen) -----------

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
+from gateway.client_address import Network, parse_trusted_proxies
 from gateway.settings.section import Section
+
+
+def _networks(value: object) -> object:
+    return parse_trusted_proxies(value) if isinstance(value, str) else value
 
 
 class ListenerSettings(Section):
@@ -35,6 +40,10 @@ class ListenerSettings(Section):
     """Connections still sending their request at most; the oldest are shed first (0: half of the connection cap)."""
     max_connections_per_ip: int = Field(0, alias="GATEWAY_MAX_CONNECTIONS_PER_IP", ge=0)
     """Open connections per client address (IPv6: per /64) at most; that address's oldest incomplete go first (0: no cap)."""
+    trusted_proxies: Annotated[tuple[Network, ...], BeforeValidator(_networks)] = Field(
+        (), alias="GATEWAY_TRUSTED_PROXIES"
+    )
+    """Comma-separated CIDRs of reverse proxies whose X-Forwarded-For the fleet's per-IP limits believe (unset: the TCP peer)."""
     max_request_line_bytes: int = Field(8190, alias="GATEWAY_MAX_REQUEST_LINE_BYTES", ge=256)
     """Longest request line; longer gets `414`."""
     max_header_bytes: int = Field(8190, alias="GATEWAY_MAX_HEADER_BYTES", ge=256)

@@ -7,6 +7,7 @@ walks the verification page like a user.
 from __future__ import annotations
 
 import contextlib
+import ssl
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -121,9 +122,17 @@ class SigninStack:
     tmp: Path
     metadata: dict[str, Any] = field(default_factory=dict)
     replica_urls: list[str] = field(default_factory=list)  # every replica (the first is gateway_url)
+    browser_ca: Path | None = None  # the CA the user's browser trusts besides the system's (a TLS IdP)
 
     def browser(self) -> Browser:
-        return Browser(aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)))
+        context = ssl.create_default_context()
+        if self.browser_ca is not None:
+            context.load_verify_locations(self.browser_ca)
+        return Browser(
+            aiohttp.ClientSession(
+                cookie_jar=aiohttp.CookieJar(unsafe=True), connector=aiohttp.TCPConnector(ssl=context)
+            )
+        )
 
     async def form_post(self, path_or_url: str, data: dict[str, str]) -> tuple[int, dict[str, Any]]:
         url = path_or_url if path_or_url.startswith("http") else self.gateway_url + path_or_url
@@ -185,16 +194,25 @@ def claims_of(token: str) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def signin_stack(tmp: Path, replicas_count: int = 1, **env: str) -> AsyncIterator[SigninStack]:
+async def signin_stack(
+    tmp: Path,
+    replicas_count: int = 1,
+    idp: RunningIdp | None = None,
+    browser_ca: Path | None = None,
+    **env: str,
+) -> AsyncIterator[SigninStack]:
     """The stack; ``replicas_count`` gateways share one settings snapshot (give them a Redis
     ``GATEWAY_SESSION_STORE`` to share sign-in state). ``GATEWAY_TOKEN_SIGNING_KEYS_FILE=""`` runs
-    without the keys file (the key is generated and kept in the store)."""
+    without the keys file (the key is generated and kept in the store). ``idp``: one the test
+    started (e.g. over TLS, its port known to a proxy first); ``browser_ca``: what the browser trusts."""
     keys_file = tmp / "signing-keys"
     keys_file.write_text(f"# new key first\n{SIGNING_KID} {SIGNING_SECRET}\n")
-    async with (
-        running_idp(tmp, **ALICE) as idp,
-        run_emulator(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY})), port=0) as emulator,
-    ):
+    async with contextlib.AsyncExitStack() as started:
+        if idp is None:
+            idp = await started.enter_async_context(running_idp(tmp, **ALICE))
+        emulator = await started.enter_async_context(
+            run_emulator(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY})), port=0)
+        )
         port = free_port()
         settings = Settings.from_environ(
             {
@@ -221,7 +239,9 @@ async def signin_stack(tmp: Path, replicas_count: int = 1, **env: str) -> AsyncI
                 )
                 urls.append(server.base_url)
             http = await replicas.enter_async_context(aiohttp.ClientSession())
-            stack = SigninStack(urls[0], idp, emulator, clock, http, tmp, replica_urls=urls)
+            stack = SigninStack(
+                urls[0], idp, emulator, clock, http, tmp, replica_urls=urls, browser_ca=browser_ca
+            )
             async with http.get(f"{urls[0]}/.well-known/oauth-authorization-server") as response:
                 assert response.status == 200
                 stack.metadata = await response.json()

@@ -7,7 +7,9 @@ The pinned version is installed once into ``SWITCHYARD_OIDC_IDP_CACHE`` (default
 (``python -m tests.support.oidc_idp`` pre-installs it for CI); a test without node or npm is
 skipped with the reason. ``running_idp`` starts it through ``oidc_idp_launcher.mjs``, which takes
 the signed-in user's claims from a profile file the test rewrites (groups changed at the IdP, a
-user disabled) and records what the relying party sent.
+user disabled) and records what the relying party sent. With ``tls`` (a :class:`LocalPKI`) the IdP
+serves HTTPS with that PKI's server certificate (oauth2-mock-server's own TLS): issuer
+``https://localhost:<port>``, trusted only by what trusts the test CA.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.tls import LocalPKI
 
 PACKAGE = "oauth2-mock-server"
 VERSION = "9.3.0"
@@ -92,12 +96,13 @@ class RunningIdp:
 
 
 @contextlib.asynccontextmanager
-async def running_idp(directory: Path, **user: Any) -> AsyncIterator[RunningIdp]:
+async def running_idp(directory: Path, tls: LocalPKI | None = None, **user: Any) -> AsyncIterator[RunningIdp]:
     entry = idp_entry()
     idp = RunningIdp("", directory / "idp-profile.json", directory / "idp-events.jsonl")
     idp.set_user(**user)
+    pem = [str(tls.server_key), str(tls.server_cert)] if tls is not None else []
     process = await asyncio.create_subprocess_exec(
-        "node", str(LAUNCHER), str(entry), str(idp.profile_path), str(idp.events_path),
+        "node", str(LAUNCHER), str(entry), str(idp.profile_path), str(idp.events_path), *pem,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:

@@ -3,17 +3,18 @@
 // on every token the IdP signs ({"sub","email","groups","disabled"}), so a test changes the user's
 // groups "at the IdP" by rewriting the file; "disabled": true makes the IdP refuse refresh grants
 // with invalid_grant (a deprovisioned user). Every authorize and token request is appended to the
-// events file as one JSON line (what the relying party sent). Usage:
-//   node oidc_idp_launcher.mjs <oauth2-mock-server entry .mjs> <profile.json> <events.jsonl>
+// events file as one JSON line (what the relying party sent). With a key and certificate (PEM) it
+// serves HTTPS (oauth2-mock-server's own TLS; the issuer is then https://localhost:<port>). Usage:
+//   node oidc_idp_launcher.mjs <oauth2-mock-server entry .mjs> <profile.json> <events.jsonl> [key.pem cert.pem]
 import { appendFileSync, readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 
-const [entry, profilePath, eventsPath] = process.argv.slice(2);
+const [entry, profilePath, eventsPath, keyPath, certPath] = process.argv.slice(2);
 const { OAuth2Server } = await import(pathToFileURL(entry).href);
 const profile = () => JSON.parse(readFileSync(profilePath, "utf8"));
 const record = (event) => appendFileSync(eventsPath, JSON.stringify(event) + "\n");
 
-const server = new OAuth2Server();
+const server = new OAuth2Server(keyPath, certPath);
 await server.issuer.keys.generate("RS256");
 server.service.on("beforeTokenSigning", (token) => {
   const user = profile();
