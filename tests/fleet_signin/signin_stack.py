@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -34,7 +34,7 @@ CLIENT_SECRET = "client-secret-at-the-idp"
 SIGNING_KID = "k2026"
 SIGNING_SECRET = "a-signing-secret-of-at-least-32-characters!"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
-ALICE = {"sub": "idp|alice", "email": "alice@example.com", "groups": ["eng", "platform"]}
+ALICE: dict[str, Any] = {"sub": "idp|alice", "email": "alice@example.com", "groups": ["eng", "platform"]}
 
 
 class MovableClock:
@@ -193,23 +193,31 @@ def claims_of(token: str) -> dict[str, Any]:
     return dict(jwt.decode(token, OctKey.import_key(SIGNING_SECRET), algorithms=["HS256"]).claims)
 
 
+def signin_stack(
+    tmp: Path, replicas_count: int = 1, **env: str
+) -> contextlib.AbstractAsyncContextManager[SigninStack]:
+    """The stack; ``replicas_count`` gateways share one settings snapshot (give them a Redis
+    ``GATEWAY_SESSION_STORE`` to share sign-in state). ``GATEWAY_TOKEN_SIGNING_KEYS_FILE=""`` runs
+    without the keys file (the key is generated and kept in the store)."""
+    return custom_signin_stack(tmp, env, replicas_count=replicas_count)
+
+
 @contextlib.asynccontextmanager
-async def signin_stack(
+async def custom_signin_stack(
     tmp: Path,
+    env: Mapping[str, str],
+    *,
     replicas_count: int = 1,
     idp: RunningIdp | None = None,
     browser_ca: Path | None = None,
-    **env: str,
 ) -> AsyncIterator[SigninStack]:
-    """The stack; ``replicas_count`` gateways share one settings snapshot (give them a Redis
-    ``GATEWAY_SESSION_STORE`` to share sign-in state). ``GATEWAY_TOKEN_SIGNING_KEYS_FILE=""`` runs
-    without the keys file (the key is generated and kept in the store). ``idp``: one the test
-    started (e.g. over TLS, its port known to a proxy first); ``browser_ca``: what the browser trusts."""
+    """:func:`signin_stack` with ``idp``: one the test started (e.g. over TLS, its port known to a
+    proxy first), and ``browser_ca``: a CA the user's browser trusts besides the system's."""
     keys_file = tmp / "signing-keys"
     keys_file.write_text(f"# new key first\n{SIGNING_KID} {SIGNING_SECRET}\n")
     async with contextlib.AsyncExitStack() as started:
         if idp is None:
-            idp = await started.enter_async_context(running_idp(tmp, **ALICE))
+            idp = await started.enter_async_context(running_idp(tmp, None, **ALICE))
         emulator = await started.enter_async_context(
             run_emulator(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY})), port=0)
         )

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.fleet_signin.signin_stack import ALICE, Browser, Page, SigninStack, claims_of, signin_stack
+from tests.fleet_signin.signin_stack import ALICE, Browser, Page, SigninStack, claims_of, custom_signin_stack
 from tests.support.oidc_idp import RunningIdp, running_idp
 from tests.support.squid import Squid, run_squid
 from tests.support.tls import LocalPKI, make_pki
@@ -60,7 +60,9 @@ def assert_clean(caplog: pytest.LogCaptureFixture, *secrets: str) -> None:
 async def test_tls_idp_trusted_through_the_ca_bundle(tmp_path: Path) -> None:
     async with (
         tls_idp(tmp_path) as (idp, pki),
-        signin_stack(tmp_path, idp=idp, browser_ca=pki.ca_cert, GATEWAY_CA_BUNDLE=str(pki.ca_cert)) as stack,
+        custom_signin_stack(
+            tmp_path, {"GATEWAY_CA_BUNDLE": str(pki.ca_cert)}, idp=idp, browser_ca=pki.ca_cert
+        ) as stack,
     ):
         tokens = await stack.sign_in()
         assert claims_of(tokens["access_token"])["email"] == ALICE["email"]
@@ -76,7 +78,7 @@ async def test_tls_idp_without_the_ca_bundle_fails_cleanly(
     caplog.set_level(logging.INFO, logger="switchyard")
     async with (
         tls_idp(tmp_path) as (idp, pki),
-        signin_stack(tmp_path, idp=idp, browser_ca=pki.ca_cert) as stack,
+        custom_signin_stack(tmp_path, {}, idp=idp, browser_ca=pki.ca_cert) as stack,
     ):
         page = await continue_on_code_page(stack)
         assert page.status == 502, page.text
@@ -103,7 +105,7 @@ async def test_signin_through_the_corporate_proxy(tmp_path: Path, caplog: pytest
     caplog.set_level(logging.INFO, logger="switchyard")
     async with behind_squid(tmp_path) as (idp, pki, squid):
         env = {"HTTPS_PROXY": squid.url(), "GATEWAY_CA_BUNDLE": str(pki.ca_cert)}
-        async with signin_stack(tmp_path, idp=idp, browser_ca=pki.ca_cert, **env) as stack:
+        async with custom_signin_stack(tmp_path, env, idp=idp, browser_ca=pki.ca_cert) as stack:
             tokens = await stack.sign_in()
             status, refreshed = await stack.refresh(tokens["refresh_token"])
             assert status == 200, refreshed
@@ -118,7 +120,7 @@ async def test_signin_through_the_corporate_proxy(tmp_path: Path, caplog: pytest
 async def test_no_proxy_bypasses_the_corporate_proxy(tmp_path: Path) -> None:
     async with behind_squid(tmp_path) as (idp, pki, squid):
         env = {"HTTPS_PROXY": squid.url(), "NO_PROXY": "localhost", "GATEWAY_CA_BUNDLE": str(pki.ca_cert)}
-        async with signin_stack(tmp_path, idp=idp, browser_ca=pki.ca_cert, **env) as stack:
+        async with custom_signin_stack(tmp_path, env, idp=idp, browser_ca=pki.ca_cert) as stack:
             await stack.sign_in()
         lines = await squid.wait_for_log("CONNECT", within_s=1.0)
         assert not [line for line in lines if "CONNECT" in line], lines
@@ -139,7 +141,7 @@ async def test_a_proxy_refusal_is_a_clear_page_and_a_clean_log_line(
     async with behind_squid(tmp_path, allow_idp=allow_idp) as (idp, pki, squid):
         proxy_url = squid.url(password="wrong-" + squid.password) if wrong_password else squid.url()
         env = {"HTTPS_PROXY": proxy_url, "GATEWAY_CA_BUNDLE": str(pki.ca_cert)}
-        async with signin_stack(tmp_path, idp=idp, browser_ca=pki.ca_cert, **env) as stack:
+        async with custom_signin_stack(tmp_path, env, idp=idp, browser_ca=pki.ca_cert) as stack:
             page = await continue_on_code_page(stack)
             assert page.status == 502, page.text
             assert "outbound proxy did not let it reach the identity provider" in page.text
