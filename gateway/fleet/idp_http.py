@@ -96,7 +96,8 @@ class IdpHttp:
         try:
             return status, orjson.loads(body)
         except orjson.JSONDecodeError:
-            raise IdpError(f"{where} answered {status} without a JSON body") from None
+            via = f" (through the egress proxy {host_port(proxy)})" if proxy is not None else ""
+            raise IdpError(f"{where} answered {status} without a JSON body{via}") from None
 
     async def close(self) -> None:
         if self._session is not None:

@@ -135,15 +135,16 @@ class SigninRoutes:
         )
 
     async def device_authorization(self, request: web.Request) -> web.Response:
-        if not self.service.start_limit.allow(self._ip(request)):
-            self.service.audit_refusal("device_authorization_rate_limited", self._ip(request))
+        ip = self._ip(request)
+        if not self.service.start_limit.allow(ip):
+            self.service.audit_refusal("device_authorization_rate_limited", ip)
             return _json(
                 oauth_error(429, "slow_down", "too many sign-ins started from this address; wait a minute")
             )
         form = await _form(request)
         if form is None:
             return _json(oauth_error(400, "invalid_request", "expected a form-encoded body"))
-        answer = await self.service.device_authorization(form.get("surface", ""), self._ip(request))
+        answer = await self.service.device_authorization(form.get("surface", ""), ip)
         return _json(OAuthAnswer(200, answer))
 
     async def token(self, request: web.Request) -> web.Response:
@@ -182,21 +183,22 @@ class SigninRoutes:
     async def submit_code(self, request: web.Request) -> web.StreamResponse:
         session_id, fresh = self._session(request)
         csrf = self.service.csrf.token(session_id)
-        if not self.service.verify_limit.allow(self._ip(request)):
-            self.service.audit_refusal("rate_limited", self._ip(request))
+        ip = self._ip(request)
+        if not self.service.verify_limit.allow(ip):
+            self.service.audit_refusal("rate_limited", ip)
             text = code_entry_form(
                 "/oauth/device", csrf, "", "Too many attempts: wait a minute and try again."
             )
             return self._with_session(_html(text, 429), session_id, fresh)
         form = await _form(request) or {}
         if fresh or not self.service.csrf.check(session_id, form.get("csrf")):
-            self.service.audit_refusal("csrf", self._ip(request))
+            self.service.audit_refusal("csrf", ip)
             text = code_entry_form("/oauth/device", csrf, "", "This form expired: enter the code again.")
             return self._with_session(_html(text, 403), session_id, fresh)
         user_code = normalise_user_code(form.get("user_code", ""))
         grant = await self.service.grants.find(user_code) if user_code else None
         if grant is None:
-            self.service.audit_refusal("unknown_user_code", self._ip(request))
+            self.service.audit_refusal("unknown_user_code", ip)
             text = code_entry_form("/oauth/device", csrf, "", "That code is not valid or has expired.")
             return self._with_session(_html(text, 400), session_id, fresh)
         try:

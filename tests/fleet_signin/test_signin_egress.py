@@ -153,3 +153,43 @@ async def test_a_proxy_refusal_is_a_clear_page_and_a_clean_log_line(
     assert "sign-in: discovery: the identity provider could not be used" in log
     assert not idp.events()
     assert_clean(caplog, squid.password)
+
+
+async def test_a_refresh_without_the_proxy_keeps_the_sign_in(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The proxy goes away after sign-in: the refresh (which asks the IdP again) answers
+    ``503 temporarily_unavailable`` and logs why; once the IdP is reachable again nothing was lost."""
+    caplog.set_level(logging.INFO, logger="switchyard")
+    async with tls_idp(tmp_path) as (idp, pki), contextlib.AsyncExitStack() as proxy:
+        squid = await proxy.enter_async_context(run_squid(allowed_ports=[_port(idp)]))
+        env = {"HTTPS_PROXY": squid.url(), "GATEWAY_CA_BUNDLE": str(pki.ca_cert)}
+        async with custom_signin_stack(tmp_path, env, idp=idp, browser_ca=pki.ca_cert) as stack:
+            tokens = await stack.sign_in()
+            await proxy.aclose()  # squid stops: its port refuses connections
+            status, body = await stack.refresh(tokens["refresh_token"])
+            assert status == 503 and body["error"] == "temporarily_unavailable", body
+            bearer_status, _, _ = await stack.message(tokens["access_token"])
+            assert bearer_status == 200  # the current access token keeps working
+    log = fleet_log(caplog)
+    assert "sign-in refresh: the IdP could not be asked:" in log
+    assert f"127.0.0.1:{squid.port}" in log
+    assert_clean(caplog, squid.password)
+
+
+async def test_a_plain_http_idp_through_the_proxy_with_bad_credentials(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A loopback http IdP (GATEWAY_ALLOW_INSECURE_LOOPBACK) through HTTP_PROXY: squid's own 407 to
+    the forwarded request is a proxy failure, not an IdP answer."""
+    caplog.set_level(logging.INFO, logger="switchyard")
+    async with running_idp(tmp_path, None, **ALICE) as idp, run_squid(allowed_ports=[_port(idp)]) as squid:
+        env = {"HTTP_PROXY": squid.url(password="wrong-" + squid.password)}
+        async with custom_signin_stack(tmp_path, env, idp=idp) as stack:
+            page = await continue_on_code_page(stack)
+            assert page.status == 502, page.text
+            assert "outbound proxy did not let it reach the identity provider" in page.text
+    log = fleet_log(caplog)
+    assert f"proxy authentication failed: the egress proxy 127.0.0.1:{squid.port} answered 407" in log
+    assert f"the request to localhost:{_port(idp)}" in log
+    assert_clean(caplog, squid.password)
