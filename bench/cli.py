@@ -147,6 +147,7 @@ def _loadgen_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--json", action="store_true", help="print raw samples as JSON instead of a summary")
     p.add_argument("--samples-out", type=Path, help="write raw samples as JSON to this file")
+    p.add_argument("--keys-file", help="one key per line, rotated round-robin over the requests")
     p.add_argument("--wait-start", action="store_true", help=argparse.SUPPRESS)  # runner handshake
     _client_args(p)
     return p
@@ -174,6 +175,7 @@ def _main_loadgen(argv: Sequence[str]) -> int:
         auth_header=a.auth_header,
         timeout=a.timeout,
         start_at=start_at,
+        keys_file=a.keys_file,
     )
     samples = evloop.run(run_load(cfg))
     if a.samples_out:
