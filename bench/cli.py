@@ -14,6 +14,8 @@
     Sampling profile of the gateway under load with py-spy (:mod:`bench.profiling`).
 ``python -m bench failover-cache [--sessions 100] [--turns 30]``
     Cache economics of failover over two upstreams with a primary outage (:mod:`bench.failover_cache`).
+``python -m bench fleet-overhead [--rounds 4] [--duration 3] [--users 50]``
+    CPU per request with sign-in tokens and the fleet policy on vs static keys (:mod:`bench.fleet_overhead`).
 
 Benchmarking another gateway (e.g. a LiteLLM proxy) the same way::
 
@@ -253,4 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench import failover_cache
 
         return failover_cache.main(args[1:])
+    if args and args[0] == "fleet-overhead":
+        from bench import fleet_overhead
+
+        return fleet_overhead.main(args[1:])
     return _main_run(args)
