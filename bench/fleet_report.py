@@ -53,6 +53,12 @@ class FleetCell:
         return ratio(self.signin.cpu_ms_per_req, self.static.cpu_ms_per_req)
 
     @property
+    def others_pct(self) -> float:
+        """CPU that processes outside the bench used during the windows (% of one core, mean)."""
+        values = [run.cpu_shares.get("other procs", math.nan) for run in (self.static, self.signin)]
+        return sum(values) / len(values)
+
+    @property
     def passed(self) -> bool:
         return not math.isnan(self.median_ratio) and self.median_ratio <= RATIO_LIMIT
 
@@ -88,6 +94,7 @@ def cell_json(cell: FleetCell) -> dict[str, Any]:
             "passed": cell.passed,
         },
         "rps_ratio": ratio(cell.signin.summary.rps, cell.static.summary.rps),
+        "other_processes_pct": cell.others_pct,
     }
 
 
@@ -98,16 +105,23 @@ def _f(v: float, digits: int = 2) -> str:
 def table(cells: list[FleetCell]) -> list[str]:
     head = (
         f"{'mode':>10} {'conc':>4} | {'static':>7} {'sign-in':>7} | {'ratio':>6} {'rounds min..max':>16} | "
-        f"{'static':>7} {'sign-in':>7} | target <= {RATIO_LIMIT:g}x"
+        f"{'static':>7} {'sign-in':>7} | {'others':>6} | target <= {RATIO_LIMIT:g}x"
     )
-    groups = f"{'':>15} | {'CPU ms/request':^15} | {'sign-in/static CPU (median)':^23} | {'req/s':^15} |"
+    groups = (
+        f"{'':>15} | {'CPU ms/request':^15} | {'sign-in/static CPU (median)':^23} | {'req/s':^15} | "
+        f"{'% core':>6} |"
+    )
     rows = [groups, head, "-" * len(head)]
     for c in cells:
         lo, hi = c.spread
         rows.append(
             f"{c.mode:>10} {c.concurrency:>4} | {_f(c.static.cpu_ms_per_req, 3):>7} "
             f"{_f(c.signin.cpu_ms_per_req, 3):>7} | {_f(c.median_ratio):>5}x {_f(lo):>7}..{_f(hi)}x | "
-            f"{_f(c.static.summary.rps, 0):>7} {_f(c.signin.summary.rps, 0):>7} | "
+            f"{_f(c.static.summary.rps, 0):>7} {_f(c.signin.summary.rps, 0):>7} | {_f(c.others_pct, 0):>6} | "
             f"{'PASS' if c.passed else 'MISS'}"
         )
+    rows.append(
+        "others = CPU used by processes outside the bench during the measured windows (mean, % of one "
+        "core): a busy machine makes every figure noisy"
+    )
     return rows
