@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.provider_latency
 	$(BIN)/python -m bench.cache_efficiency
 	$(BIN)/python -m bench.failover_cache --json bench-failover-cache.json
+	$(BIN)/python -m bench.fleet_overhead --json bench-fleet-overhead.json
 	$(BIN)/python -m bench.context_session --json bench-context.json
 
 # Rate-limit accuracy (issue 17): a requests-per-minute policy held for 30 s under load, within 5 %.

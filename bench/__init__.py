@@ -8,6 +8,8 @@ and memory readings), :mod:`.processes` (child process management), :mod:`.serve
 servers under test), :mod:`.report` (statistics, CPU per request, ratios, targets), :mod:`.tables`
 (text tables), :mod:`.runner` (the procedure), :mod:`.cli` (command line), and the ``profile``
 sub-command: :mod:`.profiling`, :mod:`.pyspy` (py-spy on demand), :mod:`.frames` (top frames).
+The ``fleet-overhead`` sub-command (sign-in tokens + policy vs static keys): :mod:`.fleet_overhead`,
+:mod:`.fleet_setup` (keys, policy, tokens), :mod:`.fleet_checks`, :mod:`.fleet_report`.
 """
 
 from pathlib import Path

@@ -14,6 +14,8 @@
     Sampling profile of the gateway under load with py-spy (:mod:`bench.profiling`).
 ``python -m bench failover-cache [--sessions 100] [--turns 30]``
     Cache economics of failover over two upstreams with a primary outage (:mod:`bench.failover_cache`).
+``python -m bench fleet-overhead [--rounds 4] [--duration 3] [--users 50]``
+    CPU per request with sign-in tokens and the fleet policy on vs static keys (:mod:`bench.fleet_overhead`).
 
 Benchmarking another gateway (e.g. a LiteLLM proxy) the same way::
 
@@ -147,6 +149,7 @@ def _loadgen_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--json", action="store_true", help="print raw samples as JSON instead of a summary")
     p.add_argument("--samples-out", type=Path, help="write raw samples as JSON to this file")
+    p.add_argument("--keys-file", help="one key per line, rotated round-robin over the requests")
     p.add_argument("--wait-start", action="store_true", help=argparse.SUPPRESS)  # runner handshake
     _client_args(p)
     return p
@@ -174,6 +177,7 @@ def _main_loadgen(argv: Sequence[str]) -> int:
         auth_header=a.auth_header,
         timeout=a.timeout,
         start_at=start_at,
+        keys_file=a.keys_file,
     )
     samples = evloop.run(run_load(cfg))
     if a.samples_out:
@@ -251,4 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench import failover_cache
 
         return failover_cache.main(args[1:])
+    if args and args[0] == "fleet-overhead":
+        from bench import fleet_overhead
+
+        return fleet_overhead.main(args[1:])
     return _main_run(args)

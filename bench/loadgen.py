@@ -10,7 +10,9 @@ the runner can count the requests completed inside the exact window it read a ta
 over); for those inside the measurement window, total latency (request written -> last body byte), time to first body
 byte, and for streams time to the first ``content_block_delta`` ("TTFT"), plus status and errors.
 An error is a connection failure, a timeout, a non-200 status, or a stream without
-``message_stop``. :func:`run_load` runs in the current process; the ``loadgen`` CLI sub-command runs
+``message_stop``. With ``keys_file`` (one key per line) the requests rotate round-robin through
+those keys instead of sending ``api_key`` (many callers, e.g. sign-in tokens of distinct users;
+every request is still serialized once up front). :func:`run_load` runs in the current process; the ``loadgen`` CLI sub-command runs
 it in a worker process and prints a :class:`LoadSamples` JSON document, so the runner can spread
 load generation over several processes and measure their CPU separately.
 """
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 import orjson
@@ -42,6 +46,17 @@ class LoadConfig:
     auth_header: str = "x-api-key"  # or "authorization" (sent as "Bearer <key>")
     timeout: float = 30.0
     start_at: float = 0.0  # time.time() at which to start sending (0 = now); aligns worker processes
+    keys_file: str | None = None  # one key per line, rotated round-robin (instead of api_key)
+
+    def key_list(self) -> list[str]:
+        """The keys the requests carry: ``keys_file``'s lines, or ``api_key`` alone."""
+        if self.keys_file is None:
+            return [self.api_key]
+        with open(self.keys_file, encoding="utf-8") as fh:
+            keys = [line.strip() for line in fh if line.strip()]
+        if not keys:
+            raise ValueError(f"no key in {self.keys_file}")
+        return keys
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -49,8 +64,10 @@ class LoadConfig:
         if self.concurrency < 1 or self.duration <= 0 or self.warmup < 0:
             raise ValueError("concurrency >= 1, duration > 0 and warmup >= 0 are required")
 
-    def headers(self) -> dict[str, str]:
-        auth = f"Bearer {self.api_key}" if self.auth_header.lower() == "authorization" else self.api_key
+    def headers(self, key: str | None = None) -> dict[str, str]:
+        """The request headers, carrying ``key`` (default: ``api_key``)."""
+        key = self.api_key if key is None else key
+        auth = f"Bearer {key}" if self.auth_header.lower() == "authorization" else key
         return {
             self.auth_header: auth,
             "anthropic-version": "2023-06-01",
@@ -74,6 +91,7 @@ class LoadSamples:
     errors: dict[str, int] = field(default_factory=dict)
     statuses: dict[str, int] = field(default_factory=dict)
     processes: int = 1
+    errors_outside: int = 0  # errors (any kind, non-200s too) outside the window: warm-up, tail
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -95,6 +113,7 @@ class LoadSamples:
             merged.ttft += p.ttft
             merged.ends += p.ends
             merged.ok += p.ok
+            merged.errors_outside += p.errors_outside
             errors.update(p.errors)
             statuses.update(p.statuses)
         merged.errors = dict(errors)
@@ -130,12 +149,14 @@ class _Recorder:
     def error(self, kind: str, t: float) -> None:
         if self.in_window(t):
             self.errors[kind] += 1
+        else:
+            self.samples.errors_outside += 1
 
 
 async def _worker(
     cfg: LoadConfig,
     target: Target,
-    request: bytes,
+    requests: Iterator[bytes],
     rec: _Recorder,
     conns: list[ClientConnection | None],
     idx: int,
@@ -154,15 +175,17 @@ async def _worker(
             conns[idx] = conn
         t0 = time.perf_counter()
         try:
-            resp = await conn.request(request, stream)
+            resp = await conn.request(next(requests), stream)
         except ResponseError as exc:
             rec.error(str(exc)[:80], time.perf_counter())
             conn.close()
             conn = None
             continue
-        if resp.status == 200 and (resp.complete_stream or not stream):
+        succeeded = resp.status == 200 and (resp.complete_stream or not stream)
+        if succeeded:
             s.ends.append(resp.t_end)
         if not rec.in_window(resp.t_end):
+            s.errors_outside += not succeeded
             continue
         rec.statuses[str(resp.status)] += 1
         if resp.status != 200:
@@ -192,7 +215,9 @@ async def _watchdog(cfg: LoadConfig, conns: list[ClientConnection | None], rec: 
 async def run_load(cfg: LoadConfig) -> LoadSamples:
     """Run one closed-loop load test in the running event loop and return its samples."""
     target = Target.parse(cfg.url)
-    request = build_request(target, payloads.request_body(cfg.mode == "stream"), cfg.headers())
+    body = payloads.request_body(cfg.mode == "stream")
+    # one shared rotation: successive requests (of any worker) carry successive keys
+    requests = itertools.cycle([build_request(target, body, cfg.headers(key)) for key in cfg.key_list()])
     if cfg.start_at:
         await asyncio.sleep(max(0.0, cfg.start_at - time.time()))
     start = time.perf_counter()
@@ -200,7 +225,7 @@ async def run_load(cfg: LoadConfig) -> LoadSamples:
     conns: list[ClientConnection | None] = [None] * cfg.concurrency
     watchdog = asyncio.create_task(_watchdog(cfg, conns, rec))
     try:
-        await asyncio.gather(*(_worker(cfg, target, request, rec, conns, i) for i in range(cfg.concurrency)))
+        await asyncio.gather(*(_worker(cfg, target, requests, rec, conns, i) for i in range(cfg.concurrency)))
     finally:
         watchdog.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -151,6 +151,7 @@ def start_loadgens(
             "--timeout", str(cfg.timeout),
             "--wait-start",
             "--samples-out", str(out),
+            *(("--keys-file", cfg.keys_file) if cfg.keys_file else ()),
         )  # fmt: skip
         proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=_pin(cpus), cwd=REPO_ROOT

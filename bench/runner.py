@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench import evloop, payloads, processes, procinfo
 from bench.loadgen import LoadConfig, LoadSamples
@@ -70,6 +70,7 @@ class BenchOptions:
     keep_gateway_log: bool = False  # the logs are always kept when the run fails
 
 
+_T = TypeVar("_T")
 NOISE_PCT = 10.0  # outside processes using more than this (% of a core) during a run are reported
 NOISE_SHOWN = 3  # noisy runs listed on stdout
 
@@ -146,7 +147,7 @@ def round_cpu(
     return RoundCpu(after.at - before.at, cpu_s, completions_in_window(ends, before.at, after.at))
 
 
-def round_order(targets: list[Target], index: int) -> list[Target]:
+def round_order(targets: list[_T], index: int) -> list[_T]:
     """Round 0 runs the targets in the given order, round 1 in reverse, and so on."""
     return list(targets) if index % 2 == 0 else list(reversed(targets))
 

@@ -67,11 +67,16 @@ def spawn(
 
 
 def spawn_gateway(
-    cmd: Sequence[str], env: dict[str, str], probe: LoadConfig, timeout: float, cpus: set[int] | None = None
+    cmd: Sequence[str],
+    env: dict[str, str],
+    probe: LoadConfig,
+    timeout: float,
+    cpus: set[int] | None = None,
+    port: int | None = None,
 ) -> Server:
-    """Our gateway on a free port; ``env`` adds to ``GATEWAY_HOST``/``GATEWAY_PORT`` and an
-    upstream key (it needs ``GATEWAY_API_KEYS`` and ``ANTHROPIC_BASE_URL``)."""
-    port = processes.free_port()
+    """Our gateway on ``port`` (default: a free one); ``env`` adds to ``GATEWAY_HOST``/``GATEWAY_PORT``
+    and an upstream key (it needs ``GATEWAY_API_KEYS`` and ``ANTHROPIC_BASE_URL``)."""
+    port = port or processes.free_port()
     full_env = {
         "GATEWAY_HOST": "127.0.0.1",
         "GATEWAY_PORT": str(port),

@@ -12,7 +12,7 @@ kept as integer micro-USD; the usage endpoint reports cents.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -61,19 +61,16 @@ class CapState:
     cap: Cap
     window: Window
     used_micros: int
+    # derived once: ``binding`` compares every state's figures with every other's
+    limit_micros: int = field(init=False)
+    exceeded: bool = field(init=False)
+    utilization: float = field(init=False)
 
-    @property
-    def limit_micros(self) -> int:
-        return micros(self.cap.limit_usd)
-
-    @property
-    def exceeded(self) -> bool:
-        return self.used_micros >= self.limit_micros
-
-    @property
-    def utilization(self) -> float:
-        limit = self.limit_micros
-        return self.used_micros / limit if limit > 0 else 1.0
+    def __post_init__(self) -> None:
+        limit = micros(self.cap.limit_usd)
+        object.__setattr__(self, "limit_micros", limit)
+        object.__setattr__(self, "exceeded", self.used_micros >= limit)
+        object.__setattr__(self, "utilization", self.used_micros / limit if limit > 0 else 1.0)
 
     @property
     def shown(self) -> float:
