@@ -78,11 +78,16 @@ class AdminApi:
         self._caller(request)
         now = self._gate.clock()
         rows = _listing(self._gate.holder)
-        keys = tuple(spend_key(scope, owner, window(period, now)) for scope, owner, period, _, _ in rows)
+        # spend is counted per subject; a user row may name an e-mail (the policy file's choice)
+        owners = [self._gate.subject_of(owner) if scope == "user" else owner for scope, owner, *_ in rows]
+        known = [(row, owner) for row, owner in zip(rows, owners, strict=True) if owner is not None]
+        keys = tuple(spend_key(scope, owner, window(period, now)) for (scope, _, period, _, _), owner in known)
         try:
-            spent = await self._gate.counters.read_spend(keys)
+            read = await self._gate.counters.read_spend(keys)
         except CountersUnavailable:
-            spent = [-1] * len(rows)
+            read = [-1] * len(keys)
+        found = iter(read)
+        spent = [-1 if owner is None else next(found) for owner in owners]
         data = [
             {
                 "scope": scope,

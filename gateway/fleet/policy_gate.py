@@ -138,6 +138,7 @@ class PolicyGate:
         self._plans: dict[tuple[Principal, bool], _Plan] = {}
         self._plans_policy: Policy | None = None
         self._plans_day = -1
+        self._subjects: dict[str, str] = {}  # e-mail or policy name -> subject, seen here (bounded)
 
     async def sync_caps(self) -> bool:
         """Take the admin-set caps the replicas share (Redis); ``True`` if they changed here."""
@@ -206,7 +207,27 @@ class PolicyGate:
         plan = self._plans.get((principal, stream))
         if plan is None:
             plan = self._plans[(principal, stream)] = _build_plan(principal, effective, stream, now)
+            self._remember(policy, principal)
         return plan
+
+    def _remember(self, policy: Policy, principal: Principal) -> None:
+        """Note the names the policy file or an admin may use for ``principal`` (once per plan)."""
+        names = {principal.email.lower()} if principal.email else set()
+        entry = policy.user_entry(principal)
+        if entry is not None:
+            names.add(entry.user.lower())
+        for name in names - {principal.subject}:
+            if name in self._subjects or len(self._subjects) < MAX_PLANS:
+                self._subjects[name] = principal.subject
+
+    def subject_of(self, name: str) -> str | None:
+        """The subject a user cap named ``name`` (a subject or an e-mail) counts spend under:
+        ``name`` itself unless it is a name this replica has seen used for another subject;
+        ``None`` for an e-mail this replica has not seen (its spend cannot be found)."""
+        seen = self._subjects.get(name.lower())
+        if seen is not None:
+            return seen
+        return None if "@" in name else name
 
     def _unavailable(
         self, principal: Principal, request_id: str, exc: CountersUnavailable
