@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from gateway.config_checks import without_userinfo
 from gateway.errors import GatewayError
 from gateway.fleet.claims import Refused, identity_from
 from gateway.fleet.denylist import Denylist
@@ -129,7 +130,8 @@ class SigninService:
         )
         log.info(
             "fleet sign-in on: issuer %s, public URL %s, sign-in store %s, signing keys %s (%d)",
-            settings.oidc_issuer, settings.public_url, where, source, len(keys),
+            without_userinfo(settings.oidc_issuer), without_userinfo(settings.public_url), where, source,
+            len(keys),
         )  # fmt: skip
         if where == "memory":
             log.warning(
