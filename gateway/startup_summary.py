@@ -3,9 +3,8 @@
 It shows the selected provider's own endpoint and where its credential comes from (never the
 credential), and none of the other providers' settings: a Bedrock gateway shows its region,
 runtime URL and AWS credential source, not ``ANTHROPIC_BASE_URL``. URLs lose their userinfo.
-The fleet front door appears too: sign-in (the IdP's issuer, where the client secret and the
-signing keys come from), the policy file (its mode and entry counts), the named upstreams and
-the telemetry collectors (``host:port`` only).
+The fleet shows as sign-in (issuer, secret and key sources), policy (mode, entry counts),
+named upstreams and OTLP collectors (``host:port``).
 
 For Bedrock the credential source is what botocore's chain will pick given which variables are
 set (names only; the values are never read here); the ``provider ready`` line logged once the
