@@ -16,6 +16,7 @@ import ipaddress
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -45,6 +46,8 @@ from tests.deploy.manifests import (
     settings_env_names,
 )
 from tests.deploy.test_k8s import KUBELET_ONLY_ENV, SDK_ENV
+from tests.support import binaries
+from tests.support.serve_process import free_port
 from tests.support.tls import make_pki
 
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
@@ -422,3 +425,53 @@ def test_docs_show_how_to_add_the_component() -> None:
     kustomization = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
     assert kustomization["kind"] == "Component"
     assert "REPLACE" in (COMPONENT / "kustomization.yaml").read_text()
+
+
+def test_the_patched_redis_runs_with_noeviction_and_its_password(tmp_path: Path) -> None:
+    """The fleet's Redis command under a real redis-server (only the port changed, as in
+    tests/deploy/test_session_store_auth.py): the effective configuration is what the comment says."""
+    server, cli = binaries.require("redis-server"), binaries.require("redis-cli")
+    container = one(fleet_render("vertex", tmp_path / "k"), "StatefulSet", "switchyard-redis")["spec"][
+        "template"
+    ]["spec"]["containers"][0]
+    port = free_port()
+    [script] = container["args"]
+    script = script.replace("exec redis-server - ", f"exec {server} - --port {port} --bind 127.0.0.1 ", 1)
+    password = "0123456789abcdef0123456789abcdef"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "REDISCLI_AUTH": password}
+    process = subprocess.Popen(
+        [*container["command"], script],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def config(name: str) -> str:
+            result = subprocess.run(
+                [cli, "-p", str(port), "config", "get", name],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            return (
+                result.stdout.splitlines()[1]
+                if result.returncode == 0 and result.stdout.count("\n") >= 2
+                else ""
+            )
+
+        deadline = time.monotonic() + 15
+        while not config("maxmemory-policy"):
+            assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        assert config("maxmemory-policy") == "noeviction"
+        assert (config("requirepass"), config("protected-mode"), config("maxmemory")) == (
+            password,
+            "yes",
+            str(200 * 1024 * 1024),
+        )
+    finally:
+        process.terminate()
+        process.wait(10)
