@@ -3,6 +3,8 @@
 It shows the selected provider's own endpoint and where its credential comes from (never the
 credential), and none of the other providers' settings: a Bedrock gateway shows its region,
 runtime URL and AWS credential source, not ``ANTHROPIC_BASE_URL``. URLs lose their userinfo.
+The fleet shows as sign-in (issuer, secret and key sources), policy (mode, entry counts),
+named upstreams and OTLP collectors (``host:port``).
 
 For Bedrock the credential source is what botocore's chain will pick given which variables are
 set (names only; the values are never read here); the ``provider ready`` line logged once the
@@ -62,7 +64,61 @@ def summary(
         "session_max_per_team": settings.cache.session_max_per_team or "an equal share per team",
     }
     dropped = {"url_credentials_ignored": sorted(dropped_url_credentials)} if dropped_url_credentials else {}
-    return {**common, **upstream(settings, aws_variables), **egress, **dropped}
+    return {**common, **upstream(settings, aws_variables), **egress, **fleet(settings), **dropped}
+
+
+def fleet(settings: Settings) -> dict[str, Any]:
+    """Sign-in, policy, several upstreams and telemetry forwarding: each key only when it is on."""
+    found: dict[str, Any] = {}
+    signin = settings.signin
+    if signin.oidc_issuer is not None:
+        if signin.oidc_client_secret_file is not None:
+            secret = f"GATEWAY_OIDC_CLIENT_SECRET_FILE ({signin.oidc_client_secret_file})"
+        else:
+            secret = (
+                "GATEWAY_OIDC_CLIENT_SECRET" if signin.oidc_client_secret else "none (public client, PKCE)"
+            )
+        keys_file = signin.token_signing_keys_file
+        keys = f"GATEWAY_TOKEN_SIGNING_KEYS_FILE ({keys_file})" if keys_file else "generated, in the store"
+        store = settings.cache.session_store
+        shared = store.startswith(("redis://", "rediss://", "unix://"))
+        found["signin"] = {
+            "issuer": strip_userinfo(signin.oidc_issuer),
+            "public_url": strip_userinfo(signin.public_url),
+            "client_id": signin.oidc_client_id,
+            "client_secret": secret,
+            "groups_claim": signin.oidc_groups_claim,
+            "signing_keys": keys,
+            "store": "redis" if shared else ("sqlite file" if signin.signin_state_dir else "memory"),
+        }
+    policy_file = settings.policy.policy_file
+    if policy_file is not None:
+        from gateway.fleet.policy_file import PolicyError, load_policy
+
+        try:
+            spec = load_policy(policy_file)
+            rules: Any = {"mode": spec.mode, "groups": len(spec.groups), "users": len(spec.users)}
+        except PolicyError:  # changed since validation: the reloader reports it
+            rules = "unreadable"
+        counters = "memory" if settings.cache.session_store == "memory" else "redis"
+        found["policy"] = {"file": str(policy_file), "rules": rules, "counters": counters}
+    if settings.selection.upstreams_file is not None:
+        from gateway.upstreams.config import upstreams_of
+
+        loaded = upstreams_of(settings)
+        if loaded is not None:
+            found["upstreams"] = [f"{spec.name} ({spec.provider.value})" for spec in loaded.upstreams]
+    if settings.telemetry.otlp_forward_urls:
+        found["otlp_forward"] = [_host_port(url) for url in settings.telemetry.otlp_forward_urls]
+    return found
+
+
+def _host_port(url: str) -> str:
+    """``host:port`` of a URL (a collector's name in logs and metrics: no path, no query)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "unknown"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gateway.config_checks import without_userinfo
 from gateway.egress import host_port
 from gateway.errors import GatewayError
 from gateway.fleet.claims import Refused, identity_from
@@ -132,9 +133,9 @@ class SigninService:
         proxy = http.proxy_for(settings.oidc_issuer)
         log.info(
             "fleet sign-in on: issuer %s (proxy %s, CA %s), public URL %s, sign-in store %s, signing keys %s (%d)",
-            settings.oidc_issuer, host_port(proxy) if proxy else "none",
+            without_userinfo(settings.oidc_issuer), host_port(proxy) if proxy else "none",
             "GATEWAY_CA_BUNDLE" if egress.ca_bundle is not None else "system store",
-            settings.public_url, where, source, len(keys),
+            without_userinfo(settings.public_url), where, source, len(keys),
         )  # fmt: skip
         if where == "memory":
             log.warning(

@@ -91,6 +91,12 @@ VARIABLES = (
     "ANTHROPIC_VERTEX_BASE_URL",
     "ANTHROPIC_FOUNDRY_API_KEY",
     "ANTHROPIC_FOUNDRY_BASE_URL",
+    # the fleet front door (sign-in, telemetry forwarding)
+    "GATEWAY_OIDC_ISSUER",
+    "GATEWAY_OIDC_CLIENT_SECRET",
+    "GATEWAY_OIDC_CLIENT_SECRET_FILE",
+    "GATEWAY_TOKEN_SIGNING_KEYS_FILE",
+    "GATEWAY_OTLP_FORWARD_HEADERS",
 )
 URL_VARIABLES = {
     "ANTHROPIC_BASE_URL",
@@ -114,10 +120,12 @@ def built_world(directory: Path) -> Iterator[World]:
     """Every secret, upstream and file of the world, in ``directory``; all stopped afterwards."""
     values = {name: _secret(name) for name in VARIABLES}
     forms = {name: {value} for name, value in values.items()}
-    for name in URL_VARIABLES:
+    for name in (*URL_VARIABLES, "GATEWAY_OIDC_ISSUER"):
         forms[name].add(_basic("user", values[name]))
     key_file = directory / "api-keys"
     key_file.write_text(f"# team keys\n{values['GATEWAY_API_KEYS_FILE']} filed-team\n")
+    (directory / "oidc-client-secret").write_text(values["GATEWAY_OIDC_CLIENT_SECRET_FILE"] + "\n")
+    (directory / "token-signing-keys").write_text(f"k1 {values['GATEWAY_TOKEN_SIGNING_KEYS_FILE']}\n")
     (directory / "pki").mkdir()
     pki = make_pki(directory / "pki")
     forms["GATEWAY_CLIENT_KEY"] = _pem_lines(pki.client_key.read_text())
@@ -308,6 +316,40 @@ def foundry(w: World) -> dict[str, str]:
     }
 
 
+def _fleet_signin(w: World) -> dict[str, str]:
+    """Sign-in on (the IdP is only contacted at the first sign-in: its host need not exist)."""
+    return {
+        **_common(w),
+        "ANTHROPIC_API_KEY": w.secrets["ANTHROPIC_API_KEY"],
+        "ANTHROPIC_BASE_URL": _userinfo(w.anthropic.base_url, w.secrets["ANTHROPIC_BASE_URL"]),
+        "GATEWAY_PUBLIC_URL": "https://claude-gw.hygiene.example",
+        "GATEWAY_OIDC_CLIENT_ID": "switchyard-hygiene",
+    }
+
+
+def fleet(w: World) -> dict[str, str]:
+    """Sign-in with the client secret and signing keys in files, state in the password-protected
+    Redis, telemetry forwarded with a bearer header; the issuer URL carries userinfo."""
+    s = w.secrets
+    return {
+        **_fleet_signin(w),
+        "GATEWAY_OIDC_ISSUER": _userinfo("https://idp.hygiene.example/realms/eng", s["GATEWAY_OIDC_ISSUER"]),
+        "GATEWAY_OIDC_CLIENT_SECRET_FILE": str(w.directory / "oidc-client-secret"),
+        "GATEWAY_TOKEN_SIGNING_KEYS_FILE": str(w.directory / "token-signing-keys"),
+        "GATEWAY_SESSION_STORE": f"redis://:{s['GATEWAY_SESSION_STORE']}@127.0.0.1:{w.redis_port}/0",
+        "GATEWAY_OTLP_FORWARD_URLS": "https://collector.hygiene.example:4318",
+        "GATEWAY_OTLP_FORWARD_HEADERS": f"Authorization=Bearer%20{s['GATEWAY_OTLP_FORWARD_HEADERS']}",
+    }
+
+
+def fleet_inline_secret(w: World) -> dict[str, str]:
+    return {
+        **_fleet_signin(w),
+        "GATEWAY_OIDC_ISSUER": "https://idp.hygiene.example/realms/eng",
+        "GATEWAY_OIDC_CLIENT_SECRET": w.secrets["GATEWAY_OIDC_CLIENT_SECRET"],
+    }
+
+
 GOOD: dict[str, Callable[[World], dict[str, str]]] = {
     "anthropic-key": anthropic_key,
     "anthropic-token": anthropic_token,
@@ -315,6 +357,8 @@ GOOD: dict[str, Callable[[World], dict[str, str]]] = {
     "bedrock-sigv4": bedrock_sigv4,
     "vertex": vertex,
     "foundry": foundry,
+    "fleet": fleet,
+    "fleet-inline-secret": fleet_inline_secret,
 }
 
 
@@ -347,6 +391,8 @@ def malformed(w: World, env: dict[str, str]) -> tuple[dict[str, str], set[str]]:
         "ANTHROPIC_VERTEX_BASE_URL": f"https://user:{s['ANTHROPIC_VERTEX_BASE_URL']}@vertex.example:0x1/v1",
         "ANTHROPIC_FOUNDRY_API_KEY": f"{s['ANTHROPIC_FOUNDRY_API_KEY']}\x7f",
         "ANTHROPIC_FOUNDRY_BASE_URL": f"https://user:{s['ANTHROPIC_FOUNDRY_BASE_URL']}@f.example:99999/x",
+        "GATEWAY_OIDC_ISSUER": f"https://user:{s['GATEWAY_OIDC_ISSUER']}@idp.example:99999/realms/eng",
+        "GATEWAY_OTLP_FORWARD_HEADERS": f"Authorization Bearer {s['GATEWAY_OTLP_FORWARD_HEADERS']}",
     }
     changed = {name: value for name, value in broken.items() if name in env}
     # the keys file is read only once the key variables are good: it has a configuration of its own

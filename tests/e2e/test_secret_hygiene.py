@@ -150,6 +150,15 @@ def _exercise(run: Run, w: World) -> None:
             None,
         ),
         "readyz": ("GET", "/readyz", {}, None),
+        # the fleet's sign-in endpoints (404 where sign-in is off); none contacts the IdP
+        "discovery": ("GET", "/.well-known/oauth-authorization-server", {}, None),
+        "device_authorization": (
+            "POST",
+            "/oauth/device_authorization",
+            {"content-type": "application/x-www-form-urlencoded"},
+            b"surface=claude_code",
+        ),
+        "device_page": ("GET", "/oauth/device", {}, None),
     }
     with requests.Session() as http:
         for label, (method, path, headers, payload) in calls.items():
@@ -230,6 +239,8 @@ def test_good_configurations_serve_with_every_secret_in_use(runs: list[Run], wor
             "metrics": 200,
             "readyz": 200,
         }
+        if run.name.startswith("fleet"):
+            expected |= {"discovery": 200, "device_authorization": 200, "device_page": 200}
         assert {k: run.statuses[k] for k in expected} == expected, (run.name, run.text()[-3000:])
         ignored = sorted(name for name in URL_VARIABLES if name in run.env)
         for variable in ignored:
