@@ -22,7 +22,7 @@ import orjson
 
 from bench import REPO_ROOT, processes, procinfo
 from bench.loadgen import LoadConfig
-from bench.servers import add_gateway_args, spawn_gateway
+from bench.servers import add_gateway_args, spawn_gateway, spawn_passthrough
 
 # what ``gateway serve`` does before its first request, phase by phase, in a fresh interpreter
 # (the app is built but not served: no listener, no event loop)
@@ -101,6 +101,17 @@ def measure_spawns(
     return times, cpu
 
 
+def measure_floor(upstream_url: str, runs: int, timeout: float) -> list[float]:
+    """Spawn -> first served 200 of the bare aiohttp pass-through (the floor), ``runs`` times."""
+    probe = LoadConfig(url=upstream_url, mode="nonstream", concurrency=1, api_key="bench-key")
+    times: list[float] = []
+    for _ in range(runs):
+        server = spawn_passthrough(upstream_url, probe, timeout)
+        times.append(server.startup_s)
+        server.close()
+    return times
+
+
 def probe_startup(env: dict[str, str]) -> dict[str, object]:
     """Module count, phase times and heavy modules of one ``serve``-like start-up (:data:`PROBE`)."""
     out = subprocess.run(
@@ -137,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=25, help="-X importtime entries listed (default 25)")
     p.add_argument("--startup-timeout", type=float, default=30.0)
     p.add_argument("--json", action="store_true", help="print the figures as JSON instead")
+    p.add_argument(
+        "--floor", action="store_true", help="also time the bare aiohttp pass-through's start-up, as often"
+    )
     add_gateway_args(p)
     a = p.parse_args(argv)
     processes.ensure_bytecode()
@@ -145,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         upstream_url = f"http://127.0.0.1:{port}"
         env = _env(upstream_url, dict(a.gateway_env))
         times, cpu = measure_spawns(a.gateway_cmd, env, upstream_url, a.runs, a.startup_timeout)
+        floor = measure_floor(upstream_url, a.runs, a.startup_timeout) if a.floor else []
         probe = probe_startup(env)
         entries = importtime(env)
     except processes.BenchError as exc:
@@ -162,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         **probe,
         "import_ms": sum(e.self_us for e in entries) / 1000,
     }
+    if floor:
+        figures.update(passthrough_median_s=statistics.median(floor), passthrough_min_s=min(floor))
     if a.json:
         print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
         return 0
@@ -170,6 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"min {min(times):.3f} s, max {max(times):.3f} s; CPU used by then: median "
         f"{statistics.median(cpu):.3f} s, min {min(cpu):.3f} s"
     )
+    if floor:
+        print(
+            f"bare aiohttp pass-through, {len(floor)} runs: median {statistics.median(floor):.3f} s, "
+            f"min {min(floor):.3f} s (gateway / pass-through medians: "
+            f"{statistics.median(times) / statistics.median(floor):.2f}x)"
+        )
     print(
         f"serve-like start-up in one interpreter: {probe['modules']} modules, {probe['cpu_ms']} ms CPU; "
         f"phases (ms): {probe['phases_ms']}"

@@ -1,5 +1,5 @@
-"""``python -m bench startup``: the ``-X importtime`` reading, and one real run (two gateways spawned
-against the fake upstream) whose figures are checked for shape, not speed."""
+"""``python -m bench startup``: the ``-X importtime`` reading, and one real run (two gateways and two
+pass-throughs spawned against the fake upstream) whose figures are checked for shape, not speed."""
 
 from __future__ import annotations
 
@@ -32,13 +32,14 @@ def test_importtime_lines_are_read_with_their_depth() -> None:
 
 def test_a_real_run_reports_every_figure() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "bench", "startup", "--runs", "2", "--json"],
+        [sys.executable, "-m", "bench", "startup", "--runs", "2", "--floor", "--json"],
         capture_output=True, cwd=REPO_ROOT, timeout=240, check=True,
     )  # fmt: skip
     figures = orjson.loads(result.stdout)
     assert figures["runs"] == 2 and len(figures["startup_s"]) == 2
     assert 0 < figures["startup_min_s"] <= figures["startup_median_s"] < 60
     assert figures["cpu_median_s"] > 0
+    assert 0 < figures["passthrough_min_s"] <= figures["passthrough_median_s"] < 60
     assert figures["modules"] > 100  # the gateway, aiohttp, pydantic...
     assert set(figures["phases_ms"]) == {
         "import gateway.cli", "settings", "import gateway.process", "import gateway.app", "create_app",
