@@ -41,6 +41,7 @@ OURS_OFF = (
     "gateway.fleet.otlp_decode", "gateway.fleet.signin_routes", "gateway.fleet.signin_service",
     "gateway.fleet.oidc_client", "gateway.providers.bedrock", "gateway.providers.vertex",
     "gateway.providers.foundry", "gateway.providers.aws_egress", "gateway.providers.requests_egress",
+    "gateway.config_docs",  # serve --help only
 )  # fmt: skip
 
 
