@@ -7,7 +7,8 @@ client connection), :mod:`.loadgen` (closed-loop load generator), :mod:`.procinf
 and memory readings), :mod:`.processes` (child process management), :mod:`.servers` (spawning the
 servers under test), :mod:`.report` (statistics, CPU per request, ratios, targets), :mod:`.tables`
 (text tables), :mod:`.runner` (the procedure), :mod:`.cli` (command line), and the ``profile``
-sub-command: :mod:`.profiling`, :mod:`.pyspy` (py-spy on demand), :mod:`.frames` (top frames).
+sub-command: :mod:`.profiling`, :mod:`.pyspy` (py-spy on demand), :mod:`.frames` (top frames);
+the ``startup`` sub-command: :mod:`.startup` (start-up time, modules loaded, import times).
 The ``fleet-overhead`` sub-command (sign-in tokens + policy vs static keys): :mod:`.fleet_overhead`,
 :mod:`.fleet_setup` (keys, policy, tokens), :mod:`.fleet_checks`, :mod:`.fleet_report`.
 """

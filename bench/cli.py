@@ -12,6 +12,8 @@
     Only the bare aiohttp pass-through (:mod:`bench.passthrough`), in the foreground.
 ``python -m bench profile [--mode stream|nonstream] [--concurrency 10] [--seconds 10]``
     Sampling profile of the gateway under load with py-spy (:mod:`bench.profiling`).
+``python -m bench startup [--runs 10]``
+    The gateway's start-up time (spawn -> first 200), module count and imports (:mod:`bench.startup`).
 ``python -m bench failover-cache [--sessions 100] [--turns 30]``
     Cache economics of failover over two upstreams with a primary outage (:mod:`bench.failover_cache`).
 ``python -m bench fleet-overhead [--rounds 4] [--duration 3] [--users 50]``
@@ -251,6 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench import profiling
 
         return profiling.main(args[1:])
+    if args and args[0] == "startup":
+        from bench import startup
+
+        return startup.main(args[1:])
     if args and args[0] == "failover-cache":
         from bench import failover_cache
 

@@ -262,6 +262,7 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
             )
         else:
             env = {"GATEWAY_API_KEYS": opts.api_key, "ANTHROPIC_BASE_URL": upstream_url, **opts.gateway_env}
+            processes.ensure_bytecode()  # start-up is timed as installed: with bytecode
             gateway = spawn_gateway(opts.gateway_cmd, env, probe, opts.startup_timeout, target_cpus)
             servers.append(gateway)
             target_url, gw_pid, startup_s = gateway.url, gateway.proc.pid, gateway.startup_s

@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 
 from gateway.config import ConfigError, Settings
-from gateway.config_docs import variables_help
 from gateway.logging_setup import configure_logging
 
 log = logging.getLogger("switchyard")
@@ -67,6 +66,12 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
+def _variables_help() -> str:
+    from gateway.config_docs import variables_help  # reads the settings' source: only for --help
+
+    return variables_help(Settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="switchyard", description="Anthropic Messages API gateway with cache-aware prompting."
@@ -77,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="run the gateway (configured by environment variables)",
         description="Run the gateway. Configured by environment variables only (listed below).",
-        lazy_epilog=lambda: variables_help(Settings),
+        lazy_epilog=_variables_help,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", default=None, help="overrides GATEWAY_HOST")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -58,6 +58,13 @@ UPSTREAM_URL_FIELDS = frozenset(
 )  # credentials (userinfo) in these are dropped: the upstream credential has its own variables
 FAILED_FIELDS = "failed_fields"  # validation context: fields that failed (their checks are skipped)
 SERVING = "serving"  # validation context: also run the checks only ``switchyard serve`` needs
+SectionT = TypeVar("SectionT", bound=Section)
+
+
+def _section(model: type[SectionT]) -> Any:
+    """A section field's default: a new ``model()``, made by a plain function (pydantic inspects a
+    default factory's signature when it builds ``Settings``, and a model class's is costly to make)."""
+    return Field(default_factory=lambda: model())
 
 
 class Settings(BaseModel):
@@ -65,21 +72,21 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    listener: ListenerSettings = Field(default_factory=ListenerSettings)
-    auth: AuthSettings = Field(default_factory=AuthSettings)
-    anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
-    selection: ProviderSelection = Field(default_factory=ProviderSelection)
-    bedrock: BedrockSettings = Field(default_factory=BedrockSettings)
-    vertex: VertexSettings = Field(default_factory=VertexSettings)
-    foundry: FoundrySettings = Field(default_factory=FoundrySettings)
-    models: ModelSettings = Field(default_factory=ModelSettings)
-    egress: EgressSettings = Field(default_factory=EgressSettings)
-    resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)
-    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
-    cache: CacheSettings = Field(default_factory=CacheSettings)
-    signin: SigninSettings = Field(default_factory=SigninSettings)
-    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
-    policy: PolicySettings = Field(default_factory=PolicySettings)
+    listener: ListenerSettings = _section(ListenerSettings)
+    auth: AuthSettings = _section(AuthSettings)
+    anthropic: AnthropicSettings = _section(AnthropicSettings)
+    selection: ProviderSelection = _section(ProviderSelection)
+    bedrock: BedrockSettings = _section(BedrockSettings)
+    vertex: VertexSettings = _section(VertexSettings)
+    foundry: FoundrySettings = _section(FoundrySettings)
+    models: ModelSettings = _section(ModelSettings)
+    egress: EgressSettings = _section(EgressSettings)
+    resilience: ResilienceSettings = _section(ResilienceSettings)
+    observability: ObservabilitySettings = _section(ObservabilitySettings)
+    cache: CacheSettings = _section(CacheSettings)
+    signin: SigninSettings = _section(SigninSettings)
+    telemetry: TelemetrySettings = _section(TelemetrySettings)
+    policy: PolicySettings = _section(PolicySettings)
 
     _inbound_keys: tuple[InboundKey, ...] = PrivateAttr(())
     _aws_variables: frozenset[str] = PrivateAttr(frozenset())  # names set (for the summary)

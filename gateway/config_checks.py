@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import ssl
 from collections.abc import Iterable, Mapping
@@ -89,6 +88,8 @@ def unknown_variables(environ: Mapping[str, str], known: Iterable[str]) -> list[
         if not variable.startswith(CLOSED_PREFIX) or variable in known_set:
             continue
         bare = variable.removeprefix(CLOSED_PREFIX)
+        import difflib  # only for a misspelt variable
+
         guess = difflib.get_close_matches(bare, closed, n=1, cutoff=SIMILARITY)
         if bare in known_set:  # GATEWAY_AWS_REGION: that setting is read without the prefix
             hint = f" (did you mean {bare}?)"

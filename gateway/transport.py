@@ -148,6 +148,18 @@ def build_ssl_context(egress: EgressSettings, *, client_cert: bool = True) -> ss
     return context
 
 
+def upstream_tls(base_url: str, egress: EgressSettings) -> ssl.SSLContext | bool:
+    """The TLS setting of ``base_url``'s pool: ``False`` for ``http``; a context of our own with
+    ``GATEWAY_CA_BUNDLE`` or a client certificate; else ``True``: aiohttp's verifying context with
+    the system's trust store, loaded once when aiohttp is imported (loading it again for a context
+    of our own would cost start-up as much again, for the same trust)."""
+    if not base_url.startswith("https"):
+        return False
+    if egress.ca_bundle is None and egress.client_cert is None:
+        return True
+    return build_ssl_context(egress)
+
+
 def bypasses_proxy(host: str, port: int, no_proxy: str) -> bool:
     """Whether ``NO_PROXY`` exempts ``host:port``, with curl's rules.
 
@@ -202,7 +214,7 @@ def open_upstream(base_url: str, egress: EgressSettings) -> Upstream:
     connector = aiohttp.TCPConnector(
         limit=egress.upstream_pool_size,
         limit_per_host=egress.upstream_pool_size,
-        ssl=build_ssl_context(egress) if base_url.startswith("https") else False,
+        ssl=upstream_tls(base_url, egress),
         keepalive_timeout=60.0,
         enable_cleanup_closed=False,
         ttl_dns_cache=60,

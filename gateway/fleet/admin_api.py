@@ -30,7 +30,7 @@ MAX_ADMIN_BODY = 64 * 1024
 
 
 class CapChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on the first admin change
 
     scope: Literal["org", "group", "user"]
     owner: str = Field("", max_length=320)

@@ -17,7 +17,15 @@ from typing import Any, Final, Literal
 
 from gateway.fleet.model_rules import ModelRules
 from gateway.fleet.periods import Period
-from gateway.fleet.policy_file import EntryIn, GroupIn, PolicyIn, RateLimitsIn, SpendCapsIn, UserIn
+from gateway.fleet.policy_file import (
+    EntryIn,
+    GroupIn,
+    PolicyIn,
+    RateLimitsIn,
+    SpendCapsIn,
+    UserIn,
+    default_policy,
+)
 from gateway.fleet.principal import Principal
 
 Scope = Literal["user", "group", "org"]
@@ -200,4 +208,4 @@ class Policy:
         return merged
 
 
-DEFAULT_POLICY: Final = Policy(PolicyIn(), source="default (no GATEWAY_POLICY_FILE)")
+DEFAULT_POLICY: Final = Policy(default_policy(), source="default (no GATEWAY_POLICY_FILE)")

@@ -29,7 +29,9 @@ class PolicyError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validators built on the first parse (a policy file, an admin API change), not at import:
+    # a gateway without GATEWAY_POLICY_FILE never builds them (start-up time)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class SpendCapsIn(_Strict):
@@ -94,6 +96,25 @@ class PolicyIn(_Strict):
                     raise ValueError(f"{kind}.{index}: a second entry for the same {kind[:-1]}")
                 seen.add(name)
         return self
+
+
+def default_policy() -> PolicyIn:
+    """The policy without a file (every field at its default), made without building the validator
+    (nor calling the default factories: pydantic would inspect their signatures first)."""
+    base = EntryIn.model_construct(
+        _fields_set=set(), models=None, spend_caps=None, rate_limits=None, managed_settings=None
+    )
+    return PolicyIn.model_construct(
+        _fields_set=set(),
+        version=1,
+        mode="layered",
+        admin_groups=[],
+        kill_switch=[],
+        organization=OrganizationIn.model_construct(_fields_set=set(), spend_caps=None),
+        base=base,
+        groups=[],
+        users=[],
+    )
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

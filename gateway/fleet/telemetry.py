@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import weakref
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
@@ -39,11 +40,16 @@ _BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, FleetMetrics] = weakr
 
 
 def intake_available() -> bool:
-    """Whether ``opentelemetry-proto`` is installed (without importing it)."""
+    """Whether ``opentelemetry-proto`` is installed, without importing ``opentelemetry`` (a dotted
+    ``find_spec`` would import the parent package): its ``proto`` package in one of its folders."""
     try:
-        return importlib.util.find_spec("opentelemetry.proto") is not None
-    except ModuleNotFoundError:  # no ``opentelemetry`` package at all
+        spec = importlib.util.find_spec("opentelemetry")
+    except ModuleNotFoundError:  # an import hook that hides it
         return False
+    if spec is None:
+        return False
+    folders = spec.submodule_search_locations or ()
+    return any(Path(folder, "proto", "__init__.py").is_file() for folder in folders)
 
 
 def fleet_metrics(registry: CollectorRegistry, settings: TelemetrySettings) -> FleetMetrics:
@@ -66,10 +72,10 @@ def install_telemetry(
     if not intake_available():
         log.warning("OTLP intake off: opentelemetry-proto is not installed (pip install 'switchyard[fleet]')")
         return metrics
-    from gateway.fleet.otlp_forward import OtlpForwarder, parse_headers
-
     forwarder = None
-    if settings.telemetry.otlp_forward_urls:
+    if settings.telemetry.otlp_forward_urls:  # the forwarder's module only when it forwards
+        from gateway.fleet.otlp_forward import OtlpForwarder, parse_headers
+
         forwarder = OtlpForwarder(
             settings.telemetry.otlp_forward_urls,
             metrics,

@@ -15,7 +15,9 @@ from gateway.config_values import blank_is_none, comma_set, empty_is_none, exist
 class Section(BaseModel):
     """One group of settings; ``title`` heads its variables in ``switchyard serve --help``."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")  # docstrings: gateway.config_docs
+    # docstrings: gateway.config_docs. defer_build: a section's own validator is built only if it is
+    # validated alone; ``Settings`` validates every section within its own (one build, not two)
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
     title: ClassVar[str] = "Settings"
 
 
