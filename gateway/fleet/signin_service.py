@@ -8,6 +8,8 @@ is one line on the ``switchyard.audit`` logger (who, what, from where; never a t
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import secrets
 from collections.abc import Callable
@@ -107,7 +109,12 @@ class SigninService:
         else:
             store = SqliteSigninStore(settings.signin_state_dir, clock)
         keys = await _signing_keys(settings, store)
-        csrf_record = await store.put_if_absent(KEYS, "csrf", {"key": secrets.token_hex(32)}, None)
+        if settings.token_signing_keys_file is not None:
+            # every replica reads the same file: the same CSRF key, whatever happens to the store
+            csrf_key = csrf_key_from(keys[0])
+        else:  # generated keys live in the store: so does the CSRF key
+            csrf_record = await store.put_if_absent(KEYS, "csrf", {"key": secrets.token_hex(32)}, None)
+            csrf_key = bytes.fromhex(csrf_record["key"])
         http = IdpHttp(egress)
         secret = settings.oidc_client_secret
         if settings.oidc_client_secret_file is not None:
@@ -141,7 +148,7 @@ class SigninService:
             log.warning(
                 "fleet sign-in state is in memory: a restart signs everyone out (set GATEWAY_SIGNIN_STATE_DIR)"
             )
-        return cls(settings, store, signer, Csrf(bytes.fromhex(csrf_record["key"])), oidc, http, clock)
+        return cls(settings, store, signer, Csrf(csrf_key), oidc, http, clock)
 
     async def close(self) -> None:
         await self._http.close()
@@ -370,3 +377,9 @@ async def _signing_keys(settings: SigninSettings, store: SigninStore) -> tuple[S
     fresh = generate_signing_key()
     stored = await store.put_if_absent(KEYS, "signing", {"kid": fresh.kid, "secret": fresh.secret}, None)
     return (SigningKey(stored["kid"], stored["secret"]),)
+
+
+def csrf_key_from(signing: SigningKey) -> bytes:
+    """The verification page's CSRF key, derived from the first signing key (HMAC-SHA256 under a
+    fixed label, so the key itself is never used for two purposes)."""
+    return hmac.new(signing.secret.encode(), b"switchyard verification-page csrf v1", hashlib.sha256).digest()
