@@ -132,8 +132,7 @@ def test_a_bad_file_fails_the_settings_with_one_line(tmp_path: Path) -> None:
     assert "base.spend_caps.weekly_usd" in line
     path.write_text('{"base": {"spend_caps": {"weekly_usd": 3}}}')  # JSON is YAML too
     assert (
-        Settings.from_environ({"GATEWAY_API_KEYS": "k", "GATEWAY_POLICY_FILE": str(path)}).policy.policy_file
-        == path
+        Settings.from_environ({"GATEWAY_API_KEYS": "k", "GATEWAY_POLICY_FILE": str(path)}).policy.policy_file == path
     )
 
 
