@@ -223,9 +223,13 @@ class PolicyGate:
         plan = self._plan(policy, principal, effective, client.stream, now, billing_group)
         if plan.hints:
             sent = headers.get(HINT_HEADER) if headers is not None else None
-            if sent is not None or plan.settings_checksum is not None:
-                state = self.hints.state(plan.group, plan.settings_checksum, sent, now)
-                plan.hints[state].inc()  # never the value: it is sensitive, and unbounded
+            if sent is None:
+                if plan.settings_checksum is not None:  # no settings, nothing sent: nothing to count
+                    plan.hints["unknown"].inc()
+            elif sent == plan.settings_checksum:
+                plan.hints["current"].inc()
+            else:  # never the value itself: it is sensitive, and unbounded
+                plan.hints[self.hints.state(plan.group, plan.settings_checksum, sent, now)].inc()
         limit_headers: dict[str, str] = {}
         if plan.checks or plan.rate_checks or plan.slot_checks:
             try:
