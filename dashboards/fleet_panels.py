@@ -3,8 +3,8 @@
 Claude Code's own metrics as the gateway's OTLP intake turns them into ``gateway_fleet_*`` series
 (``gateway/fleet/fleet_metrics.py``): adoption (active users, sessions, active time) and spend per
 group, the top users by spend (a bounded top-k: ``user="other"`` holds everyone else), what the
-fleet produced (lines, commits, pull requests, edit acceptance), sign-ins by outcome and policy
-refusals by reason, and the intake and forwarding themselves. Every selector honours the scrape
+fleet produced (lines, commits, pull requests, edit acceptance), sign-ins by outcome, policy
+refusals by reason, managed-settings checksum hints by state, and the intake and forwarding. Every selector honours the scrape
 target variables (``J``) and, where the metric has a ``group`` label, the ``$group`` variable.
 """
 
@@ -88,6 +88,11 @@ def fleet_panels() -> list[Panel]:
         bars("Refusals by reason (range)", "Refused requests over the range, by reason.",
              f"sort_desc(sum by (reason) (increase(gateway_fleet_refusals_total{{{J}}}[$__range])))",
              "{{reason}}", "short"),
+        bars("Managed settings on model requests (range)", "Requests of callers with managed settings by the "
+             "checksum their Claude Code sent (CLAUDE_CODE_GATEWAY_HINT_HEADERS=1 in managed env): current, "
+             "previous (before an edit, accepted 2 h), stale, unknown (none sent). A hint, not a control.",
+             f"sum by (state) (increase(gateway_fleet_managed_settings_hints_total{{{G}}}[$__range]))",
+             "{{state}}", "short"),
         series("OTLP exports (per s)", "Exports accepted by signal, and those answered 200 but not used "
                "(too large, undecodable...) by reason.", "short",
                target(f"sum by (signal) (rate(gateway_fleet_telemetry_exports_total{{{J}}}[$__rate_interval]))",

@@ -110,7 +110,7 @@ class Gateway:
                 metrics.prime(upstream.kind.value, self.keys)
         # fleet policy (gateway.fleet): on the request path only with GATEWAY_POLICY_FILE set
         fleet = fleet_metrics(metrics.registry, settings.telemetry)  # the Fleet dashboard's series
-        self.policy_gate: PolicyGate = build_policy_gate(settings, on_refusal=fleet.refused)
+        self.policy_gate: PolicyGate = build_policy_gate(settings, fleet)
         self.policy = self.policy_gate if settings.policy.policy_file is not None else None
 
     def _keys_reloaded(self, ring: KeyRing) -> None:
@@ -141,7 +141,9 @@ class Gateway:
             slots = principal.label  # a bounded set, like every label
             self.team_slots.acquire(slots, len(self.keys.teams))
             if self.policy is not None:  # models, caps, rate limits: before anything goes upstream
-                scope.admission = await self.policy.admit(principal, scope.client, scope.request_id)
+                scope.admission = await self.policy.admit(
+                    principal, scope.client, scope.request_id, request.headers
+                )
             try:
                 return await self._exchange(request, scope, send)
             finally:

@@ -42,13 +42,19 @@ class GroupLabels:
             return self.configured[min(ranked)] if ranked else OTHER
         if not groups:
             return OTHER
-        first = groups[0]
-        if first in self._admitted:
-            return first
-        if len(self._admitted) >= self.limit or not _printable(first):
+        return self.of_group(groups[0])
+
+    def of_group(self, group: str) -> str:
+        """The label of one group a caller belongs to (a request's billing group): the group when
+        configured or admitted (while fewer than the limit have a label), else ``other``."""
+        if self.configured:
+            return group if group in self._rank else OTHER
+        if group in self._admitted:
+            return group
+        if len(self._admitted) >= self.limit or not _printable(group):
             return OTHER
-        self._admitted[first] = None
-        return first
+        self._admitted[group] = None
+        return group
 
     @property
     def known(self) -> tuple[str, ...]:

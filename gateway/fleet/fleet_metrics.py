@@ -6,10 +6,10 @@ sessions, tokens, cost, lines of code, commits, pull requests, active time, code
 ``GATEWAY_TELEMETRY_TOP_USERS`` labels, the rest ``other``: ``gateway.fleet.topk``), the callers
 active in the last 24 h per group, and the intake's and forwarder's own counters.
 
-``gateway_fleet_signins_total{outcome}`` and ``gateway_fleet_refusals_total{reason}`` are the
-sign-in flow's and the policy's: defined here so the Fleet dashboard has them, counted by
-:meth:`FleetMetrics.signed_in` and :meth:`FleetMetrics.refused` (values outside the known sets
-count as ``other``). Every label is bounded; no session, request or account id is ever one.
+The sign-in flow's and the policy's counters (``gateway_fleet_signins_total``,
+``_refusals_total``, ``_managed_settings_hints_total``, ``_billing_group_tags_total``) are defined
+here so the Fleet dashboard has them (values outside the known sets count as ``other``). Every
+label is bounded; no session, request or account id, nor a checksum, is ever one.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ REFUSAL_REASONS: Final = (
     "fetch_error",
     "revoked_token",
 )
+HINT_STATES: Final = ("current", "previous", "stale", "unknown")
+BILLING_GROUP_OUTCOMES: Final = ("applied", "ignored")
 FORWARD_OUTCOMES: Final = ("delivered", "refused", "failed", "dropped_queue_full", "dropped_breaker_open")
 CATALOGUE_LABELS: Final = (*dict.fromkeys(entry.alias for entry in FIRST_PARTY_MODELS), OTHER)
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "NotebookEdit", "MultiEdit"})  # Claude Code's editing tools
@@ -146,6 +148,21 @@ class FleetMetrics:
             ["reason"],
             registry=r,
         )
+        self.settings_hints = LoopCounter(
+            "gateway_fleet_managed_settings_hints_total",
+            "POST /v1/messages of callers with managed settings, by the x-claude-code-managed-settings-checksum "
+            "they sent: current, previous (the group's settings before an edit, accepted for 2 h), stale "
+            "(anything else) or unknown (none sent). A hint, not a control: never refused on.",
+            ["group", "state"],
+            registry=r,
+        )
+        self.billing_groups = LoopCounter(
+            "gateway_fleet_billing_group_tags_total",
+            "Requests whose tags named a billing group (GATEWAY_BILLING_GROUP_TAG): applied (one of the "
+            "caller's groups) or ignored (any other value: not trusted, the request is billed as untagged).",
+            ["outcome"],
+            registry=r,
+        )
         self.exports = LoopCounter(
             "gateway_fleet_telemetry_exports_total",
             "OTLP export requests accepted on /v1/metrics, /v1/logs and /v1/traces.",
@@ -207,6 +224,8 @@ class FleetMetrics:
             for rejected in Reason:
                 self.rejected.labels(signal.value, rejected.value)
         self.points_recorded.inc(0)
+        for outcome in BILLING_GROUP_OUTCOMES:
+            self.billing_groups.labels(outcome)
         self.user_cost.labels(OTHER)
         for group in self.groups.known:
             self.prime_group(group)
@@ -223,6 +242,8 @@ class FleetMetrics:
         for tool in EDIT_TOOLS:
             for decision in DECISIONS:
                 self.edit_decisions.labels(group, tool, decision)
+        for state in HINT_STATES:
+            self.settings_hints.labels(group, state)
 
     def prime_destination(self, destination: str) -> None:
         for signal in Signal:
@@ -238,6 +259,10 @@ class FleetMetrics:
     def refused(self, reason: str) -> None:
         """One request the policy refused (``REFUSAL_REASONS``; anything else counts as ``other``)."""
         self.refusals.labels(reason if reason in REFUSAL_REASONS else OTHER).inc()
+
+    def billed(self, outcome: str) -> None:
+        """A request's billing-group tag: ``applied`` or ``ignored`` (``BILLING_GROUP_OUTCOMES``)."""
+        self.billing_groups.labels(outcome if outcome in BILLING_GROUP_OUTCOMES else OTHER).inc()
 
     def user_spend(self, user: str, amount: float) -> None:
         """``amount`` USD for ``user``: under their own label while they are a top spender.

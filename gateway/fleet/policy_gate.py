@@ -1,7 +1,9 @@
 """Where the policy meets the request path: one ``admit`` before proxying, one ``record`` at close.
 
 One counter round trip per request at most; ``record`` runs exactly once per admitted request.
-A counter outage fails open or closed per ``GATEWAY_POLICY_COUNTERS_FAIL``.
+A counter outage fails open or closed per ``GATEWAY_POLICY_COUNTERS_FAIL``. ``admit`` also counts
+the managed-settings checksum hint (:mod:`gateway.fleet.settings_hint`) and, with
+``GATEWAY_BILLING_GROUP_TAG``, bills a request to the group its ``tags`` name (:mod:`.billing_group`).
 
 Details: docs/internals/gateway-fleet.md
 """
@@ -11,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway.errors import ClientInputError
 from gateway.fleet import audit, rate_limits
+from gateway.fleet.billing_group import BillingGroups
 from gateway.fleet.counters import (
     SPEND_KEPT_AFTER_S,
     Charge,
@@ -27,10 +30,13 @@ from gateway.fleet.counters import (
     SlotCheck,
     SpendCheck,
 )
+from gateway.fleet.fleet_labels import GroupLabels
+from gateway.fleet.managed_settings import checksum
 from gateway.fleet.periods import Period, Window, window
 from gateway.fleet.policy import Cap, Effective, Policy, Rate
 from gateway.fleet.policy_reload import PolicyHolder
 from gateway.fleet.principal import Principal
+from gateway.fleet.settings_hint import HINT_HEADER, SettingsHints
 from gateway.fleet.spend_caps import (
     CapState,
     allowed_headers,
@@ -83,10 +89,24 @@ class _Plan:
     token_checks: tuple[RateCheck, ...]
     streams: tuple[Rate, ...]
     slot_checks: tuple[SlotCheck, ...]
+    group: str  # the telemetry group label its requests count under
+    settings_checksum: str | None  # of its managed settings (None: none apply)
+    hints: Mapping[str, Any]  # the hint counter's children of ``group``, by state
 
 
-def _build_plan(principal: Principal, effective: Effective, stream: bool, now: float) -> _Plan:
-    caps = ordered(effective.caps)
+def _build_plan(
+    principal: Principal,
+    effective: Effective,
+    stream: bool,
+    now: float,
+    billing_group: str | None = None,
+    group: str = "other",
+    hints: Mapping[str, Any] | None = None,
+) -> _Plan:
+    caps = effective.caps
+    if billing_group is not None:  # the request names the group that pays: only its pool counts
+        caps = tuple(cap for cap in caps if cap.scope != "group" or cap.owner == billing_group)
+    caps = ordered(caps)
     checks, windows = spend_checks(caps, now)
     counted = {check.key for check in checks}
     own = []
@@ -109,6 +129,9 @@ def _build_plan(principal: Principal, effective: Effective, stream: bool, now: f
         token_checks=token_checks,
         streams=streams,
         slot_checks=tuple(rate_limits.slot_check(rate) for rate in streams),
+        group=group,
+        settings_checksum=None if effective.settings is None else checksum(effective.settings),
+        hints=hints or {},
     )
 
 
@@ -128,14 +151,20 @@ class PolicyGate:
         fail_closed: bool = False,
         clock: Callable[[], float] = time.time,
         on_refusal: Callable[[str], None] | None = None,
+        groups: GroupLabels | None = None,
+        hints: SettingsHints | None = None,
+        billing: BillingGroups | None = None,
     ) -> None:
         self.holder = holder
+        self.groups = groups or GroupLabels((), 0)  # every caller "other" unless given the fleet's
+        self.hints = hints or SettingsHints(None)
+        self.billing = billing  # None: GATEWAY_BILLING_GROUP_TAG unset, tags are not read
         self.on_refusal = on_refusal  # counts refusals by reason (gateway_fleet_refusals_total)
         self.counters = counters
         self.fail_closed = fail_closed
         self.clock = clock
         self._outage = False
-        self._plans: dict[tuple[Principal, bool], _Plan] = {}
+        self._plans: dict[tuple[Principal, bool, str | None], _Plan] = {}
         self._plans_policy: Policy | None = None
         self._plans_day = -1
         self._subjects: dict[str, str] = {}  # e-mail or policy name -> subject, seen here (bounded)
@@ -162,7 +191,22 @@ class PolicyGate:
     def effective(self, principal: Principal) -> Effective:
         return self.holder.policy.for_principal(principal)
 
-    async def admit(self, principal: Principal, client: ClientRequest, request_id: str) -> Admission | None:
+    def group_label(self, principal: Principal, billing_group: str | None = None) -> str:
+        return self.groups(principal) if billing_group is None else self.groups.of_group(billing_group)
+
+    def settings_served(self, principal: Principal, effective: Effective) -> None:
+        """``GET /managed/settings`` answered the caller with its settings: their checksum is current."""
+        if effective.settings is not None:
+            self.hints.saw_current(self.group_label(principal), checksum(effective.settings))
+
+    async def admit(
+        self,
+        principal: Principal,
+        client: ClientRequest,
+        request_id: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> Admission | None:
+        """``headers``: the request's own (a case-insensitive mapping), read for the settings hint."""
         policy = self.holder.policy
         effective = policy.for_principal(principal)
         models = effective.models
@@ -174,8 +218,20 @@ class PolicyGate:
         if client.operation is not Operation.MESSAGES:
             return None
         now = self.clock()
-        plan = self._plan(policy, principal, effective, client.stream, now)
-        headers: dict[str, str] = {}
+        billing_group = None
+        if self.billing is not None:  # one dictionary lookup in the body, only with the tag set
+            billing_group = self.billing.group_of(principal, client.payload)
+        plan = self._plan(policy, principal, effective, client.stream, now, billing_group)
+        if plan.hints:
+            sent = headers.get(HINT_HEADER) if headers is not None else None
+            if sent is None:
+                if plan.settings_checksum is not None:  # no settings, nothing sent: nothing to count
+                    plan.hints["unknown"].inc()
+            elif sent == plan.settings_checksum:
+                plan.hints["current"].inc()
+            else:  # never the value itself: it is sensitive, and unbounded
+                plan.hints[self.hints.state(plan.group, plan.settings_checksum, sent, now)].inc()
+        limit_headers: dict[str, str] = {}
         if plan.checks or plan.rate_checks or plan.slot_checks:
             try:
                 result = await self.counters.admit(
@@ -193,20 +249,36 @@ class PolicyGate:
                 ]
                 active = binding(states)
                 if active is not None:
-                    headers = allowed_headers(active)
-        return Admission(principal, request_id, plan.charged, plan.token_checks, plan.slot_checks, headers)
+                    limit_headers = allowed_headers(active)
+        return Admission(
+            principal, request_id, plan.charged, plan.token_checks, plan.slot_checks, limit_headers
+        )
 
     def _plan(
-        self, policy: Policy, principal: Principal, effective: Effective, stream: bool, now: float
+        self,
+        policy: Policy,
+        principal: Principal,
+        effective: Effective,
+        stream: bool,
+        now: float,
+        billing_group: str | None = None,
     ) -> _Plan:
         """The counter keys and checks of a principal's requests, made once per policy and UTC day."""
         day = int(now // 86_400)
         if policy is not self._plans_policy or day != self._plans_day or len(self._plans) >= MAX_PLANS:
+            if policy is not self._plans_policy and self._plans_policy is not None:
+                self.hints.policy_changed(now)  # a reload or a cap change: the old checksums retire
             self._plans = {}
             self._plans_policy, self._plans_day = policy, day
-        plan = self._plans.get((principal, stream))
+        key = (principal, stream, billing_group)
+        plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[(principal, stream)] = _build_plan(principal, effective, stream, now)
+            group = self.group_label(principal, billing_group)
+            hints = self.hints.children(group)
+            plan = _build_plan(principal, effective, stream, now, billing_group, group, hints)
+            if plan.settings_checksum is not None:
+                self.hints.saw_current(group, plan.settings_checksum)
+            self._plans[key] = plan
             self._remember(policy, principal)
         return plan
 

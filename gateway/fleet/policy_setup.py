@@ -9,14 +9,15 @@ share caps and rate limits).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from gateway.config import Settings
+from gateway.fleet.billing_group import BillingGroups
 from gateway.fleet.counters import Counters, MemoryCounters
+from gateway.fleet.fleet_metrics import FleetMetrics
 from gateway.fleet.model_rules import ModelRules
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_reload import PolicyHolder, PolicyReloader
 from gateway.fleet.routes import filter_models
+from gateway.fleet.settings_hint import SettingsHints
 from gateway.providers.base import BufferedResponse, UpstreamResponse
 
 
@@ -28,16 +29,20 @@ def build_counters(settings: Settings) -> Counters:
     return MemoryCounters()
 
 
-def build_policy_gate(settings: Settings, on_refusal: Callable[[str], None] | None = None) -> PolicyGate:
-    """``on_refusal``: counts each refusal by reason (``FleetMetrics.refused``)."""
+def build_policy_gate(settings: Settings, fleet: FleetMetrics | None = None) -> PolicyGate:
+    """``fleet``: the registry's fleet series (refusals, settings hints, billing groups, group labels)."""
     holder: PolicyHolder = PolicyHolder()
     if settings.policy.policy_file is not None:
         holder = PolicyReloader(settings.policy.policy_file, interval_s=settings.policy.policy_reload_s)
+    tag = settings.signin.billing_group_tag
     return PolicyGate(
         holder,
         build_counters(settings),
         fail_closed=settings.policy.policy_counters_fail == "closed",
-        on_refusal=on_refusal,
+        on_refusal=fleet.refused if fleet is not None else None,
+        groups=fleet.groups if fleet is not None else None,
+        hints=SettingsHints(fleet.settings_hints if fleet is not None else None),
+        billing=None if tag is None else BillingGroups(tag, fleet.billed if fleet is not None else None),
     )
 
 

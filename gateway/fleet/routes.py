@@ -54,6 +54,7 @@ class FleetRoutes:
     async def managed_settings(self, request: web.Request) -> web.Response:
         principal = self._principal_for(request)
         effective = self.gate.effective(principal)
+        self.gate.settings_served(principal, effective)  # what a client loads: the hint's history
         return managed_settings.answer(effective, request.headers.get("if-none-match"))
 
     async def usage(self, request: web.Request) -> web.Response:

@@ -130,7 +130,9 @@ class SigninService:
             scopes=settings.oidc_scopes,
             clock=clock,
         )
-        signer = TokenSigner(keys, settings.public_url, settings.access_token_ttl_s, clock)
+        signer = TokenSigner(
+            keys, settings.public_url, settings.access_token_ttl_s, clock, settings.billing_group_tag
+        )
         where = "redis" if store.shared else ("sqlite file" if settings.signin_state_dir else "memory")
         source = (
             "GATEWAY_TOKEN_SIGNING_KEYS_FILE"

@@ -1,8 +1,9 @@
 """Access tokens: HS256-signed JWTs (joserfc) carrying who signed in, checked on every request.
 
 Claims: ``iss`` (the public URL), ``sub`` (the IdP subject), ``email``, ``groups``, ``iat``,
-``exp``, ``jti``, ``fam`` (the refresh family the token came from). Claude Code reads ``exp`` and
-``sub`` unverified; the gateway verifies the signature against the key rotation list
+``exp``, ``jti``, ``fam`` (the refresh family the token came from), and ``billing_group_tag`` with
+``GATEWAY_BILLING_GROUP_TAG`` set. Claude Code reads ``exp``, ``sub`` and ``billing_group_tag``
+unverified; the gateway verifies the signature against the key rotation list
 (:mod:`gateway.fleet.signing_keys`), ``iss`` and ``exp``, then the revocation denylist
 (:mod:`gateway.fleet.denylist`). A verified token is remembered (bounded) so the request path
 does a dictionary lookup, not a signature check, for a token it has already seen.
@@ -59,7 +60,12 @@ class InvalidToken(Exception):
 
 class TokenSigner:
     def __init__(
-        self, keys: Sequence[SigningKey], issuer: str, ttl_s: int, clock: Callable[[], float]
+        self,
+        keys: Sequence[SigningKey],
+        issuer: str,
+        ttl_s: int,
+        clock: Callable[[], float],
+        billing_group_tag: str | None = None,
     ) -> None:
         if not keys:
             raise ValueError("no signing key")
@@ -67,6 +73,7 @@ class TokenSigner:
         self._signing_key = OctKey.import_key(keys[0].secret, {"kid": keys[0].kid})
         self._key_set = KeySet([OctKey.import_key(key.secret, {"kid": key.kid}) for key in keys])
         self._issuer = issuer
+        self.billing_group_tag = billing_group_tag
         self.ttl_s = ttl_s
         self._clock = clock
         self._verified: OrderedDict[str, VerifiedToken] = OrderedDict()
@@ -85,6 +92,10 @@ class TokenSigner:
         }
         if identity.email:
             claims["email"] = identity.email
+        if self.billing_group_tag is not None:
+            # fleet-gateway.md s1: "If the token is a JWT the client reads exp, sub,
+            # billing_group_tag unverified"; with it, Claude Code sends "tags": {<tag>: <group>}
+            claims["billing_group_tag"] = self.billing_group_tag
         header = {"alg": ALGORITHM, "kid": self._signing.kid}
         token = jwt.encode(header, claims, self._signing_key, algorithms=[ALGORITHM])
         return token, VerifiedToken(identity.principal(), jti, family, now + self.ttl_s)

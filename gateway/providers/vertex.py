@@ -66,8 +66,11 @@ def vertex_headers(client_headers: list[tuple[str, str]], betas: tuple[str, ...]
 
 def vertex_body(payload: Mapping[str, Any], model: str, *, keep_model: bool) -> bytes:
     """The rawPredict body: ``model`` removed (predict) or set to the Vertex id (count-tokens),
-    version added; the payload itself is not changed."""
+    ``tags`` removed (Vertex rejects it, and Claude Code sends it without the request-tags beta
+    behind a gateway whose tokens carry ``billing_group_tag``: providers.md s10), version
+    added; the payload itself is not changed."""
     body = {**payload, "model": model} if keep_model else {k: v for k, v in payload.items() if k != "model"}
+    body.pop("tags", None)
     body["anthropic_version"] = VERTEX_API_VERSION
     return orjson.dumps(body)
 

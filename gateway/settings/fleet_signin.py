@@ -3,13 +3,16 @@ Sign-in is on when ``GATEWAY_OIDC_ISSUER`` is set (cross-field rules: ``gateway.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Final
 
 from pydantic import BeforeValidator, Field, SecretStr, field_validator
 
 from gateway.config_values import empty_is_none, http_url
 from gateway.settings.section import CommaSet, Flag, OptionalText, OptionalUrl, ReadableFile, Section
+
+_TAG: Final = re.compile(r"[A-Za-z0-9_.:/=+\-@]{1,64}")
 
 
 def _directory(value: object) -> object:
@@ -56,8 +59,22 @@ class SigninSettings(Section):
     """Directory of the embedded sign-in store (sqlite); unset: in memory (a restart signs all out)."""
     signin_verify_per_minute: int = Field(10, alias="GATEWAY_SIGNIN_VERIFY_PER_MINUTE", ge=1)
     """Verification-page form submissions allowed per client IP per minute."""
+    billing_group_tag: OptionalText = Field(None, alias="GATEWAY_BILLING_GROUP_TAG")
+    """Off by default. A tag name (`team`): access tokens carry it as the `billing_group_tag` claim, and a request's `tags[<name>]` picks which of the caller's groups pays (its group pool) and labels its telemetry; `tags` is never sent to Bedrock or Vertex."""
     signin_login_notice: OptionalText = Field(None, alias="GATEWAY_SIGNIN_LOGIN_NOTICE", max_length=500)
     """Plain text Claude Code shows beside the user code at `/login` (at most 500 characters)."""
+
+    @field_validator("billing_group_tag")
+    @classmethod
+    def _check_tag(cls, value: str | None) -> str | None:
+        """The rule Claude Code 2.1.332's own gateway applies to ``admin.billing_group_tag``: 1 to 64
+        ASCII letters, digits or ``_ . : / = + - @``, not starting with ``anthropic`` (any case)."""
+        if value is not None and (not _TAG.fullmatch(value) or value.lower().startswith("anthropic")):
+            raise ValueError(
+                "must be 1 to 64 characters, each an ASCII letter, a digit or one of _ . : / = + - @, "
+                "and must not start with 'anthropic'"
+            )
+        return value
 
     @field_validator("oidc_issuer", mode="before")
     @classmethod

@@ -109,6 +109,7 @@ async def test_fleet_dashboard_on_a_real_prometheus(tmp_path: Path) -> None:
                     fleet.signed_in("denied")
                     fleet.refused("spend_cap")
                     fleet.refused("model_denied")
+                    fleet.settings_hints.labels("alpha", "stale").inc()
                     await prometheus.scrapes_after(time.time(), 1)
                 at = await prometheus.scrapes_after(time.time(), 2)
                 results = await check_panels(prometheus, at)
@@ -150,6 +151,8 @@ def check_figures(
     assert by("Active users by group", "group") == {"alpha": 1, "beta": 1, "other": 1}
     assert by("Sign-ins (range)", "")[""] == 2
     assert by("Refusals by reason (range)", "reason")["spend_cap"] == 2
+    hints = by("Managed settings on model requests (range)", "state")
+    assert hints == {"current": 0, "previous": 0, "stale": 2, "unknown": 0}
     assert by("Edit acceptance by tool", "tool") == pytest.approx({"Edit": 1.0, "Write": 0.0})
     assert by("Collector breakers open", "")[""] == 0
     delivered = [s for s in results["Forwarded to collectors"] if s["metric"]["outcome"] == "delivered"]
