@@ -127,7 +127,9 @@ class UpstreamSet:
         for spec in config.upstreams:
             provider = providers[spec.name]
             kind = spec.provider.value
-            cache = CachePipeline(spec.settings.cache, kind, store, on_break=functools.partial(on_break, kind))
+            cache = CachePipeline(
+                spec.settings.cache, kind, store, on_break=functools.partial(on_break, kind)
+            )
             built[spec.name] = Upstream(
                 spec.name, spec.provider, provider, cache, RequestPreparation(cache, provider)
             )
@@ -195,7 +197,7 @@ class UpstreamSet:
             outcome.upstream_started_at = gateway.clock()
             for index, name in enumerate(plan.candidates):
                 upstream = self.upstreams[name]
-                if not self.breakers.acquire(name):  # a half-open probe slot taken meanwhile
+                if not await self.breakers.acquire(name):  # a half-open probe slot taken meanwhile
                     failures[name] = "breaker_open"
                     continue
                 try:
