@@ -1,22 +1,12 @@
-"""Breakers shared by every replica through Redis: one replica's failures open the circuit for all.
+"""Breakers shared by every replica through Redis: one replica's failures open the circuit for all,
+and the half-open probe slots are the fleet's (``half_open_probes`` in all, not per replica).
 
-Keys per upstream (``<name>`` is the upstream's name from the file)::
+Keys per upstream: ``switchyard:upstreams:breaker:<name>:failures`` (sorted set),
+``...:open_until`` (wall-clock seconds) and ``...:probes`` (sorted set of the slots taken, scored
+by their expiry). ``sync`` reads every ``open_until`` (one ``MGET``) at most every ``sync_s``; a
+probe slot is taken by one Lua script (one round trip) and expires after ``probe_slot_s``.
 
-    switchyard:upstreams:breaker:<name>:failures    sorted set: one member per failure, scored by time
-    switchyard:upstreams:breaker:<name>:open_until  string: wall-clock seconds the circuit is open until
-    switchyard:upstreams:breaker:<name>:probes      sorted set: the half-open probe slots taken, scored
-                                                    by when each expires
-
-A failure is counted in the sorted set (members older than the window are dropped in the same
-transaction); the replica whose failure reaches the threshold writes ``open_until``. ``sync``
-reads every ``open_until`` (one ``MGET``) at most every ``sync_s`` seconds, so a replica that saw
-no failure itself skips the upstream as soon as another replica opened its circuit, and probes it
-when it half-opens; a success in half-open deletes ``open_until`` for everybody.
-
-Half-open probe slots are the fleet's, not each replica's: a replica takes one with a Lua script
-(one round trip, atomic: drop expired slots, check the circuit is still half-open, count, add) and
-gives it back on an outcome; opening or closing the circuit deletes them all. A slot expires
-``probe_slot_s`` after it was taken, so a replica that dies mid-probe does not wedge the breaker.
+Details: docs/internals/gateway-upstreams.md
 """
 
 from __future__ import annotations

@@ -115,6 +115,8 @@ class UpstreamSet:
         self.probe: ActiveProbe | None = None
         self._probe_task: asyncio.Task[None] | None = None
         self.clock = clock  # wall-clock seconds (placements and breakers are shared by replicas)
+        # internal upstream names reach clients only when the operator asks (GATEWAY_UPSTREAM_HEADER)
+        self._upstream_header = gateway.settings.selection.upstream_header
 
     @staticmethod
     def build_upstreams(
@@ -276,6 +278,7 @@ class UpstreamSet:
                 raise error
             await self._place(session_id, team, served, failures, plan, attempt, placement)
             scope.provider = served.kind.value
+            outcome.upstream = served.name
             return await gateway._respond(
                 request,
                 scope,
@@ -284,7 +287,7 @@ class UpstreamSet:
                 served.kind.value,
                 retrying,
                 retry_key,
-                served.name,
+                served.name if self._upstream_header else None,
             )
         finally:
             gateway.metrics.inflight_requests.dec()

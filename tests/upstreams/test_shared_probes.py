@@ -110,7 +110,11 @@ async def test_two_gateways_send_exactly_the_configured_probes(
         "failover": {"same_upstream_retries": 0},
         "breaker": {"failures": 1, "open_s": 10, "half_open_probes": 1, "sync_s": 0},
     }
-    env = {"GATEWAY_SESSION_STORE": redis_server.url, "GATEWAY_FIRST_BYTE_TIMEOUT_S": "20"}
+    env = {
+        "GATEWAY_SESSION_STORE": redis_server.url,
+        "GATEWAY_FIRST_BYTE_TIMEOUT_S": "20",
+        "GATEWAY_UPSTREAM_HEADER": "1",  # which upstream answered
+    }
     async with (
         four_upstreams(
             tmp_path,
