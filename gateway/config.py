@@ -143,6 +143,7 @@ class Settings(BaseModel):
                 functools.partial(config_rules.drain_order, self.listener),
             ),
             (signin_rules.FIELDS, functools.partial(signin_rules.check, self.signin)),
+            (frozenset({"bedrock.bearer_token", "bedrock.bearer_token_file"}), self.bedrock.load_token_file),
         ]
         if serving:
             checks.append(
