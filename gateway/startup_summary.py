@@ -93,8 +93,10 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
             "resource": settings.foundry.resource,
             "base_url": strip_userinfo(foundry_base_url(settings)),
             "credential_source": (
-                "ANTHROPIC_FOUNDRY_API_KEY"
-                if settings.foundry.api_key
+                "GATEWAY_FOUNDRY_API_KEY_FILE"
+                if settings.foundry.api_key_file is not None
+                else "ANTHROPIC_FOUNDRY_API_KEY"
+                if settings.foundry.key
                 else f"Entra ID (DefaultAzureCredential, scope {settings.foundry.entra_scope})"
             ),
         }

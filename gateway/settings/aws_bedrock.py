@@ -7,7 +7,14 @@ from typing import ClassVar
 
 from pydantic import AliasChoices, Field, PrivateAttr, SecretStr
 
-from gateway.settings.section import Credential, OptionalText, OptionalUrl, ReadableFile, Section
+from gateway.settings.section import (
+    Credential,
+    OptionalText,
+    OptionalUrl,
+    ReadableFile,
+    Section,
+    key_from_file,
+)
 
 
 class BedrockSettings(Section):
@@ -49,12 +56,4 @@ class BedrockSettings(Section):
             raise ValueError(
                 "GATEWAY_BEDROCK_BEARER_TOKEN_FILE: set it or AWS_BEARER_TOKEN_BEDROCK, not both"
             )
-        try:
-            text = self.bearer_token_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(
-                f"GATEWAY_BEDROCK_BEARER_TOKEN_FILE: cannot read it ({type(exc).__name__})"
-            ) from None
-        if not text or any(c in text for c in "\r\n\0"):
-            raise ValueError("GATEWAY_BEDROCK_BEARER_TOKEN_FILE: the file must hold one key on one line")
-        self._file_token = SecretStr(text)
+        self._file_token = key_from_file(self.bearer_token_file, "GATEWAY_BEDROCK_BEARER_TOKEN_FILE")

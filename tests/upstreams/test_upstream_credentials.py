@@ -1,5 +1,6 @@
 """Credentials per upstream: two Bedrock upstreams in two AWS accounts (and a third with its own API
-key file) served by one gateway at once.
+key file) served by one gateway at once; two Vertex AI upstreams with their own service-account key
+files and a Foundry upstream with its key file.
 
 Each account is a Bedrock emulator that knows only its own account's keys (its ``BedrockOptions``,
 not the gateway's settings) and verifies SigV4 with botocore, so a request signed with the other
@@ -21,12 +22,13 @@ import pytest
 
 from emulators import RunningEmulator
 from emulators.bedrock_config import BedrockOptions
+from emulators.upstreams import emulated_upstream
 from gateway.app import create_app
 from gateway.config import ConfigError, Settings
 from gateway.process import RunningServer, running
 from gateway.upstreams.config import load_upstreams
 from tests.providers.bedrock_harness import isolated_aws_files, serve_bedrock_emulator
-from tests.upstreams.harness import CLIENT_KEY, MODEL
+from tests.upstreams.harness import CLIENT_KEY, MODEL, entry
 
 pytestmark = pytest.mark.timeout(60)
 ACCOUNT_A = ("AKIAACCOUNTA00000001", "secret/of+account+A0000000000000000000001")
@@ -193,3 +195,46 @@ def test_a_profile_missing_from_its_files_is_a_one_line_start_up_error(
         "GATEWAY_UPSTREAMS_FILE: upstreams[1] (account-x): AWS_PROFILE: no profile 'account-x' in the "
         "shared config or credentials files",
     )
+
+
+async def test_two_vertex_accounts_and_a_foundry_key_file(tmp_path: Path) -> None:
+    """Each Vertex emulator knows only its own service account's public key (a token minted with
+    the other's key file is refused); the Foundry key is only in its file, nowhere in the environment."""
+    async with contextlib.AsyncExitStack() as stack:
+        emulated = {}
+        for name, provider in (("vertex-a", "vertex"), ("vertex-b", "vertex"), ("foundry", "foundry")):
+            (tmp_path / name).mkdir()
+            emulated[name] = await stack.enter_async_context(emulated_upstream(provider, tmp_path / name))
+        key_file = tmp_path / "foundry-key"
+        key_file.write_text(emulated["foundry"].env["ANTHROPIC_FOUNDRY_API_KEY"])
+        foundry = {
+            **entry(emulated["foundry"]),
+            "credentials": {"GATEWAY_FOUNDRY_API_KEY_FILE": str(key_file)},
+        }
+        upstreams = [
+            {**entry(emulated["vertex-a"]), "name": "vertex-a"},
+            {**entry(emulated["vertex-b"]), "name": "vertex-b"},
+            foundry,
+        ]
+        assert upstreams[0]["credentials"] != upstreams[1]["credentials"]  # a key file each
+        path = tmp_path / "upstreams.json"
+        path.write_text(json.dumps({"upstreams": upstreams, "failover": {"same_upstream_retries": 0}}))
+        settings = Settings.from_environ(
+            {
+                "GATEWAY_API_KEYS": CLIENT_KEY,
+                "GATEWAY_UPSTREAMS_FILE": str(path),
+                "GATEWAY_UPSTREAM_HEADER": "1",
+                "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
+            }
+        )
+        gateway = await stack.enter_async_context(running(create_app(settings), "127.0.0.1", 0))
+        client = anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
+        answered = []
+        for name in ("vertex-a", "vertex-b", "foundry"):
+            raw = await client.messages.with_raw_response.create(
+                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
+            assert (await raw.parse()).content
+            answered.append(raw.headers["x-gateway-upstream"])
+            emulated[name].emulator.set_fault(STORM)  # the next request moves on to the next upstream
+        assert answered == ["vertex-a", "vertex-b", "foundry"]
