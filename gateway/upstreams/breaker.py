@@ -78,7 +78,7 @@ class BreakerBoard:
 
     async def acquire(self, name: str) -> bool:
         """Take the right to send one request: always when closed, a probe slot when half-open
-        (no await at all while closed: the common case costs nothing)."""
+        (a shared board asks Redis only then: while closed, the common case, it costs nothing)."""
         state = self.state(name)
         if state is BreakerState.CLOSED:
             return True
