@@ -117,6 +117,7 @@ async def _fleet(run: str, workdir: Path, clock: ManualClock) -> AsyncIterator[t
             {
                 "GATEWAY_API_KEYS": CLIENT_KEY,
                 "GATEWAY_UPSTREAMS_FILE": str(path),
+                "GATEWAY_UPSTREAM_HEADER": "1",  # the bench counts which upstream answered
                 "GATEWAY_LOG_LEVEL": "ERROR",
             }
         )

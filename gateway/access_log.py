@@ -71,6 +71,8 @@ def log_request(
         "idle_events": outcome.idle_events,
         "cache_break_reason": outcome.cache_break_reason,
     }
+    if outcome.upstream is not None:  # several upstreams: which one answered
+        record["upstream"] = outcome.upstream
     if log_bodies:
         _add_body(record, client)
     try:

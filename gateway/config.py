@@ -150,6 +150,8 @@ class Settings(BaseModel):
                 functools.partial(config_rules.drain_order, self.listener),
             ),
             (signin_rules.FIELDS, functools.partial(signin_rules.check, self.signin)),
+            (frozenset({"bedrock.bearer_token", "bedrock.bearer_token_file"}), self.bedrock.load_token_file),
+            (frozenset({"foundry.api_key", "foundry.api_key_file"}), self.foundry.load_key_file),
         ]
         if serving:
             checks.append(

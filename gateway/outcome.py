@@ -29,3 +29,4 @@ class Outcome:
     upstream_done_at: float | None = None  # the upstream's answer has been completely received
     relay_busy_s: float = 0.0  # time the stream relay spent parsing upstream chunks
     cache_break_reason: str | None = None  # set by the cache-break detector, for the access log
+    upstream: str | None = None  # several upstreams: the named upstream that answered (access log)

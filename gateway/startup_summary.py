@@ -149,8 +149,10 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
             "resource": settings.foundry.resource,
             "base_url": strip_userinfo(foundry_base_url(settings)),
             "credential_source": (
-                "ANTHROPIC_FOUNDRY_API_KEY"
-                if settings.foundry.api_key
+                "GATEWAY_FOUNDRY_API_KEY_FILE"
+                if settings.foundry.api_key_file is not None
+                else "ANTHROPIC_FOUNDRY_API_KEY"
+                if settings.foundry.key
                 else f"Entra ID (DefaultAzureCredential, scope {settings.foundry.entra_scope})"
             ),
         }
@@ -169,7 +171,9 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
 def _aws_source(settings: Settings, present: frozenset[str]) -> str:
     """The first source of botocore's default chain that applies (an explicit profile skips the
     environment keys, as botocore does)."""
-    if settings.bedrock.bearer_token:
+    if settings.bedrock.bearer_token_file is not None:
+        return "GATEWAY_BEDROCK_BEARER_TOKEN_FILE (Bedrock API key)"
+    if settings.bedrock.api_key:
         return "AWS_BEARER_TOKEN_BEDROCK (Bedrock API key)"
     if settings.bedrock.profile:
         return f"AWS profile {settings.bedrock.profile} (shared config and credentials files)"

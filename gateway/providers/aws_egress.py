@@ -86,10 +86,22 @@ def egress_http_session(egress: EgressSettings, *, timeout: float) -> URLLib3Ses
     return session
 
 
-def egress_session(egress: EgressSettings, region: str, profile: str | None) -> EgressSession:
-    """A botocore session (and credential chain) that honours the gateway's egress settings."""
+def egress_session(
+    egress: EgressSettings,
+    region: str,
+    profile: str | None,
+    *,
+    config_file: str | None = None,
+    credentials_file: str | None = None,
+) -> EgressSession:
+    """A botocore session (and credential chain) that honours the gateway's egress settings;
+    ``config_file``/``credentials_file``: the shared files from the settings (one pair per upstream)."""
     session = EgressSession(egress)
     session.set_config_variable("region", region)
+    if config_file:
+        session.set_config_variable("config_file", config_file)
+    if credentials_file:
+        session.set_config_variable("credentials_file", credentials_file)
     if profile:
         session.set_config_variable("profile", profile)
     resolver = session.get_component("credential_provider")  # built now, with the profile set

@@ -75,7 +75,7 @@ class BedrockProvider(Provider):
         self._base_url = (
             settings.bedrock.base_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
         ).rstrip("/")
-        token = settings.bedrock.bearer_token
+        token = settings.bedrock.api_key
         self._auth: BedrockAuth = (
             BearerAuth(token.get_secret_value())
             if token is not None

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import RefreshableCredentials
-from botocore.exceptions import BotoCoreError
+from botocore.exceptions import BotoCoreError, ProfileNotFound
 
-from gateway.config import Settings
+from gateway.config import ConfigError, Settings
 from gateway.errors import GatewayError
 from gateway.providers.aws_egress import describe_aws_failure, egress_session
 from gateway.providers.credentials_health import CredentialFailure, CredentialHealth
@@ -121,7 +121,12 @@ class SigV4ChainAuth(BedrockAuth):
         self._profile = profile
         self._settings = settings
         self.health = CredentialHealth.for_egress(settings.egress)
-        self._session = self._new_session()
+        try:
+            self._session = self._new_session()
+        except ProfileNotFound:  # a start-up error in one line, not a traceback
+            raise ConfigError(
+                f"AWS_PROFILE: no profile {profile!r} in the shared config or credentials files"
+            ) from None
         self._credentials: Any = None  # botocore Credentials / RefreshableCredentials
         self._frozen: Any = None  # botocore ReadOnlyCredentials
         self._refreshing: asyncio.Future[Any] | None = None
@@ -135,7 +140,14 @@ class SigV4ChainAuth(BedrockAuth):
         logging.getLogger("botocore").setLevel(logging.INFO)  # its debug output shows secrets
 
     def _new_session(self) -> Any:
-        return egress_session(self._settings.egress, self._region, self._profile)
+        bedrock = self._settings.bedrock
+        return egress_session(
+            self._settings.egress,
+            self._region,
+            self._profile,
+            config_file=bedrock.config_file,
+            credentials_file=bedrock.credentials_file,
+        )
 
     async def start(self) -> None:
         await self._resolve()

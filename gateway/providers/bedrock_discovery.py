@@ -165,7 +165,7 @@ def list_anthropic_models(
 
 
 async def _signing(settings: Settings, auth: BedrockAuth) -> _Signing:
-    token = settings.bedrock.bearer_token
+    token = settings.bedrock.api_key
     if token is not None:
         return _Signing(bearer_token=token.get_secret_value())
     if not isinstance(auth, SigV4ChainAuth):
@@ -180,7 +180,7 @@ async def _signing(settings: Settings, auth: BedrockAuth) -> _Signing:
 def bedrock_fetcher(settings: Settings, auth: BedrockAuth) -> Fetch:
     """A :data:`~gateway.providers.model_discovery.Fetch` reading Bedrock's control plane."""
     url = control_url(settings)
-    token = settings.bedrock.bearer_token
+    token = settings.bedrock.api_key
     sessions = _Sessions(token.get_secret_value() if token is not None else None)
 
     async def fetch() -> frozenset[str]:

@@ -64,8 +64,8 @@ class FoundryProvider(Provider):
         self._entra: EntraTokens | None = None
         self._close_source: Callable[[], None] | None = None
         self._needs_azure_identity = False
-        if settings.foundry.api_key is not None:
-            key = settings.foundry.api_key.get_secret_value()
+        if settings.foundry.key is not None:
+            key = settings.foundry.key.get_secret_value()
             self._static_auth = [("x-api-key", key), ("api-key", key)]
             self._credential_source = "ANTHROPIC_FOUNDRY_API_KEY"
         else:

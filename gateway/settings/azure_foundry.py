@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr, SecretStr
 
-from gateway.settings.section import Credential, OptionalText, OptionalUrl, Section
+from gateway.settings.section import (
+    Credential,
+    OptionalText,
+    OptionalUrl,
+    ReadableFile,
+    Section,
+    key_from_file,
+)
 
 
 class FoundrySettings(Section):
@@ -20,5 +27,22 @@ class FoundrySettings(Section):
     """Foundry base URL ending in `/anthropic` (or set ANTHROPIC_FOUNDRY_RESOURCE)."""
     api_key: Credential = Field(None, alias="ANTHROPIC_FOUNDRY_API_KEY")
     """Foundry key (`x-api-key` and `api-key`); unset: an Entra ID token from azure-identity."""
+    api_key_file: ReadableFile = Field(None, alias="GATEWAY_FOUNDRY_API_KEY_FILE")
+    """File holding the Foundry key instead (one line, read at start-up; one per upstream in GATEWAY_UPSTREAMS_FILE)."""
     entra_scope: str = Field("https://ai.azure.com/.default", alias="GATEWAY_FOUNDRY_ENTRA_SCOPE")
     """Entra ID scope of Foundry tokens."""
+
+    _file_key: SecretStr | None = PrivateAttr(None)  # GATEWAY_FOUNDRY_API_KEY_FILE's key, once read
+
+    @property
+    def key(self) -> SecretStr | None:
+        """The Foundry key: ANTHROPIC_FOUNDRY_API_KEY, else the one read from its file."""
+        return self.api_key or self._file_key
+
+    def load_key_file(self) -> None:
+        """Read GATEWAY_FOUNDRY_API_KEY_FILE once (a cross-field check of the settings)."""
+        if self.api_key_file is None:
+            return
+        if self.api_key is not None:
+            raise ValueError("GATEWAY_FOUNDRY_API_KEY_FILE: set it or ANTHROPIC_FOUNDRY_API_KEY, not both")
+        self._file_key = key_from_file(self.api_key_file, "GATEWAY_FOUNDRY_API_KEY_FILE")

@@ -28,6 +28,8 @@ class ProviderSelection(Section):
     """`1`: Foundry is the upstream (when GATEWAY_PROVIDER is unset)."""
     upstreams_file: ReadableFile = Field(None, alias="GATEWAY_UPSTREAMS_FILE")
     """YAML or JSON file of several named upstreams and their routes (failover, session affinity, breakers); unset: the single upstream above."""
+    upstream_header: Flag = Field(False, alias="GATEWAY_UPSTREAM_HEADER")
+    """`1`: responses name the upstream that answered in `x-gateway-upstream` (debugging; several upstreams only)."""
 
     @property
     def provider(self) -> ProviderName:

@@ -39,3 +39,15 @@ OptionalUrl = Annotated[str | None, BeforeValidator(optional_url)]  # userinfo d
 CommaSet = Annotated[frozenset[str], BeforeValidator(comma_set)]
 Credential = Annotated[SecretStr | None, BeforeValidator(empty_is_none), AfterValidator(_header_safe)]
 KeyList = Annotated[SecretStr, AfterValidator(_listed_header_safe)]  # comma-separated keys
+
+
+def key_from_file(path: Path, variable: str) -> SecretStr:
+    """The one-line key a ``*_FILE`` setting names (read once, at start-up); ``ValueError`` naming
+    ``variable`` otherwise (never the file's content)."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{variable}: cannot read it ({type(exc).__name__})") from None
+    if not text or any(c in text for c in "\r\n\0"):
+        raise ValueError(f"{variable}: the file must hold one key on one line")
+    return SecretStr(text)

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from gateway.config import Settings
+from gateway.config import ConfigError, Settings
 from gateway.providers.base import Provider
 from gateway.upstreams.affinity import PlacementMap, RedisPlacementMap
 from gateway.upstreams.breaker import BreakerBoard
-from gateway.upstreams.config import upstreams_of
+from gateway.upstreams.config import FILE_VARIABLE, upstreams_of
 from gateway.upstreams.failover import UpstreamSet
 from gateway.upstreams.metrics import UpstreamMetrics
 
@@ -38,7 +38,14 @@ def build_providers(settings: Settings) -> dict[str, Provider]:
 
     config = upstreams_of(settings)
     assert config is not None, "GATEWAY_UPSTREAMS_FILE is not set"
-    return {spec.name: build_provider(spec.settings) for spec in config.upstreams}
+    providers: dict[str, Provider] = {}
+    for index, spec in enumerate(config.upstreams):
+        try:
+            providers[spec.name] = build_provider(spec.settings)
+        except ConfigError as exc:  # say which upstream (a profile missing from its files...)
+            where = f"{FILE_VARIABLE}: upstreams[{index}] ({spec.name})"
+            raise ConfigError(*(f"{where}: {problem}" for problem in exc.problems)) from None
+    return providers
 
 
 def build(

@@ -1,32 +1,48 @@
-"""Breakers shared by every replica through Redis: one replica's failures open the circuit for all.
+"""Breakers shared by every replica through Redis: one replica's failures open the circuit for all,
+and the half-open probe slots are the fleet's (``half_open_probes`` in all, not per replica).
 
-Keys per upstream (``<name>`` is the upstream's name from the file)::
+Keys per upstream: ``switchyard:upstreams:breaker:<name>:failures`` (sorted set),
+``...:open_until`` (wall-clock seconds) and ``...:probes`` (sorted set of the slots taken, scored
+by their expiry). ``sync`` reads every ``open_until`` (one ``MGET``) at most every ``sync_s``; a
+probe slot is taken by one Lua script (one round trip) and expires after ``probe_slot_s``.
 
-    switchyard:upstreams:breaker:<name>:failures    sorted set: one member per failure, scored by time
-    switchyard:upstreams:breaker:<name>:open_until  string: wall-clock seconds the circuit is open until
-
-A failure is counted in the sorted set (members older than the window are dropped in the same
-transaction); the replica whose failure reaches the threshold writes ``open_until``. ``sync``
-reads every ``open_until`` (one ``MGET``) at most every ``sync_s`` seconds, so a replica that saw
-no failure itself skips the upstream as soon as another replica opened its circuit, and probes it
-when it half-opens; a success in half-open deletes ``open_until`` for everybody.
+Details: docs/internals/gateway-upstreams.md
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final, Literal
 
 from gateway.upstreams.breaker import BreakerBoard, BreakerState, _Circuit
 from gateway.upstreams.config import BreakerOptions
 from gateway.upstreams.shared import KEY_PREFIX, SharedRedis
 
+# KEYS: probes, open_until; ARGV: now, slot expiry, slots, token, key ttl (ms).
+# 1: taken; 0: every slot is taken; -1: closed (no open_until); a string: open again until then.
+TAKE_PROBE: Final = """
+local open_until = redis.call('GET', KEYS[2])
+if not open_until then return -1 end
+if tonumber(open_until) > tonumber(ARGV[1]) then return open_until end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+
 
 def breaker_keys(name: str) -> tuple[str, str]:
     base = f"{KEY_PREFIX}breaker:{name}"
     return base + ":failures", base + ":open_until"
+
+
+def probes_key(name: str) -> str:
+    return f"{KEY_PREFIX}breaker:{name}:probes"
 
 
 class RedisBreakerBoard(BreakerBoard):
@@ -46,6 +62,8 @@ class RedisBreakerBoard(BreakerBoard):
         self._sync_s = sync_s
         self._synced_at = float("-inf")
         self._ttl_ms = int((options.window_s + options.open_s) * 1000) + 60_000
+        self._take_script: Any = shared.redis.register_script(TAKE_PROBE)
+        self._returns: set[asyncio.Task[Any]] = set()
 
     async def _count_failure(self, name: str, circuit: _Circuit, now: float) -> int:
         local = await super()._count_failure(name, circuit, now)
@@ -68,14 +86,51 @@ class RedisBreakerBoard(BreakerBoard):
         async def write() -> Any:
             pipe = self._shared.redis.pipeline(transaction=True)
             pipe.set(open_until, repr(until), px=self._ttl_ms)
-            pipe.delete(failures)
+            pipe.delete(failures, probes_key(name))
             return await pipe.execute()
 
         await self._shared.run("breaker open", write)
 
     async def _shared_close(self, name: str) -> None:
         failures, open_until = breaker_keys(name)
-        await self._shared.run("breaker close", lambda: self._shared.redis.delete(open_until, failures))
+        await self._shared.run(
+            "breaker close", lambda: self._shared.redis.delete(open_until, failures, probes_key(name))
+        )
+
+    async def _take_probe(self, name: str) -> Literal["taken", "refused", "closed"]:
+        now = self.clock()
+        token = uuid.uuid4().hex
+        keys = [probes_key(name), breaker_keys(name)[1]]
+        args = [repr(now), repr(now + self.options.probe_slot_s), self.options.half_open_probes, token]
+        args.append(self._ttl_ms)
+        reply = await self._shared.run("breaker probe", lambda: self._take_script(keys=keys, args=args))
+        if reply is None:  # Redis is down: this replica's own count decides
+            return "taken"
+        if isinstance(reply, bytes):  # open again (another replica's probe failed): skip it
+            with contextlib.suppress(ValueError):
+                self._adopt(name, float(reply))
+            return "refused"
+        if reply == 1:
+            self._circuits[name].tokens.append(token)
+            return "taken"
+        return "closed" if reply == -1 else "refused"
+
+    def _give_back(self, name: str) -> None:
+        tokens = self._circuits[name].tokens
+        if not tokens:
+            return
+        token = tokens.pop()
+
+        async def give_back() -> None:  # off the request (it may be being cancelled); else it expires
+            await self._shared.run("breaker probe", lambda: self._shared.redis.zrem(probes_key(name), token))
+
+        task = asyncio.get_running_loop().create_task(give_back())
+        self._returns.add(task)
+        task.add_done_callback(self._returns.discard)
+
+    async def close(self) -> None:
+        if self._returns:
+            await asyncio.gather(*self._returns, return_exceptions=True)
 
     async def sync(self) -> None:
         now = time.monotonic()

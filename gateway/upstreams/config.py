@@ -98,7 +98,8 @@ class BreakerOptions(_Strict):
     failures: int = Field(5, ge=1)
     window_s: float = Field(30.0, gt=0)
     open_s: float = Field(30.0, gt=0)
-    half_open_probes: int = Field(1, ge=1)
+    half_open_probes: int = Field(1, ge=1)  # for the whole fleet when shared through Redis
+    probe_slot_s: float = Field(60.0, gt=0)  # with Redis: a probe slot never given back frees after this
     sync_s: float = Field(1.0, ge=0)  # with Redis: read the other replicas' breakers at most this often
 
 

@@ -115,6 +115,8 @@ class UpstreamSet:
         self.probe: ActiveProbe | None = None
         self._probe_task: asyncio.Task[None] | None = None
         self.clock = clock  # wall-clock seconds (placements and breakers are shared by replicas)
+        # internal upstream names reach clients only when the operator asks (GATEWAY_UPSTREAM_HEADER)
+        self._upstream_header = gateway.settings.selection.upstream_header
 
     @staticmethod
     def build_upstreams(
@@ -127,7 +129,9 @@ class UpstreamSet:
         for spec in config.upstreams:
             provider = providers[spec.name]
             kind = spec.provider.value
-            cache = CachePipeline(spec.settings.cache, kind, store, on_break=functools.partial(on_break, kind))
+            cache = CachePipeline(
+                spec.settings.cache, kind, store, on_break=functools.partial(on_break, kind)
+            )
             built[spec.name] = Upstream(
                 spec.name, spec.provider, provider, cache, RequestPreparation(cache, provider)
             )
@@ -195,7 +199,7 @@ class UpstreamSet:
             outcome.upstream_started_at = gateway.clock()
             for index, name in enumerate(plan.candidates):
                 upstream = self.upstreams[name]
-                if not self.breakers.acquire(name):  # a half-open probe slot taken meanwhile
+                if not await self.breakers.acquire(name):  # a half-open probe slot taken meanwhile
                     failures[name] = "breaker_open"
                     continue
                 try:
@@ -274,6 +278,7 @@ class UpstreamSet:
                 raise error
             await self._place(session_id, team, served, failures, plan, attempt, placement)
             scope.provider = served.kind.value
+            outcome.upstream = served.name
             return await gateway._respond(
                 request,
                 scope,
@@ -282,7 +287,7 @@ class UpstreamSet:
                 served.kind.value,
                 retrying,
                 retry_key,
-                served.name,
+                served.name if self._upstream_header else None,
             )
         finally:
             gateway.metrics.inflight_requests.dec()

@@ -79,7 +79,7 @@ class ActiveProbe:
     async def probe(self, name: str) -> bool | None:
         """Probe one upstream; ``None`` when its breaker gave no probe slot."""
         await self._breakers.sync()
-        if not self._breakers.acquire(name):
+        if not await self._breakers.acquire(name):
             return None
         provider = self._upstreams[name]
         ok = False

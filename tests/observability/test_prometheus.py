@@ -7,7 +7,10 @@ streamed requests for two teams, cache writes (5m and 1h) and reads, retries, a 
 watchdog abort replaced by a non-streaming fallback, 4xx and 5xx answers and a dropped beta, a
 malformed HTTP request and a team over its in-flight cap (429; the connection row), and
 agent-loop runs (``loop_traffic``: a compaction, a recovered-then-refused prompt, a max_turns stop)
-counted into the same registry. Then
+counted into the same registry. A third gateway, on the same registry, serves from two upstreams
+(``upstream_traffic``: a first-party emulator that starts answering 529s, then Bedrock): a session
+moves, the primary's breaker opens and later requests skip it, so the "Upstreams" row is checked
+against real series. Then
 every expression of every dashboard panel must parse and return a finite value, every rule must
 evaluate cleanly, and the dashboard's spend over the run must equal the spend computed here from
 the usage the clients received and the price table.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import math
 import shutil
 import subprocess
@@ -38,13 +42,13 @@ import pytest
 from anthropic.types import TextBlockParam
 
 from emulators import RunningEmulator
+from emulators.upstreams import emulated_upstream
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.loop_metrics import LoopMetrics
 from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.bedrock import BedrockProvider
-from gateway.upstreams.metrics import UpstreamMetrics
 from tests.observability.loop_traffic import loop_traffic
 from tests.observability.prom import (
     JOB,
@@ -243,6 +247,67 @@ async def bedrock_traffic(gateway_url: str, spend: Spend, round: int) -> None:
     await client.close()
 
 
+STORM = "fail_first=1000000:529,retry_after_ms=1"  # every request to the primary answered 529
+
+
+def upstreams_file(directory: Path, primary_env: dict[str, str], aws: dict[str, str]) -> Path:
+    """Two upstreams: the first-party emulator ``primary``, then the Bedrock emulator ``secondary``
+    (its credentials: the process's AWS chain, ``apply_aws_env``)."""
+    path = directory / "upstreams.json"
+    primary = {
+        "name": "primary",
+        "provider": "anthropic",
+        "base_url": primary_env["ANTHROPIC_BASE_URL"],
+        "credentials": {"ANTHROPIC_API_KEY": primary_env["ANTHROPIC_API_KEY"]},
+    }
+    secondary = {
+        "name": "secondary",
+        "provider": "bedrock",
+        "region": aws["AWS_REGION"],
+        "base_url": aws["ANTHROPIC_BEDROCK_BASE_URL"],
+    }
+    sections = {
+        "routes": [{"models": ["*"], "upstreams": ["primary", "secondary"]}],
+        "breaker": {"failures": 2, "window_s": 60, "open_s": 0.5},
+        "failover": {"same_upstream_retries": 0},
+    }
+    path.write_text(json.dumps({"upstreams": [primary, secondary], **sections}))
+    return path
+
+
+async def upstream_traffic(gateway_url: str, primary: RunningEmulator, spend: Spend, round: int) -> None:
+    """A session placed on the primary moves to Bedrock when the primary answers 529s; a second
+    failure opens the primary's breaker and the next request skips it. (Round 2 starts after
+    ``open_s``: the breaker is half-open, the session's first turn is the probe that closes it.)"""
+    session = anthropic.AsyncAnthropic(
+        api_key=TEAM_KEY,
+        base_url=gateway_url,
+        max_retries=0,
+        default_headers={"x-claude-code-session-id": f"upstreams-{round}"},
+    )
+    anonymous = anthropic.AsyncAnthropic(api_key=TEAM_KEY, base_url=gateway_url, max_retries=0)
+
+    prompt = cached_system(prefix=f"Several upstreams, round {round}. ")  # cached by this traffic only
+
+    async def turn(client: anthropic.AsyncAnthropic) -> str:
+        raw = await client.messages.with_raw_response.create(
+            model=BEDROCK_MODEL, max_tokens=32, system=prompt, messages=USER
+        )
+        upstream = raw.headers["x-gateway-upstream"]  # GATEWAY_UPSTREAM_HEADER=1
+        provider = {"primary": "anthropic", "secondary": "bedrock"}[upstream]
+        spend.append((provider, BEDROCK_MODEL, TEAM, (await raw.parse()).usage))
+        return upstream
+
+    primary.set_fault("")
+    await asyncio.sleep(0.6)  # past open_s: round 2 finds the breaker half-open
+    assert await turn(session) == "primary"
+    primary.set_fault(STORM)
+    assert await turn(session) == "secondary"  # moved: status_529
+    assert await turn(anonymous) == "secondary"  # the second failure opens the breaker
+    assert await turn(anonymous) == "secondary"  # skipped: breaker_open
+    await asyncio.gather(session.close(), anonymous.close())
+
+
 async def check_panels(
     prometheus: Prometheus, at: float, **overrides: str
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -328,19 +393,32 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
     started = time.monotonic()
     metrics = GatewayMetrics()
     loop_metrics = LoopMetrics(metrics.registry)  # an agent loop in the gateway's process
-    upstream_metrics = UpstreamMetrics(metrics.registry, ("primary", "secondary"))  # series primed at 0
     env = {
         "GATEWAY_FALLBACK_MODEL": HAIKU,
         "GATEWAY_FALLBACK_AFTER_OVERLOADS": "3",
         "GATEWAY_TEAM_MAX_INFLIGHT": "1",  # the traffic is sequential per team but for team_rejection
     }
-    async with gateway_rig(tmp_path, env, metrics=metrics) as rig, bedrock_upstream(tmp_path) as (aws, _):
+    async with (
+        gateway_rig(tmp_path, env, metrics=metrics) as rig,
+        bedrock_upstream(tmp_path) as (aws, _),
+        emulated_upstream("anthropic", tmp_path) as primary,
+    ):
         apply_aws_env(monkeypatch, aws)
-        settings = Settings.from_environ(
-            {"GATEWAY_API_KEYS": KEY, "GATEWAY_API_KEYS_FILE": str(key_file(tmp_path)), **aws}
-        )
+        keys = {"GATEWAY_API_KEYS": KEY, "GATEWAY_API_KEYS_FILE": str(key_file(tmp_path))}
+        settings = Settings.from_environ({**keys, **aws})
         bedrock_app = create_app(settings, BedrockProvider(settings), metrics=metrics)
-        async with running(bedrock_app, "127.0.0.1", 0) as bedrock:
+        several = Settings.from_environ(
+            {
+                **keys,
+                "GATEWAY_UPSTREAMS_FILE": str(upstreams_file(tmp_path, primary.env, aws)),
+                "GATEWAY_UPSTREAM_HEADER": "1",
+            }
+        )
+        several_app = create_app(several, metrics=metrics)  # its upstream series primed at 0
+        async with (
+            running(bedrock_app, "127.0.0.1", 0) as bedrock,
+            running(several_app, "127.0.0.1", 0) as upstreams,
+        ):
             for provider in ("anthropic", "bedrock"):
                 metrics.prime(provider, settings.inbound_keys)
             loop_metrics.prime()
@@ -352,20 +430,16 @@ async def test_dashboards_and_alerts_on_a_real_prometheus(
                 # two rounds a scrape apart, as steady traffic would be: series born in the first
                 # round (retry reasons, histograms...) have a rate in the second
                 await _traffic(rig, bedrock.base_url, spend, 1)
+                await upstream_traffic(upstreams.base_url, primary.emulator, spend, 1)
                 await loop_traffic(loop_metrics)
                 quiet_since = time.time()
                 await prometheus.scrapes_after(quiet_since, 1)
                 await _traffic(rig, bedrock.base_url, spend, 2)
+                await upstream_traffic(upstreams.base_url, primary.emulator, spend, 2)
                 await loop_traffic(loop_metrics)
                 # stand-ins until the cache-break detector and the session store (cache issue) call them
                 metrics.observe_cache_break("anthropic", "system_changed")
                 metrics.session_store_errors.inc()
-                # stand-ins for a gateway with several upstreams (their traffic: tests/upstreams)
-                upstream_metrics.selected.labels("secondary", "failover").inc()
-                upstream_metrics.failures.labels("primary", "status_529").inc()
-                upstream_metrics.latency.labels("secondary").observe(0.2)
-                upstream_metrics.moves.labels("primary", "secondary", "status_529").inc()
-                upstream_metrics.move_writes.labels("secondary").inc(4096)
                 at = await prometheus.scrapes_after(max(time.time(), quiet_since + 5), 2)
                 results = await check_panels(prometheus, at)
                 await check_quiet_window(prometheus, at, quiet_since)
@@ -457,3 +531,49 @@ def _check_traffic_shape(results: dict[tuple[str, str], list[dict[str, Any]]]) -
     }
     recoveries = labelled("Reliability and latency", "Recoveries by kind", "kind")
     assert {kind for kind, count in recoveries.items() if count} == {"reactive_compact_retry"}
+    _check_upstream_row(results)
+
+
+def _check_upstream_row(results: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+    """The several-upstreams gateway's two rounds (``upstream_traffic``), as the row shows them."""
+
+    def row(title: str) -> list[dict[str, Any]]:
+        return results[("Switchyard / Reliability and latency", title)]
+
+    def single(title: str) -> float:
+        (value,) = finite_values(row(title))
+        return value
+
+    # per round: two failovers (the moving session's turn, then the request whose failure opens the
+    # breaker) and one move. Failovers and re-writes are primed at zero (exact over the run); the
+    # move series is born with round 1's move, so its range increase is round 2's, extrapolated
+    assert single("Failovers (range)") == 4
+    assert single("Session moves (range)") >= 1
+    assert single("Cache re-write tokens from moves (range)") > 0  # the moved turns wrote Bedrock's cache
+    assert single("Unhealthy upstreams") == 1  # the primary's breaker is open at the end
+    breaker_and_health = {
+        (s["metric"]["upstream"], float(s["value"][1])) for s in row("Breaker state and health")
+    }
+    # breaker then health: the primary's breaker is open (2), its health 0; the secondary's 0 and 1
+    assert breaker_and_health == {("primary", 2.0), ("primary", 0.0), ("secondary", 0.0), ("secondary", 1.0)}
+    reasons = {
+        (s["metric"]["upstream"], s["metric"]["reason"])
+        for s in row("Requests by upstream and reason (req/s)")
+        if float(s["value"][1]) > 0
+    }
+    assert {("primary", "route"), ("secondary", "failover"), ("secondary", "breaker_open")} <= reasons
+    failures = {
+        (s["metric"]["upstream"], s["metric"]["reason"]) for s in row("Upstream failures by kind (per s)")
+    }
+    assert failures == {("primary", "status_529")}
+    moves = {
+        (s["metric"]["from"], s["metric"]["to"], s["metric"]["reason"])
+        for s in row("Session moves by route and reason")
+    }
+    assert moves == {("primary", "secondary", "status_529")}
+    latency = {
+        s["metric"]["upstream"]
+        for s in row("Upstream latency (to headers)")
+        if math.isfinite(float(s["value"][1]))
+    }
+    assert latency == {"primary", "secondary"}

@@ -99,17 +99,17 @@ async def test_breaker_opens_half_opens_and_closes_on_the_injected_clock() -> No
     assert board.state("a") is BreakerState.CLOSED
     await board.failure("a")
     await board.failure("a")
-    assert board.state("a") is BreakerState.OPEN and not board.acquire("a")
+    assert board.state("a") is BreakerState.OPEN and not await board.acquire("a")
     assert board.retry_after(["a"]) == 30.0
     now[0] += 30
     assert board.state("a") is BreakerState.HALF_OPEN
-    assert board.acquire("a") and not board.acquire("a")  # one probe at a time
+    assert await board.acquire("a") and not await board.acquire("a")  # one probe at a time
     await board.failure("a")
     assert board.state("a") is BreakerState.OPEN  # the probe failed: open again
     now[0] += 30
-    assert board.acquire("a")
+    assert await board.acquire("a")
     await board.success("a")
-    assert board.state("a") is BreakerState.CLOSED and board.acquire("a")
+    assert board.state("a") is BreakerState.CLOSED and await board.acquire("a")
     assert [s for _, s in changes] == [
         BreakerState.OPEN,
         BreakerState.HALF_OPEN,
