@@ -40,7 +40,7 @@ from gateway.fleet.settings_hint import HINT_HEADER, SettingsHints
 from gateway.fleet.spend_caps import (
     CapState,
     allowed_headers,
-    binding,
+    binding_admitted,
     cap_reached,
     counters_down,
     micros,
@@ -243,13 +243,8 @@ class PolicyGate:
             if isinstance(result, Refused):
                 raise self._refusal(principal, request_id, result, plan, now)
             if plan.caps:
-                states = [
-                    CapState(cap, win, used)
-                    for cap, win, used in zip(plan.caps, plan.windows, result.spent_micros, strict=True)
-                ]
-                active = binding(states)
-                if active is not None:
-                    limit_headers = allowed_headers(active)
+                active = binding_admitted(plan.caps, plan.windows, plan.checks, result.spent_micros)
+                limit_headers = allowed_headers(active)
         return Admission(
             principal, request_id, plan.charged, plan.token_checks, plan.slot_checks, limit_headers
         )

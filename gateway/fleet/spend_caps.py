@@ -93,6 +93,25 @@ def binding(states: list[CapState]) -> CapState | None:
     return best
 
 
+def binding_admitted(
+    caps: tuple[Cap, ...], windows: tuple[Window, ...], limits: tuple[SpendCheck, ...], spent: list[int]
+) -> CapState:
+    """:func:`binding` of an admitted request's caps (the request path): while no cap is
+    exceeded, the most used one (the later on a tie), found without a state per cap."""
+    best, most = 0, -1.0
+    for index, used in enumerate(spent):
+        limit = limits[index].limit_micros
+        if used >= limit:  # exceeded (a counter admitted it anyway): the general rule
+            states = [CapState(*row) for row in zip(caps, windows, spent, strict=True)]
+            found = binding(states)
+            assert found is not None
+            return found
+        utilization = used / limit
+        if utilization >= most:
+            best, most = index, utilization
+    return CapState(caps[best], windows[best], spent[best])
+
+
 def number(value: float) -> str:
     """A fraction as JavaScript prints it after rounding to two decimals (``0.8``, ``0.75``, ``1``)."""
     return f"{value:.2f}".rstrip("0").rstrip(".")

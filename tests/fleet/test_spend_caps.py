@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gateway.fleet.periods import Period, window
 from gateway.fleet.policy import Cap
 from gateway.fleet.spend_caps import (
     CapState,
     allowed_headers,
     binding,
+    binding_admitted,
     cap_reached,
     counters_down,
+    spend_checks,
     strip_upstream_limits,
     usage_body,
 )
@@ -155,3 +160,25 @@ def test_usage_bodies() -> None:
         },
         "limits": [],
     }
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(Period)),
+            st.integers(min_value=0, max_value=50),  # limit, USD
+            st.integers(min_value=0, max_value=60_000_000),  # used, micros
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_binding_of_an_admitted_request_is_the_general_rule(rows: list[tuple[Period, int, int]]) -> None:
+    """The request path's shortcut picks the same cap, with the same figures, as ``binding``."""
+    now = datetime(2026, 12, 2, 12, tzinfo=UTC).timestamp()
+    caps = tuple(Cap("user", "idp|u", period, float(limit)) for period, limit, _ in rows)
+    checks, windows = spend_checks(caps, now)
+    spent = [used for _, _, used in rows]
+    general = binding([CapState(cap, win, used) for cap, win, used in zip(caps, windows, spent, strict=True)])
+    assert binding_admitted(caps, windows, checks, spent) == general
