@@ -13,7 +13,7 @@ from gateway.settings.section import (
     OptionalUrl,
     ReadableFile,
     Section,
-    key_from_file,
+    key_or_file,
 )
 
 
@@ -50,10 +50,9 @@ class BedrockSettings(Section):
 
     def load_token_file(self) -> None:
         """Read GATEWAY_BEDROCK_BEARER_TOKEN_FILE once (a cross-field check of the settings)."""
-        if self.bearer_token_file is None:
-            return
-        if self.bearer_token is not None:
-            raise ValueError(
-                "GATEWAY_BEDROCK_BEARER_TOKEN_FILE: set it or AWS_BEARER_TOKEN_BEDROCK, not both"
-            )
-        self._file_token = key_from_file(self.bearer_token_file, "GATEWAY_BEDROCK_BEARER_TOKEN_FILE")
+        self._file_token = key_or_file(
+            self.bearer_token,
+            self.bearer_token_file,
+            "AWS_BEARER_TOKEN_BEDROCK",
+            "GATEWAY_BEDROCK_BEARER_TOKEN_FILE",
+        )

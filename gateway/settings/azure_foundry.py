@@ -12,7 +12,7 @@ from gateway.settings.section import (
     OptionalUrl,
     ReadableFile,
     Section,
-    key_from_file,
+    key_or_file,
 )
 
 
@@ -41,8 +41,6 @@ class FoundrySettings(Section):
 
     def load_key_file(self) -> None:
         """Read GATEWAY_FOUNDRY_API_KEY_FILE once (a cross-field check of the settings)."""
-        if self.api_key_file is None:
-            return
-        if self.api_key is not None:
-            raise ValueError("GATEWAY_FOUNDRY_API_KEY_FILE: set it or ANTHROPIC_FOUNDRY_API_KEY, not both")
-        self._file_key = key_from_file(self.api_key_file, "GATEWAY_FOUNDRY_API_KEY_FILE")
+        self._file_key = key_or_file(
+            self.api_key, self.api_key_file, "ANTHROPIC_FOUNDRY_API_KEY", "GATEWAY_FOUNDRY_API_KEY_FILE"
+        )

@@ -51,3 +51,15 @@ def key_from_file(path: Path, variable: str) -> SecretStr:
     if not text or any(c in text for c in "\r\n\0"):
         raise ValueError(f"{variable}: the file must hold one key on one line")
     return SecretStr(text)
+
+
+def key_or_file(
+    key: SecretStr | None, path: Path | None, variable: str, file_variable: str
+) -> SecretStr | None:
+    """The key from ``file_variable``'s file when that is set (``ValueError`` if ``variable`` is
+    set too, or the file is not one key on one line); ``None`` when it is unset."""
+    if path is None:
+        return None
+    if key is not None:
+        raise ValueError(f"{file_variable}: set it or {variable}, not both")
+    return key_from_file(path, file_variable)
