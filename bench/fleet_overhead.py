@@ -34,8 +34,8 @@ from bench.fleet_report import RATIO_LIMIT, SIGNIN, STATIC, TITLES, FleetCell, c
 from bench.fleet_setup import FleetConfig, IdpSentinel, prepare
 from bench.loadgen import MODES, LoadConfig, LoadSamples
 from bench.processes import BenchError
-from bench.report import RoundCpu, TargetRun
-from bench.runner import measure_load, round_order
+from bench.report import TargetRun
+from bench.runner import Rounds, measure_load, round_order
 from bench.servers import Server, spawn_gateway
 
 API_KEY = "bench-key"
@@ -60,13 +60,6 @@ class _Target:
     name: str
     server: Server
     load: LoadConfig  # url, auth header and key(s); mode, concurrency and times set per run
-
-
-@dataclass
-class _Acc:
-    samples: list[LoadSamples] = field(default_factory=list)
-    cpu: list[RoundCpu] = field(default_factory=list)
-    shares: list[dict[str, float]] = field(default_factory=list)
 
 
 def _log(msg: str) -> None:
@@ -109,7 +102,7 @@ def _measure(opts: FleetOptions, targets: list[_Target], upstream_pid: int) -> l
     cells: list[FleetCell] = []
     for mode in opts.modes:
         for conc in opts.concurrency:
-            acc = {t.name: _Acc() for t in targets}
+            acc = {t.name: Rounds() for t in targets}
             for r in range(opts.rounds):
                 for t in round_order(targets, r):
                     roles = {"upstream": [upstream_pid]}

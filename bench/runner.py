@@ -83,7 +83,9 @@ class Target:
 
 
 @dataclass
-class _Rounds:
+class Rounds:
+    """One target's measurements in one cell, a round at a time."""
+
     samples: list[LoadSamples] = field(default_factory=list)
     cpu: list[RoundCpu] = field(default_factory=list)
     shares: list[dict[str, float]] = field(default_factory=list)
@@ -162,7 +164,7 @@ def _measure_cells(
     noise: list[str] = []
     for mode in opts.modes:
         for conc in opts.concurrency:
-            acc = {t.name: _Rounds() for t in targets}
+            acc = {t.name: Rounds() for t in targets}
             for r in range(opts.rounds):
                 for t in round_order(targets, r):
                     roles = dict(fixed_roles)
