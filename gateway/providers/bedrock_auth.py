@@ -174,8 +174,17 @@ class SigV4ChainAuth(BedrockAuth):
             return False
         self._reload_after = time.monotonic() + RESOLVE_RETRY_S
         before = self._frozen
+        try:
+            session = self._new_session()
+        except ProfileNotFound:  # edited out of the files since start-up: keep what we have
+            log.warning(
+                "AWS credentials not reloaded: profile %r is no longer in the shared config or "
+                "credentials files; still signing with the credentials resolved before",
+                self._profile,
+            )
+            return False
         self._session.close_http()
-        self._session = self._new_session()
+        self._session = session
         await self._resolve()
         try:
             await self.current()

@@ -33,7 +33,15 @@ from emulators.bedrock_config import (
     BedrockOptions,
     get_bedrock_state,
 )
-from tests.providers.bedrock_harness import GATEWAY_KEY, apply_aws_env, bedrock_gateway, bedrock_upstream
+from gateway.config import Settings
+from gateway.providers.bedrock_auth import SigV4ChainAuth
+from tests.providers.bedrock_harness import (
+    GATEWAY_KEY,
+    apply_aws_env,
+    bedrock_gateway,
+    bedrock_upstream,
+    isolated_aws_files,
+)
 
 MODEL = "claude-sonnet-4-6"
 PROFILE_KEY = ("AKIDPROFILE00000001", "profile-secret-key")
@@ -278,3 +286,32 @@ async def test_concurrent_first_requests_share_one_sts_call(
             )
         assert get_bedrock_state(emu.app).issuer.sts_calls == 1
         assert len({access_key_of(r) for r in emu.requests if r.path != "/"}) == 1
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+async def test_a_profile_removed_from_its_file_while_running_keeps_the_resolved_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reload (after an upstream 401/403) finds the profile gone: one warning, no traceback,
+    and requests keep being signed with what was resolved before."""
+    env = {"GATEWAY_PROVIDER": "bedrock", "AWS_REGION": "us-east-1", **isolated_aws_files(tmp_path)}
+    credentials = Path(env["AWS_SHARED_CREDENTIALS_FILE"])
+    _write(
+        credentials,
+        "[acct]\naws_access_key_id = AKIAPROFILE000000001\naws_secret_access_key = s3cret/of/the/profile\n",
+    )
+    apply_aws_env(monkeypatch, env)
+    settings = Settings.from_environ({**env, "AWS_PROFILE": "acct"})
+    auth = SigV4ChainAuth("us-east-1", "acct", settings)
+    await auth.start()
+    assert (await auth.current()).access_key == "AKIAPROFILE000000001"
+    _write(credentials, "[other]\naws_access_key_id = AKIAOTHER\naws_secret_access_key = x\n")
+    with caplog.at_level(logging.WARNING, logger="switchyard.bedrock.auth"):
+        assert await auth.reload() is False
+    assert "profile 'acct' is no longer in the shared config" in caplog.text
+    assert "s3cret" not in caplog.text
+    assert (await auth.current()).access_key == "AKIAPROFILE000000001"
+    await auth.close()
