@@ -57,8 +57,12 @@ def bearer(tag: str | None = "team") -> str:
 async def test_the_tag_picks_the_paying_group_and_never_reaches_bedrock_or_vertex(
     provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with provider_stack(provider, tmp_path, monkeypatch, **signin_env(tmp_path)) as stack:
-        client = anthropic.AsyncAnthropic(auth_token=bearer(), base_url=stack.gateway.base_url, max_retries=0)
+    async with (
+        provider_stack(provider, tmp_path, monkeypatch, **signin_env(tmp_path)) as stack,
+        anthropic.AsyncAnthropic(
+            auth_token=bearer(), base_url=stack.gateway.base_url, max_retries=0
+        ) as client,
+    ):
 
         async def send(tags: Any, beta: bool = False) -> Any:
             extra = {} if tags is None else {"tags": tags}

@@ -24,8 +24,10 @@ PROBE_KEY = "sk-ant-probe"
 
 async def cost_of_one_message() -> tuple[float, tuple[int, int]]:
     """What the emulator charges for ``SigninStack.message``'s body (its usage is deterministic)."""
-    async with run_emulator(EmulatorConfig(api_keys=frozenset({PROBE_KEY})), port=0) as emulator:
-        client = anthropic.AsyncAnthropic(api_key=PROBE_KEY, base_url=emulator.base_url, max_retries=0)
+    async with (
+        run_emulator(EmulatorConfig(api_keys=frozenset({PROBE_KEY})), port=0) as emulator,
+        anthropic.AsyncAnthropic(api_key=PROBE_KEY, base_url=emulator.base_url, max_retries=0) as client,
+    ):
         reply = await client.messages.create(
             model="claude-sonnet-4-5", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
         )

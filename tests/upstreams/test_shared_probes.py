@@ -125,11 +125,14 @@ async def test_two_gateways_send_exactly_the_configured_probes(
             app_kwargs={"wall_clock": clock},
         ) as fleet,
         running(create_app(fleet.settings, wall_clock=clock), "127.0.0.1", 0) as second,
+        contextlib.AsyncExitStack() as closers,
     ):
         clients = [
             anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=url, max_retries=0)
             for url in (fleet.url, second.base_url)
         ]
+        closers.push_async_callback(clients[0].close)
+        closers.push_async_callback(clients[1].close)
 
         async def turn(client: anthropic.AsyncAnthropic, text: str) -> str:
             raw = await client.messages.with_raw_response.create(

@@ -120,8 +120,10 @@ async def _accounts(
 async def test_two_accounts_and_an_api_key_file_serve_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with _accounts(tmp_path, monkeypatch) as (gateway, emulators):
-        client = anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
+    async with (
+        _accounts(tmp_path, monkeypatch) as (gateway, emulators),
+        anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0) as client,
+    ):
 
         async def served_by() -> str:
             raw = await client.messages.with_raw_response.create(
@@ -228,7 +230,9 @@ async def test_two_vertex_accounts_and_a_foundry_key_file(tmp_path: Path) -> Non
             }
         )
         gateway = await stack.enter_async_context(running(create_app(settings), "127.0.0.1", 0))
-        client = anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
+        client = await stack.enter_async_context(
+            anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
+        )
         answered = []
         for name in ("vertex-a", "vertex-b", "foundry"):
             raw = await client.messages.with_raw_response.create(
