@@ -5,13 +5,14 @@ and half-open; every candidate unavailable is ``529 overloaded_error`` with ``re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any, cast
 
 import anthropic
 import pytest
 
-from tests.upstreams.harness import MODEL, SYSTEM, four_upstreams
+from tests.upstreams.harness import MODEL, SYSTEM, Fleet, four_upstreams
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,6 +26,24 @@ async def _turn(
             return await asyncio.wait_for(s.get_final_message(), 20)
     return await asyncio.wait_for(
         client.messages.create(model=MODEL, max_tokens=32, system=SYSTEM, messages=messages), 20
+    )
+
+
+def _clocked(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    clock: Clock,
+    breaker: dict[str, Any],
+    providers: tuple[str, ...] = ("anthropic", "bedrock", "vertex", "foundry"),
+    **sections: Any,
+) -> contextlib.AbstractAsyncContextManager[Fleet]:
+    """Upstreams on ``clock`` with this breaker and no same-upstream retries."""
+    return four_upstreams(
+        tmp_path,
+        monkeypatch,
+        sections={"failover": {"same_upstream_retries": 0}, "breaker": breaker, **sections},
+        providers=providers,
+        app_kwargs={"wall_clock": clock},
     )
 
 
@@ -158,17 +177,8 @@ async def test_no_failover_after_content_was_sent(tmp_path: Path, monkeypatch: p
 
 async def test_breaker_opens_and_half_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    sections = {
-        "failover": {"same_upstream_retries": 0},
-        "breaker": {"failures": 2, "window_s": 60, "open_s": 30},
-    }
-    async with four_upstreams(
-        tmp_path,
-        monkeypatch,
-        sections=sections,
-        providers=("anthropic", "bedrock"),
-        app_kwargs={"wall_clock": clock},
-    ) as fleet:
+    breaker = {"failures": 2, "window_s": 60, "open_s": 30}
+    async with _clocked(tmp_path, monkeypatch, clock, breaker, ("anthropic", "bedrock")) as fleet:
         fleet.emulators["primary"].set_fault(STORM)
         for i in range(2):
             await _turn(fleet.client(), f"no session {i}")
@@ -188,14 +198,8 @@ async def test_breaker_opens_and_half_opens(tmp_path: Path, monkeypatch: pytest.
 
 async def test_half_open_failure_opens_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    sections = {"failover": {"same_upstream_retries": 0}, "breaker": {"failures": 1, "open_s": 10}}
-    async with four_upstreams(
-        tmp_path,
-        monkeypatch,
-        sections=sections,
-        providers=("anthropic", "vertex"),
-        app_kwargs={"wall_clock": clock},
-    ) as fleet:
+    breaker = {"failures": 1, "open_s": 10}
+    async with _clocked(tmp_path, monkeypatch, clock, breaker, ("anthropic", "vertex")) as fleet:
         fleet.emulators["primary"].set_fault(STORM)
         await _turn(fleet.client(), "opens")
         assert fleet.metric("gateway_breaker_state", upstream="primary") == 2
@@ -209,10 +213,7 @@ async def test_every_candidate_overloaded_is_529_with_retry_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
-    sections = {"failover": {"same_upstream_retries": 0}, "breaker": {"failures": 1, "open_s": 20}}
-    async with four_upstreams(
-        tmp_path, monkeypatch, sections=sections, app_kwargs={"wall_clock": clock}
-    ) as fleet:
+    async with _clocked(tmp_path, monkeypatch, clock, {"failures": 1, "open_s": 20}) as fleet:
         for emulator in fleet.emulators.values():
             emulator.set_fault(STORM)
         for attempt in range(2):  # all four tried, then (breakers open) none
@@ -265,18 +266,9 @@ async def test_active_probe_closes_a_half_open_breaker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
-    sections = {
-        "failover": {"same_upstream_retries": 0},
-        "breaker": {"failures": 1, "open_s": 10},
-        "probe": {"interval_s": 0.1, "timeout_s": 2, "model": MODEL},
-    }
-    async with four_upstreams(
-        tmp_path,
-        monkeypatch,
-        sections=sections,
-        providers=("anthropic", "vertex"),
-        app_kwargs={"wall_clock": clock},
-    ) as fleet:
+    breaker = {"failures": 1, "open_s": 10}
+    probe = {"interval_s": 0.1, "timeout_s": 2, "model": MODEL}
+    async with _clocked(tmp_path, monkeypatch, clock, breaker, ("anthropic", "vertex"), probe=probe) as fleet:
         fleet.emulators["primary"].set_fault(STORM)
         await _turn(fleet.client(), "opens the breaker")
         assert fleet.metric("gateway_breaker_state", upstream="primary") == 2
