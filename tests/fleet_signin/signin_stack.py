@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from joserfc import jwt
 from joserfc.jwk import OctKey
 
@@ -112,6 +113,16 @@ class Browser:
             return await self._page(response)
 
 
+@dataclass(frozen=True)
+class SeenRequest:
+    """A request the gateway answered, as its client sent it (see ``record_requests``)."""
+
+    method: str
+    path: str
+    status: int
+    headers: dict[str, str]  # lower-cased names
+
+
 @dataclass
 class SigninStack:
     gateway_url: str
@@ -123,6 +134,7 @@ class SigninStack:
     metadata: dict[str, Any] = field(default_factory=dict)
     replica_urls: list[str] = field(default_factory=list)  # every replica (the first is gateway_url)
     browser_ca: Path | None = None  # the CA the user's browser trusts besides the system's (a TLS IdP)
+    gateway_requests: list[SeenRequest] = field(default_factory=list)  # with ``record_requests``
 
     def browser(self) -> Browser:
         context = ssl.create_default_context()
@@ -210,9 +222,13 @@ async def custom_signin_stack(
     replicas_count: int = 1,
     idp: RunningIdp | None = None,
     browser_ca: Path | None = None,
+    record_requests: bool = False,
 ) -> AsyncIterator[SigninStack]:
     """:func:`signin_stack` with ``idp``: one the test started (e.g. over TLS, its port known to a
-    proxy first), and ``browser_ca``: a CA the user's browser trusts besides the system's."""
+    proxy first), ``browser_ca``: a CA the user's browser trusts besides the system's, and
+    ``record_requests``: every request a replica answers is appended to ``gateway_requests``
+    (what a client sent the gateway itself, which the upstream never sees: sign-in, bearers,
+    ``/managed/settings``)."""
     keys_file = tmp / "signing-keys"
     keys_file.write_text(f"# new key first\n{SIGNING_KID} {SIGNING_SECRET}\n")
     async with contextlib.AsyncExitStack() as started:
@@ -238,17 +254,33 @@ async def custom_signin_stack(
             serving=True,
         )
         clock = MovableClock()
+        seen: list[SeenRequest] = []
+
+        async def record(request: web.Request, response: web.StreamResponse) -> None:
+            headers = {name.lower(): value for name, value in request.headers.items()}
+            seen.append(SeenRequest(request.method, request.path, response.status, headers))
+
         async with contextlib.AsyncExitStack() as replicas:
             urls = []
             for index in range(replicas_count):
                 app = create_app(settings, metrics=GatewayMetrics(), signin_clock=clock)
+                if record_requests:
+                    app.on_response_prepare.append(record)
                 server = await replicas.enter_async_context(
                     running(app, "127.0.0.1", port if index == 0 else 0)
                 )
                 urls.append(server.base_url)
             http = await replicas.enter_async_context(aiohttp.ClientSession())
             stack = SigninStack(
-                urls[0], idp, emulator, clock, http, tmp, replica_urls=urls, browser_ca=browser_ca
+                urls[0],
+                idp,
+                emulator,
+                clock,
+                http,
+                tmp,
+                replica_urls=urls,
+                browser_ca=browser_ca,
+                gateway_requests=seen,
             )
             async with http.get(f"{urls[0]}/.well-known/oauth-authorization-server") as response:
                 assert response.status == 200
