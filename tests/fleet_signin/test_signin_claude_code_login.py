@@ -8,18 +8,19 @@ theme, the working folder trusted, auto mode off: auto mode's ``afk-mode-2026-01
 one the emulator upstream accepts). The CLI runs in a pseudo-terminal; the test reads its screen.
 
 Observed, and asserted below: ``/login`` discovers the gateway (RFC 8414) and asks to trust it
-(loopback ``http``: nothing to pin), posts the device authorization, shows the user code and the
-verification URL and opens ``verification_uri_complete`` in the browser (``BROWSER``); the test,
-as the user, opens the URL shown, types the code shown, signs in at the real OIDC IdP and approves;
-the CLI's 5 s polling gets the token, shows the e-mail to confirm and stores the pair in
-``~/.claude/.credentials.json`` (``enterpriseGateway``). It then fetches ``/managed/settings`` with
-the bearer, asks to approve the managed ``env`` (``CLAUDE_CODE_GATEWAY_HINT_HEADERS=1``), restarts,
-and its model requests carry the bearer and ``x-claude-code-managed-settings-checksum`` equal to the
-served checksum: counted ``current``. A later ``claude -p`` in the same ``HOME`` (no
-``ANTHROPIC_*`` variables) uses the stored sign-in, revalidating managed settings with
-``If-None-Match`` (304). The CLI refreshes 5 minutes before the stored expiry (not on a 401: a 401
-on ``/managed/settings`` ends the session, "sign in again with /login"), storing the rotated pair;
-``claude auth logout`` revokes the bearer and the refresh token (RFC 7009) and forgets the sign-in.
+(loopback ``http``: nothing to pin), posts the device authorization, shows the user code, the
+verification URL and the gateway's ``login_notice``, and opens ``verification_uri_complete`` in
+the browser (``BROWSER``); the test, as the user, opens the URL shown, types the code shown, signs
+in at the real OIDC IdP and approves; the CLI's 5 s polling gets the token, shows the e-mail to
+confirm and stores the pair in ``~/.claude/.credentials.json`` (``enterpriseGateway``). It then
+fetches ``/managed/settings`` with the bearer, asks to approve the managed ``env``
+(``CLAUDE_CODE_GATEWAY_HINT_HEADERS=1``), restarts, and its model requests carry the bearer and
+``x-claude-code-managed-settings-checksum`` equal to the served checksum: counted ``current``. A
+later ``claude -p`` in the same ``HOME`` (no ``ANTHROPIC_*`` variables) uses the stored sign-in,
+revalidating managed settings with ``If-None-Match`` (304). The CLI refreshes 5 minutes before the
+stored expiry (not on a 401: a 401 on ``/managed/settings`` ends the session, "sign in again with
+/login"), storing the rotated pair; ``claude auth logout`` revokes the bearer and the refresh token
+(RFC 7009) and forgets the sign-in.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ groups:
 """
 STEP_S = 30.0  # one screen of the dialog (a gateway round trip or two, a re-render)
 MODEL_S = 90.0  # a model turn of the interactive session, through the gateway to the emulator
+NOTICE = "Sign in with your corp.example account. Help: #claude-rollout"
 REFRESH_WINDOW_S = 300  # the CLI refreshes when its stored expiry is this close (2.1.332)
 OAUTH_AGENT = f"claude-code/{VERSION}"  # the User-Agent of the CLI's OAuth calls
 MARK = "\u276f"  # the CLI's prompt and selected-option marker (heavy right-pointing angle)
@@ -129,6 +131,7 @@ async def login_interactively(stack: SigninStack, screen: Terminal) -> list[Any]
     shown = await screen.expect(r"Code:\s+([B-Z]{4}-[B-Z]{4})\s.*?(http://\S+/oauth/device)\s", STEP_S)
     user_code, verification_uri = shown[1], shown[2]
     assert verification_uri == f"{stack.gateway_url}/oauth/device"
+    await screen.expect(re.escape(NOTICE), STEP_S)  # the gateway's login_notice, beside the code
     await approve_as_the_user(stack, verification_uri, user_code)
     await screen.expect(rf"Signed in to Cloud gateway as {re.escape(ALICE['email'])}", STEP_S)
     await choose(screen, "Continue only if this is your account", "No, cancel login", "Yes, continue", UP)
@@ -175,7 +178,11 @@ async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) ->
     home, workdir, browser_log = tmp_path / "home", tmp_path / "work", tmp_path / "browser.log"
     workdir.mkdir()
     (tmp_path / "policy.yaml").write_text(POLICY)
-    env = {"GATEWAY_POLICY_FILE": str(tmp_path / "policy.yaml"), "GATEWAY_METRICS_API_KEYS": METRICS_KEY}
+    env = {
+        "GATEWAY_POLICY_FILE": str(tmp_path / "policy.yaml"),
+        "GATEWAY_METRICS_API_KEYS": METRICS_KEY,
+        "GATEWAY_SIGNIN_LOGIN_NOTICE": NOTICE,
+    }
     async with custom_signin_stack(tmp_path, env, record_requests=True) as stack:
         cli_env = prepare_home(home, workdir, stack.gateway_url, browser_log)
         mark = len(stack.gateway_requests)
