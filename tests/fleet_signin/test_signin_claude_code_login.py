@@ -18,9 +18,9 @@ fetches ``/managed/settings`` with the bearer, asks to approve the managed ``env
 ``x-claude-code-managed-settings-checksum`` equal to the served checksum: counted ``current``. A
 later ``claude -p`` in the same ``HOME`` (no ``ANTHROPIC_*`` variables) uses the stored sign-in,
 revalidating managed settings with ``If-None-Match`` (304). The CLI refreshes 5 minutes before the
-stored expiry (not on a 401: a 401 on ``/managed/settings`` ends the session, "sign in again with
-/login"), storing the rotated pair; ``claude auth logout`` revokes the bearer and the refresh token
-(RFC 7009) and forgets the sign-in.
+stored expiry and stores the rotated pair; it does not refresh on a 401: a revoked bearer's 401 at
+``/managed/settings`` ends the session ("sign in again with /login"). ``claude auth logout``
+revokes the bearer and the refresh token (RFC 7009) and forgets the sign-in.
 """
 
 from __future__ import annotations
@@ -281,6 +281,18 @@ async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) ->
         assert counted(exposition, hints, 'group="eng",state="unknown"') == 1  # the test's own stack.message
         assert counted(exposition, "gateway_fleet_signins_total", 'outcome="refreshed"') == 1
 
+        # a bearer the gateway refuses (revoked elsewhere: another device's sign-out, an admin) ends
+        # the CLI's session at its /managed/settings fetch: no refresh tried, nothing sent upstream
+        status, _ = await stack.form_post(stack.metadata["revocation_endpoint"], {"token": refreshed["jwt"]})
+        assert status == 200
+        mark, upstream = len(stack.gateway_requests), len(stack.emulator.requests)
+        run = await run_claude(binary, ("-p", "say hi"), claude_env(home), workdir, timeout_s=60)
+        assert run.returncode != 0 and "no longer accepts this session" in run.stdout + run.stderr, (
+            run.describe()
+        )
+        assert [(r.path, r.status) for r in since(stack, mark)] == [("/managed/settings", 401)]
+        assert len(stack.emulator.requests) == upstream
+
         # `claude auth logout` revokes the bearer, then the refresh token, and forgets the sign-in
         mark = len(stack.gateway_requests)
         process = await asyncio.create_subprocess_exec(
@@ -299,6 +311,5 @@ async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) ->
         assert not credentials_file(home).exists() or "enterpriseGateway" not in json.loads(
             credentials_file(home).read_text()
         )
-        status, headers, body = await stack.message(refreshed["jwt"])
-        assert status == 401 and headers["x-should-retry"] == "false", body
-        assert (await stack.refresh(refreshed["idpRefreshToken"]))[0] == 401
+        status, body = await stack.refresh(refreshed["idpRefreshToken"])  # valid until the sign-out
+        assert status == 401 and body["error"] == "invalid_grant", body
