@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gateway.fleet.audit import AUDIT_LOGGER
 from gateway.fleet.settings_hint import HINT_HEADER
 from tests.fleet_signin.signin_stack import (
     ALICE,
@@ -57,6 +61,7 @@ STEP_S = 30.0  # one screen of the dialog (a gateway round trip or two, a re-ren
 MODEL_S = 90.0  # a model turn of the interactive session, through the gateway to the emulator
 NOTICE = "Sign in with your corp.example account. Help: #claude-rollout"
 REFRESH_WINDOW_S = 300  # the CLI refreshes when its stored expiry is this close (2.1.332)
+WHO = "subject='idp|alice' email='alice@example.com' groups='eng,platform'"  # ALICE, as audited
 OAUTH_AGENT = f"claude-code/{VERSION}"  # the User-Agent of the CLI's OAuth calls
 MARK = "\u276f"  # the CLI's prompt and selected-option marker (heavy right-pointing angle)
 
@@ -167,14 +172,23 @@ def since(stack: SigninStack, mark: int) -> list[SeenRequest]:
     return stack.gateway_requests[mark:]
 
 
+def audited(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The gateway's sign-in audit lines so far, without the client address."""
+    lines = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    return [re.sub(r" ip=\S+$", "", line) for line in lines if line.startswith("signin.")]
+
+
 def counted(exposition: str, metric: str, labels: str) -> float:
     found = re.search(rf"^{metric}\{{{re.escape(labels)}\}} (\S+)$", exposition, re.MULTILINE)
     assert found, (metric, labels)
     return float(found[1])
 
 
-async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) -> None:
+async def test_claude_code_login_signs_in_through_the_gateway(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     binary = cli(VERSION)
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
     home, workdir, browser_log = tmp_path / "home", tmp_path / "work", tmp_path / "browser.log"
     workdir.mkdir()
     (tmp_path / "policy.yaml").write_text(POLICY)
@@ -199,15 +213,20 @@ async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) ->
         assert stored["idpRefreshToken"]
 
         # the CLI's own OAuth calls: discovery, device authorization, polls until the token
-        oauth = [(r.method, r.path) for r in login if r.headers.get("user-agent") == OAUTH_AGENT]
-        polls = oauth[2 : oauth.index(("GET", "/managed/settings"))]
-        assert oauth[:2] == [
+        oauth = [r for r in login if r.headers.get("user-agent") == OAUTH_AGENT]
+        calls = [(r.method, r.path) for r in oauth]
+        assert calls[:2] == [
             ("GET", "/.well-known/oauth-authorization-server"),
             ("POST", "/oauth/device_authorization"),
         ]
-        assert polls and set(polls) == {("POST", "/oauth/token")}
-        token_answers = [r.status for r in login if r.path == "/oauth/token"]
-        assert token_answers[-1] == 200 and set(token_answers[:-1]) <= {400}  # authorization_pending
+        polls = oauth[2 : calls.index(("GET", "/managed/settings"))]
+        assert polls and {r.path for r in polls} == {"/oauth/token"}
+        assert polls[-1].status == 200 and {r.status for r in polls[:-1]} <= {400}  # authorization_pending
+        assert audited(caplog) == [
+            "signin.device_authorization surface='claude_code'",  # the form's only field, recorded
+            f"signin.approved {WHO} surface='claude_code'",
+            f"signin.token_issued {WHO}",
+        ]
         opened = browser_log.read_text().split() if browser_log.exists() else []
         assert opened and re.fullmatch(
             rf"{re.escape(stack.gateway_url)}/oauth/device\?user_code=[B-Z-]+", opened[0]
@@ -257,8 +276,9 @@ async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) ->
         assert refreshed["jwt"] != stored["jwt"] and refreshed["idpRefreshToken"] != stored["idpRefreshToken"]
         assert refreshed["expiresAt"] / 1000 > time.time() + 3000
         later = since(stack, mark)
-        assert [(r.path, r.status) for r in later if r.path == "/oauth/token"] == [("/oauth/token", 200)]
-        assert later[0].path == "/oauth/token"  # before any bearer request of that run
+        assert later[0].path == "/oauth/token" and later[0].status == 200  # before any bearer request
+        assert [r.path for r in later].count("/oauth/token") == 1
+        assert audited(caplog)[-1] == f"signin.refreshed {WHO}"
         printed = [r for r in later if r.path == "/v1/messages"]
         assert printed and all(bearer_of(r) == refreshed["jwt"] for r in printed)
         model_calls += printed
@@ -294,7 +314,7 @@ async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) ->
         assert len(stack.emulator.requests) == upstream
 
         # `claude auth logout` revokes the bearer, then the refresh token, and forgets the sign-in
-        mark = len(stack.gateway_requests)
+        mark, audit_mark = len(stack.gateway_requests), len(audited(caplog))
         process = await asyncio.create_subprocess_exec(
             str(binary), "auth", "logout", cwd=str(workdir), env=claude_env(home),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -308,6 +328,10 @@ async def test_claude_code_login_signs_in_through_the_gateway(tmp_path: Path) ->
         assert process.returncode == 0, (out, err)
         revocations = [r for r in since(stack, mark) if r.path == "/oauth/revoke"]
         assert [(r.status, r.headers.get("user-agent")) for r in revocations] == [(200, OAUTH_AGENT)] * 2
+        assert audited(caplog)[audit_mark:] == [
+            f"signin.revoked kind=access_token subject={ALICE['sub']!r}",
+            f"signin.revoked kind=refresh_token {WHO}",
+        ]
         assert not credentials_file(home).exists() or "enterpriseGateway" not in json.loads(
             credentials_file(home).read_text()
         )
