@@ -47,10 +47,10 @@ from tests.fleet_signin.signin_stack import (
     claims_of,
     custom_signin_stack,
 )
-from tests.support.claude_code import claude_env, cli, run_claude
+from tests.support.claude_code import GATEWAY_LOGIN, claude_env, cli, run_claude
 from tests.support.terminal import DOWN, ENTER, UP, Terminal, terminal
 
-VERSION = "2.1.332"  # the gateway sign-in dialogs read below are this version's
+VERSION = GATEWAY_LOGIN  # 2.1.332: the gateway sign-in dialogs read below are this version's
 METRICS_KEY = "sk-gw-login-metrics"
 POLICY = """
 groups:

@@ -31,6 +31,7 @@ from tests.support import binaries
 PACKAGE = "@anthropic-ai/claude-code"
 PINNED = "2.1.197"  # the version the captures in tests/fixtures/real-clients/ come from
 NEWEST_LINE = "2.1"  # "the newest 2.1.x the registry serves"
+GATEWAY_LOGIN = "2.1.332"  # the version whose /login dialogs tests/fleet_signin reads on screen
 INSTALL_TIMEOUT_S = 600.0
 
 QUIET_ENV: Mapping[str, str] = {
@@ -174,8 +175,9 @@ async def run_claude(
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m tests.support.claude_code [VERSION|newest ...]``: pre-install for CI."""
-    wanted = list(argv) or [PINNED, "newest"]
+    """``python -m tests.support.claude_code [VERSION|newest ...]``: pre-install for CI (by default
+    the capture version, the gateway-login version and the newest)."""
+    wanted = list(argv) or [PINNED, GATEWAY_LOGIN, "newest"]
     status = 0
     for version in wanted:
         resolved = newest_version() if version == "newest" else version
