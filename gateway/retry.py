@@ -21,6 +21,7 @@ from gateway.errors import GatewayError
 from gateway.headers import header_value
 from gateway.providers.base import UpstreamResponse
 from gateway.settings.resilience import ResilienceSettings
+from gateway.values import value
 
 INITIAL_DELAY_S = 0.5
 BACKOFF_CAP_S = 8.0
@@ -90,7 +91,7 @@ class ModelFallback:
     to_model: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RetryResult(Generic[R]):
     """The final outcome: a response to relay, or a gateway error to answer with."""
 

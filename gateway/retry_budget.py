@@ -13,18 +13,18 @@ import dataclasses
 import math
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway.headers import header_value
 from gateway.retry import BACKOFF_CAP_S, INITIAL_DELAY_S, RetryPolicy, RetryResult, Stop, parse_retry_after
 from gateway.retry_memory import Recalled
+from gateway.values import value
 
 RETRY_COUNT_HEADER: Final = "x-stainless-retry-count"
 MAX_CLIENT_RETRY_COUNT: Final = 1000  # a larger "retry count" is not a real client's
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClientRetries:
     """Which attempt of its client a request is, and what the earlier ones cost."""
 

@@ -22,6 +22,7 @@ from typing import Any, Final, NamedTuple, Protocol
 import orjson
 
 from gateway.session_ids import session_id_of
+from gateway.values import value
 
 
 class _Unset(enum.Enum):
@@ -157,7 +158,7 @@ class Deriving(Protocol):
     def non_streaming(self, prepared: PreparedRequest) -> PreparedRequest: ...
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PreparedRequest:
     """One request as every attempt sends it upstream; never changed once made.
 
