@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway import retry as retry_loop
 from gateway.access_log import log_request
 from gateway.accounting import SCOPE_KEY, RequestScope
 from gateway.cache.pipeline import CachePipeline, build_store
@@ -36,7 +37,7 @@ from gateway.providers.betas import BetaPolicy
 from gateway.relay import StreamRelay, StreamSettings, relay_buffered
 from gateway.request_ids import new_request_id
 from gateway.request_preparation import RequestPreparation
-from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop, with_retry
+from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
 from gateway.transport import TeamSlots
@@ -309,14 +310,20 @@ class Gateway:
         failure) are given by the several-upstreams path (:mod:`gateway.upstreams.failover`)."""
         target = provider or self.provider
         label = target.name
+        policy = policy or policy_for(self.retry_policy, retrying)
+        first = await retry_loop.first_attempt(send, prepared, policy, self.clock)
+        if isinstance(first, RetryResult):  # answered at once: no retry loop to run
+            outcome.retries, outcome.failure, outcome.model_fallback = 0, None, None
+            return first
         final: RetryResult[PreparedRequest] | None = None
-        async for event in with_retry(
+        async for event in retry_loop.with_retry(
             send,
             prepared,
-            policy or policy_for(self.retry_policy, retrying),
+            policy,
             refresh_credentials=target.refresh_credentials,
             sleep=self.sleep,
             clock=self.clock,
+            first=first,
         ):
             if isinstance(event, RetryStatus):
                 # what the access log says if the client leaves meanwhile (the loop then ends here)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -37,9 +37,9 @@ class Operation(enum.Enum):
     COUNT_TOKENS = "count_tokens"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClientRequest:
-    """What the client asked for, as the server received and parsed it."""
+    """What the client asked for, as the server received and parsed it (made by :meth:`of`)."""
 
     operation: Operation
     _body: bytes | None  # ``None``: serialise ``payload`` when first read
@@ -48,25 +48,29 @@ class ClientRequest:
     request_id: str
     model: str  # the payload's ``model`` ("" when it is not a string)
     stream: bool  # a Messages request with ``"stream": true``
-    _session_id: str | _Unset | None = field(compare=False, repr=False)  # :attr:`session_id`
+    _session_id: str | _Unset | None = field(default=_UNSET, compare=False, repr=False)  # :attr:`session_id`
 
-    def __init__(
-        self,
+    @classmethod
+    def of(
+        cls,
         operation: Operation,
         body: bytes | None,
         payload: Mapping[str, Any],
         headers: list[tuple[str, str]],
         request_id: str,
-    ) -> None:
-        object.__setattr__(self, "operation", operation)
-        object.__setattr__(self, "_body", body)
-        object.__setattr__(self, "payload", payload)
-        object.__setattr__(self, "headers", headers)
-        object.__setattr__(self, "request_id", request_id)
+    ) -> ClientRequest:
+        """The request of ``payload`` (``body``: its bytes as received, ``None`` to serialise it when
+        first read); ``model`` and ``stream`` are read from the payload."""
         model = payload.get("model")
-        object.__setattr__(self, "model", model if isinstance(model, str) else "")
-        object.__setattr__(self, "stream", operation is Operation.MESSAGES and payload.get("stream") is True)
-        object.__setattr__(self, "_session_id", _UNSET)
+        return cls(
+            operation,
+            body,
+            payload,
+            headers,
+            request_id,
+            model if isinstance(model, str) else "",
+            operation is Operation.MESSAGES and payload.get("stream") is True,
+        )
 
     @property
     def session_id(self) -> str | None:
@@ -90,11 +94,11 @@ class ClientRequest:
     def with_payload(self, payload: Mapping[str, Any]) -> ClientRequest:
         """The same request with a changed body, serialised deterministically (key order kept) when
         its bytes are first needed."""
-        return ClientRequest(self.operation, None, payload, self.headers, self.request_id)
+        return ClientRequest.of(self.operation, None, payload, self.headers, self.request_id)
 
     def with_headers(self, headers: list[tuple[str, str]]) -> ClientRequest:
         """The same request with other headers (the body stays as it is, serialised or not)."""
-        return ClientRequest(self.operation, self._body, self.payload, headers, self.request_id)
+        return ClientRequest.of(self.operation, self._body, self.payload, headers, self.request_id)
 
     def with_model(self, model: str) -> ClientRequest:
         """The request for another model. Thinking blocks carry signatures bound to the model that
