@@ -66,7 +66,7 @@ class Template:
 
     def for_session(self, session_id: str, index: int) -> ClientRequest:
         headers = [(k, session_id if k.lower() == SESSION_HEADER.lower() else v) for k, v in self.headers]
-        return ClientRequest.of(Operation.MESSAGES, self.raw, self.payload, headers, f"req-{index}")
+        return ClientRequest(Operation.MESSAGES, self.raw, self.payload, headers, f"req-{index}")
 
 
 @dataclass(frozen=True, slots=True)

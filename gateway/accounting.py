@@ -54,7 +54,7 @@ class RequestScope:
         """The parsed request, or an empty stand-in (no model, no body) when it never was."""
         if self.client is not None:
             return self.client
-        return ClientRequest.of(self.operation, b"", {}, [], self.request_id)
+        return ClientRequest(self.operation, b"", {}, [], self.request_id)
 
 
 SCOPE_KEY: Final = web.RequestKey("accounting_scope", RequestScope)

@@ -219,7 +219,7 @@ async def client_request(
 ) -> ClientRequest:
     body = await read_body(request, listener.max_body_bytes, listener.max_decompression_ratio)
     payload = parse_json_object(body, listener.max_json_depth)
-    return ClientRequest.of(
+    return ClientRequest(
         operation=operation,
         body=body,
         payload=payload,

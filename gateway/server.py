@@ -25,7 +25,6 @@ from gateway.errors import ClientInputError, GatewayError
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_setup import build_policy_gate
 from gateway.fleet.telemetry import fleet_metrics
-from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request
 from gateway.key_reload import KeyReloader
 from gateway.keys import KeyRing
@@ -242,7 +241,7 @@ class Gateway:
         extra.update(advice)
         if scope.admission is not None:  # a capped caller: the usage-limit headers are ours
             upstream.headers = scope.admission.apply(upstream.headers, extra)
-        outcome.upstream_request_id = header_value(upstream.headers, "request-id")
+        outcome.upstream_request_id = upstream.request_id()
         try:
             if client.stream and upstream.status == 200:
                 final_request = attempt.request

@@ -142,6 +142,9 @@ class HttpUpstreamResponse(UpstreamResponse):
     def close(self) -> None:
         self._response.release()
 
+    def request_id(self) -> str | None:
+        return self._response.headers.get("request-id")  # a C lookup: not a scan of ``headers``
+
     def ended(self) -> bool:
         return self._response.content.at_eof()
 

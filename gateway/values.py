@@ -6,6 +6,9 @@ the request path builds several of per request. A ``@value`` class is a slots da
 frozen class's equality and hash, whose fields the type checker treats as read-only
 (``dataclass_transform(frozen_default=True)``: ``mypy --strict`` rejects an assignment), while
 at run time ``__init__`` stores plainly. ``dataclasses.replace`` derives changed copies as before.
+
+For results made and read within one step of a request. What is shared between attempts and
+upstreams (``ClientRequest``, ``PreparedRequest``) stays a frozen dataclass, immutable at run time.
 """
 
 from __future__ import annotations

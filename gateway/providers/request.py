@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple, Protocol
 
 import orjson
 
 from gateway.session_ids import session_id_of
-from gateway.values import value
 
 
 class _Unset(enum.Enum):
@@ -37,9 +36,9 @@ class Operation(enum.Enum):
     COUNT_TOKENS = "count_tokens"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ClientRequest:
-    """What the client asked for, as the server received and parsed it (made by :meth:`of`)."""
+    """What the client asked for, as the server received and parsed it."""
 
     operation: Operation
     _body: bytes | None  # ``None``: serialise ``payload`` when first read
@@ -48,29 +47,25 @@ class ClientRequest:
     request_id: str
     model: str  # the payload's ``model`` ("" when it is not a string)
     stream: bool  # a Messages request with ``"stream": true``
-    _session_id: str | _Unset | None = field(default=_UNSET, compare=False, repr=False)  # :attr:`session_id`
+    _session_id: str | _Unset | None = field(compare=False, repr=False)  # :attr:`session_id`
 
-    @classmethod
-    def of(
-        cls,
+    def __init__(
+        self,
         operation: Operation,
         body: bytes | None,
         payload: Mapping[str, Any],
         headers: list[tuple[str, str]],
         request_id: str,
-    ) -> ClientRequest:
-        """The request of ``payload`` (``body``: its bytes as received, ``None`` to serialise it when
-        first read); ``model`` and ``stream`` are read from the payload."""
+    ) -> None:
+        object.__setattr__(self, "operation", operation)
+        object.__setattr__(self, "_body", body)
+        object.__setattr__(self, "payload", payload)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "request_id", request_id)
         model = payload.get("model")
-        return cls(
-            operation,
-            body,
-            payload,
-            headers,
-            request_id,
-            model if isinstance(model, str) else "",
-            operation is Operation.MESSAGES and payload.get("stream") is True,
-        )
+        object.__setattr__(self, "model", model if isinstance(model, str) else "")
+        object.__setattr__(self, "stream", operation is Operation.MESSAGES and payload.get("stream") is True)
+        object.__setattr__(self, "_session_id", _UNSET)
 
     @property
     def session_id(self) -> str | None:
@@ -94,11 +89,11 @@ class ClientRequest:
     def with_payload(self, payload: Mapping[str, Any]) -> ClientRequest:
         """The same request with a changed body, serialised deterministically (key order kept) when
         its bytes are first needed."""
-        return ClientRequest.of(self.operation, None, payload, self.headers, self.request_id)
+        return ClientRequest(self.operation, None, payload, self.headers, self.request_id)
 
     def with_headers(self, headers: list[tuple[str, str]]) -> ClientRequest:
         """The same request with other headers (the body stays as it is, serialised or not)."""
-        return ClientRequest.of(self.operation, self._body, self.payload, headers, self.request_id)
+        return ClientRequest(self.operation, self._body, self.payload, headers, self.request_id)
 
     def with_model(self, model: str) -> ClientRequest:
         """The request for another model. Thinking blocks carry signatures bound to the model that
@@ -162,7 +157,7 @@ class Deriving(Protocol):
     def non_streaming(self, prepared: PreparedRequest) -> PreparedRequest: ...
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class PreparedRequest:
     """One request as every attempt sends it upstream; never changed once made.
 

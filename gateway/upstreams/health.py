@@ -49,7 +49,7 @@ class PassiveHealth:
 def probe_request(model: str) -> ClientRequest:
     payload = {"model": model, "messages": [{"role": "user", "content": "ping"}]}
     headers = [("content-type", "application/json"), ("anthropic-version", "2023-06-01")]
-    return ClientRequest.of(
+    return ClientRequest(
         Operation.COUNT_TOKENS, orjson.dumps(payload), payload, headers, f"req_probe_{uuid.uuid4().hex[:16]}"
     )
 

@@ -275,7 +275,7 @@ def _client_request(request: ModelRequest) -> ClientRequest:
     ]
     if request.betas:
         headers.append(("anthropic-beta", ",".join(request.betas)))
-    return ClientRequest.of(
+    return ClientRequest(
         operation=Operation.MESSAGES,
         body=orjson.dumps(request.body),
         payload=request.body,

@@ -62,7 +62,7 @@ def client_request(session: ClaudeCodeSession, index: int) -> ClientRequest:
     body = {**session.other_fields, **session.next_request()}
     raw = orjson.dumps(body)
     headers = list(session.headers().items())
-    return ClientRequest.of(Operation.MESSAGES, raw, orjson.loads(raw), headers, f"req-{index}")
+    return ClientRequest(Operation.MESSAGES, raw, orjson.loads(raw), headers, f"req-{index}")
 
 
 async def timed(cache: CachePipeline, client: ClientRequest) -> tuple[float, float]:
@@ -78,7 +78,7 @@ async def small(iterations: int) -> float:
     raw = request_body(stream=False)
     headers = [("content-type", "application/json"), ("anthropic-version", "2023-06-01")]
     requests = [
-        ClientRequest.of(Operation.MESSAGES, raw, orjson.loads(raw), headers, f"r{i}") for i in range(iterations)
+        ClientRequest(Operation.MESSAGES, raw, orjson.loads(raw), headers, f"r{i}") for i in range(iterations)
     ]
     start = time.process_time()
     for client in requests:

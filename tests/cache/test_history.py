@@ -55,7 +55,7 @@ async def test_a_claude_code_session_hashes_only_its_new_messages(provider: str)
     previous: PrefixHashes | None = None
     for turn in range(6):
         raw = orjson.dumps({**session.other_fields, **session.next_request()})
-        client = ClientRequest.of(
+        client = ClientRequest(
             Operation.MESSAGES, raw, orjson.loads(raw), list(session.headers().items()), "r"
         )
         sent, context = await pipeline.before(client, "default")
@@ -131,7 +131,7 @@ async def test_a_request_without_a_session_is_forwarded_untouched_and_not_hashed
     settings = Settings.from_environ({"ANTHROPIC_API_KEY": "k"})
     pipeline = CachePipeline(settings.cache, "anthropic", MemorySessionStore(10, 60), on_break=lambda reason: None)
     turn = Turn.load("015_cc_tool_bash_turn1").with_session(None)
-    client = ClientRequest.of(Operation.MESSAGES, turn.wire(), turn.body, list(turn.headers), "r")
+    client = ClientRequest(Operation.MESSAGES, turn.wire(), turn.body, list(turn.headers), "r")
     sent, context = await pipeline.before(client, "default")
     assert sent is client and context.session_id is None and context.hashes is None
     assert pipeline.after(context, Usage(), 200, "anthropic") is None

@@ -37,7 +37,7 @@ class Harness:
 
 
 def request(turn: Turn, operation: Operation = Operation.MESSAGES) -> ClientRequest:
-    return ClientRequest.of(operation, turn.wire(), turn.body, list(turn.headers), "req-1")
+    return ClientRequest(operation, turn.wire(), turn.body, list(turn.headers), "req-1")
 
 
 def beta_header(client: ClientRequest) -> list[str]:

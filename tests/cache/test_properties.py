@@ -149,7 +149,7 @@ async def test_any_payload_shape_goes_through_the_pipeline(payload: dict[str, An
     settings_ = Settings.from_environ({"ANTHROPIC_API_KEY": "k", "GATEWAY_AUTO_CACHE": str(int(auto_cache))})
     pipeline = CachePipeline(settings_.cache, "bedrock", MemorySessionStore(10, 60), on_break=lambda reason: None)
     headers = [("x-session-id", "s"), ("anthropic-beta", "context-1m-2025-08-07")]
-    client = ClientRequest.of(Operation.MESSAGES, orjson.dumps(payload), payload, headers, "r")
+    client = ClientRequest(Operation.MESSAGES, orjson.dumps(payload), payload, headers, "r")
     for _ in range(2):
         sent, context = await pipeline.before(client, "default")
         pipeline.after(context, Usage(cache_read_input_tokens=1), 200, "bedrock")

@@ -303,7 +303,7 @@ async def test_a_session_through_the_pipeline_is_sent_and_hashed_as_the_referenc
             raw = orjson.dumps(body)
         except orjson.JSONEncodeError:
             reject()  # a parsed request holds nothing orjson cannot encode
-        client = ClientRequest.of(Operation.MESSAGES, raw, orjson.loads(raw), headers, "r")
+        client = ClientRequest(Operation.MESSAGES, raw, orjson.loads(raw), headers, "r")
         sent, context = await pipeline.before(client, "default")
         expected = reference.normalise(client.payload, rules, context.latches)
         assert sent.payload == expected.payload

@@ -31,7 +31,7 @@ users:
 
 def _request() -> ClientRequest:
     payload = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
-    return ClientRequest.of(Operation.MESSAGES, None, payload, [], "req-1")
+    return ClientRequest(Operation.MESSAGES, None, payload, [], "req-1")
 
 
 def _listing(gate: PolicyGate, admin: Principal) -> dict[str, Any]:

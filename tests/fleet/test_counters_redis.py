@@ -47,7 +47,7 @@ def request(stream: bool = False, model: str = "claude-sonnet-4-5") -> ClientReq
         "messages": [{"role": "user", "content": "hi"}],
         "stream": stream,
     }
-    return ClientRequest.of(Operation.MESSAGES, None, payload, [], f"req-{time.monotonic_ns()}")
+    return ClientRequest(Operation.MESSAGES, None, payload, [], f"req-{time.monotonic_ns()}")
 
 
 def member(name: str) -> Principal:

@@ -118,7 +118,7 @@ def _gateway(metrics: GatewayMetrics, now: float) -> Gateway:
 def test_overhead_excludes_the_upstream() -> None:
     metrics = GatewayMetrics()
     gateway = _gateway(metrics, now=10.0)
-    client = ClientRequest.of(Operation.MESSAGES, b"{}", {"model": SONNET, "stream": True}, [], "req-1")
+    client = ClientRequest(Operation.MESSAGES, b"{}", {"model": SONNET, "stream": True}, [], "req-1")
     outcome = Outcome(status=200, upstream_started_at=1.002, upstream_done_at=9.9995, relay_busy_s=0.0003)
     gateway._close(RequestScope(Operation.MESSAGES, "req-1", 1.0, outcome, client, "default"))
     registry = metrics.registry

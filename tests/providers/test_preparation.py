@@ -82,7 +82,7 @@ def client(
     headers = [("anthropic-version", "2023-06-01"), ("content-type", "application/json")]
     if betas:
         headers.append(("anthropic-beta", betas))
-    return ClientRequest.of(operation, body, orjson.loads(body), headers, "req-1")
+    return ClientRequest(operation, body, orjson.loads(body), headers, "req-1")
 
 
 def header(prepared: PreparedRequest, name: str) -> str | None:

@@ -100,7 +100,7 @@ def test_fold_targets_match_client_or_upstream_model_ids() -> None:
 def shaped(provider: ProviderName, body: dict[str, Any], headers: dict[str, str], fold: str = "") -> Shaped:
     env = {**ENV[provider], "GATEWAY_FOLD_SYSTEM_MESSAGES": fold}
     settings = Settings.from_environ(env)
-    request = ClientRequest.of(
+    request = ClientRequest(
         Operation.MESSAGES, orjson.dumps(body), copy.deepcopy(body), list(headers.items()), "req"
     )
     return shape(

@@ -25,7 +25,7 @@ from gateway.retry import (
 
 def _request(model: str = "claude-opus-4-8") -> ClientRequest:
     payload = {"model": model, "max_tokens": 5, "messages": [], "stream": True}
-    return ClientRequest.of(Operation.MESSAGES, b"{}", payload, [], "rid")
+    return ClientRequest(Operation.MESSAGES, b"{}", payload, [], "rid")
 
 
 class Script:
@@ -225,7 +225,7 @@ async def test_model_fallback_strips_thinking_signatures() -> None:
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu", "content": "r"}]},
         ],
     }
-    request = ClientRequest.of(Operation.MESSAGES, b"{}", payload, [], "rid")
+    request = ClientRequest(Operation.MESSAGES, b"{}", payload, [], "rid")
     switched = request.with_model("claude-sonnet-4-6")
     assistant = switched.payload["messages"][1]["content"]
     assert [b["type"] for b in assistant] == ["tool_use"]

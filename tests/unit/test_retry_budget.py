@@ -27,7 +27,7 @@ RETRY_AFTER_MS = {"retry-after-ms": "1"}
 
 def _request(body: bytes = b'{"model":"claude-opus-4-8"}', retry_count: int | None = None) -> ClientRequest:
     headers = [] if retry_count is None else [("x-stainless-retry-count", str(retry_count))]
-    return ClientRequest.of(Operation.MESSAGES, body, {"model": "claude-opus-4-8"}, headers, "rid")
+    return ClientRequest(Operation.MESSAGES, body, {"model": "claude-opus-4-8"}, headers, "rid")
 
 
 class Upstream:

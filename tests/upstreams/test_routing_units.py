@@ -131,7 +131,7 @@ async def test_placements_are_bounded_and_expire() -> None:
 
 
 def _request(payload: dict[str, object]) -> ClientRequest:
-    return ClientRequest.of(Operation.MESSAGES, orjson.dumps(payload), payload, [], "req_1")
+    return ClientRequest(Operation.MESSAGES, orjson.dumps(payload), payload, [], "req_1")
 
 
 def test_thinking_blocks_left_out_and_thinking_off_when_the_last_turn_loses_its_lead() -> None:
