@@ -45,7 +45,19 @@ _DROP_RESPONSE: Final = HOP_BY_HOP | frozenset(
 )
 
 
-_DROP, _KEEP, _VERSION, _CONNECTION = range(4)
+# request headers the gateway reads besides forwarding them (found in the forwarding pass)
+BETA_HEADER: Final = "anthropic-beta"
+SESSION_HEADER: Final = "x-claude-code-session-id"
+FALLBACK_SESSION_HEADER: Final = "x-session-id"
+RETRY_COUNT_HEADER: Final = "x-stainless-retry-count"  # the SDKs' attempt number (providers.md s. 5)
+
+_DROP, _KEEP, _VERSION, _CONNECTION, _BETA, _SESSION, _FALLBACK, _RETRY_COUNT = range(8)
+_READ: Final = {
+    BETA_HEADER: _BETA,
+    SESSION_HEADER: _SESSION,
+    FALLBACK_SESSION_HEADER: _FALLBACK,
+    RETRY_COUNT_HEADER: _RETRY_COUNT,
+}
 _NAME_KINDS: dict[str, int] = {}  # header name as sent -> what to do with it (bounded below)
 _MAX_NAME_KINDS: Final = 1024
 
@@ -59,19 +71,49 @@ def _name_kind(name: str) -> int:
     elif lower == "anthropic-version":
         kind = _VERSION
     else:
-        kind = _KEEP
+        kind = _READ.get(lower, _KEEP)
     if len(_NAME_KINDS) < _MAX_NAME_KINDS:  # names are the client's: remember a bounded set
         _NAME_KINDS[name] = kind
     return kind
 
 
-def forwardable_request_headers(inbound: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+class ClientHeaders(list[tuple[str, str]]):
+    """The client's forwardable headers (a list: order and case as sent), with the values of the
+    headers the gateway reads, found while the list was made: ``betas`` (every ``anthropic-beta``
+    value, in order), and the first ``session``, ``fallback_session`` and ``retry_count``. Readers
+    of a plain header list (a reshaped copy) find them with :func:`header_value`."""
+
+    __slots__ = ("betas", "fallback_session", "retry_count", "session")
+
+    def __init__(self, headers: Iterable[tuple[str, str]] = ()) -> None:
+        super().__init__(headers)
+        self.betas: list[str] = []
+        self.session: str | None = None
+        self.fallback_session: str | None = None
+        self.retry_count: str | None = None
+        for name, value in self:
+            self._read(_READ.get(name.lower(), _KEEP), value)
+
+    def _read(self, kind: int, value: str) -> None:
+        if kind == _BETA:
+            self.betas.append(value)
+        elif kind == _SESSION:
+            if self.session is None:
+                self.session = value
+        elif kind == _FALLBACK:
+            if self.fallback_session is None:
+                self.fallback_session = value
+        elif kind == _RETRY_COUNT and self.retry_count is None:
+            self.retry_count = value
+
+
+def forwardable_request_headers(inbound: Iterable[tuple[str, str]]) -> ClientHeaders:
     """The client's headers that may go upstream, in their original order and case.
 
     A missing ``anthropic-version`` is filled in with the documented default. (Each distinct
     header name is classified once: clients send the same names on every request.)
     """
-    out: list[tuple[str, str]] = []
+    out = ClientHeaders()
     has_version = False
     connection: list[str] | None = None
     known = _NAME_KINDS
@@ -86,9 +128,12 @@ def forwardable_request_headers(inbound: Iterable[tuple[str, str]]) -> list[tupl
             out.append((name, value))
         elif kind == _CONNECTION:
             connection = [*(connection or ()), value]
+        elif kind != _DROP:  # forwarded, and read by the gateway
+            out.append((name, value))
+            out._read(kind, value)
     if connection is not None:  # headers the client's ``Connection`` names are hop-by-hop too
         tokens = {token.strip().lower() for value in connection for token in value.split(",")}
-        out = [(name, value) for name, value in out if name.lower() not in tokens]
+        out = ClientHeaders((name, value) for name, value in out if name.lower() not in tokens)
         has_version = any(name.lower() == "anthropic-version" for name, _ in out)
     if not has_version:
         out.append(("anthropic-version", DEFAULT_ANTHROPIC_VERSION))

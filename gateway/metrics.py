@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.logging_setup import dropped_log_lines
+from gateway.metric_series import FinishedSeries, SpendRow, observe_spend
 from gateway.metric_types import LoopCounter, LoopGauge, LoopHistogram
 from gateway.pricing import TOKEN_KINDS, Cost
 from gateway.providers.models import FIRST_PARTY_MODELS, OTHER, metric_label
@@ -220,8 +221,8 @@ class GatewayMetrics:
         self._primed: dict[str, set[str]] = {}  # provider -> teams primed
         # resolved children, so a request does dict lookups instead of ``labels()``; label values
         # are bounded already, ``MAX_CACHED`` bounds these caches even if one were not
-        self._series: dict[tuple[str, str, bool, int], tuple[LoopCounter, LoopHistogram]] = {}
-        self._spend: dict[tuple[str, str, str], _SpendRow] = {}
+        self._finished: dict[tuple[str, str, bool, int, str, str], FinishedSeries] = {}
+        self._spend: dict[tuple[str, str, str], SpendRow] = {}
         self._resolved: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
         self._labels: dict[str, str] = {}  # model name -> metric label
 
@@ -278,59 +279,40 @@ class GatewayMetrics:
         """Everything one finished API request adds, in one call: its ``gateway_requests_total``
         sample, duration, time to first token and overhead, an upstream error, and (``usage`` and
         ``cost`` given) the tokens and spend of the model that answered."""
-        label = self.model_label(model)
-        key = (provider, label, stream, status)
-        series = self._series.get(key)
+        key = (provider, model, stream, status, served_model, team)
+        series = self._finished.get(key)
         if series is None:
-            stream_label = "true" if stream else "false"
-            series = (
-                self.requests.labels(provider, label, stream_label, f"{status // 100}xx"),
-                self.duration.labels(provider, label, stream_label),
-            )
-            if len(self._series) < MAX_CACHED:
-                self._series[key] = series
-        series[0].inc()
-        series[1].observe(duration_s)
+            series = FinishedSeries(self, provider, model, stream, status)
+            if len(self._finished) < MAX_CACHED:
+                self._finished[key] = series
+        series.requests.inc()
+        series.duration.observe(duration_s)
         if ttft_s is not None:
-            self._child(self.ttft, (provider, label)).observe(ttft_s)
+            ttft = series.ttft
+            if ttft is None:  # resolved on first use: a series for what happened only
+                ttft = series.ttft = self.ttft.labels(provider, series.label)
+            ttft.observe(ttft_s)
         if overhead_s is not None:
-            self._child(self.overhead, (provider,)).observe(overhead_s)
+            overhead = series.overhead
+            if overhead is None:
+                overhead = series.overhead = self.overhead.labels(provider)
+            overhead.observe(overhead_s)
         if upstream_error is not None:
             self._child(self.upstream_errors, (provider, upstream_error)).inc()
         if usage is not None and cost is not None:
-            self._observe_spend(provider, self.model_label(served_model), team, usage, cost)
+            row = series.spend
+            if row is None:
+                row = series.spend = self._spend_row(provider, self.model_label(served_model), team)
+            observe_spend(row, usage, cost)
 
-    def _observe_spend(self, provider: str, label: str, team: str, usage: Usage, cost: Cost) -> None:
+    def _spend_row(self, provider: str, label: str, team: str) -> SpendRow:
         key = (provider, label, team)
         row = self._spend.get(key)
         if row is None:
-            row = _SpendRow(self, provider, label, team)
+            row = SpendRow(self, provider, label, team)
             if len(self._spend) < MAX_CACHED:
                 self._spend[key] = row
-        # indices in ``TOKEN_KINDS`` order: input, output, cache_read, cache_write_5m, cache_write_1h
-        if usage.input_tokens:
-            row.tokens(0).inc(usage.input_tokens)
-        if usage.output_tokens:
-            row.tokens(1).inc(usage.output_tokens)
-        if usage.cache_read_input_tokens:
-            row.tokens(2).inc(usage.cache_read_input_tokens)
-        if usage.cache_write_5m_tokens:
-            row.tokens(3).inc(usage.cache_write_5m_tokens)
-        if usage.cache_write_1h_tokens:
-            row.tokens(4).inc(usage.cache_write_1h_tokens)
-        total = cost.total
-        if total > 0:
-            row.cost.inc(total)
-            if cost.input > 0:
-                row.cost_by_kind(0).inc(cost.input)
-            if cost.output > 0:
-                row.cost_by_kind(1).inc(cost.output)
-            if cost.cache_read > 0:
-                row.cost_by_kind(2).inc(cost.cache_read)
-            if cost.cache_write_5m > 0:
-                row.cost_by_kind(3).inc(cost.cache_write_5m)
-            if cost.cache_write_1h > 0:
-                row.cost_by_kind(4).inc(cost.cache_write_1h)
+        return row
 
     def model_label(self, model: str) -> str:
         """:func:`metric_label`, remembered for up to ``MAX_CACHED`` model names."""
@@ -358,37 +340,3 @@ class GatewayMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class _SpendRow:
-    """The spend series of one (provider, served model, team), each resolved on its first use (a
-    kind never spent on has no series, as with ``labels()`` on demand)."""
-
-    __slots__ = ("_by_kind", "_cost", "_metrics", "_tokens", "key")
-
-    def __init__(self, metrics: GatewayMetrics, provider: str, label: str, team: str) -> None:
-        self._metrics = metrics
-        self.key = (provider, label, team)
-        self._cost: LoopCounter | None = None
-        self._tokens: list[LoopCounter | None] = [None] * len(TOKEN_KINDS)
-        self._by_kind: list[LoopCounter | None] = [None] * len(TOKEN_KINDS)
-
-    @property
-    def cost(self) -> LoopCounter:
-        child = self._cost
-        if child is None:
-            child = self._cost = self._metrics.cost.labels(*self.key)
-        return child
-
-    def tokens(self, i: int) -> LoopCounter:
-        child = self._tokens[i]
-        if child is None:
-            child = self._tokens[i] = self._metrics.tokens.labels(*self.key, TOKEN_KINDS[i])
-        return child
-
-    def cost_by_kind(self, i: int) -> LoopCounter:
-        child = self._by_kind[i]
-        if child is None:
-            provider, label, _ = self.key
-            child = self._by_kind[i] = self._metrics.cost_by_kind.labels(provider, label, TOKEN_KINDS[i])
-        return child

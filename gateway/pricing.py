@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gateway.provider_names import ProviderName
 from gateway.providers.models import metric_label
 from gateway.streaming.usage import Usage
+from gateway.values import value
 
 PER_TOKENS: Final = 1_000_000
 CACHE_READ_MULTIPLIER: Final = 0.1
@@ -90,7 +91,7 @@ class ModelPrice:
         return replace(self, standard=self.standard.scaled(factor), long_context=long_context)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Cost:
     """USD per token kind for one request."""
 

@@ -389,8 +389,6 @@ async def relay_buffered(
         outcome.usage, outcome.stop_reason = usage_from_message(body)
     elif upstream.status >= 400:
         outcome.error_type = error_type_of(body, upstream.status)  # the upstream's own word
-    response = web.Response(status=upstream.status, body=body)
-    for name, value in upstream.headers:
-        response.headers.add(name, value)
+    response = web.Response(status=upstream.status, body=body, headers=upstream.headers)  # copied in C
     response.headers.update(extra_headers)
     return response

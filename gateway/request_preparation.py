@@ -10,13 +10,12 @@ fallback derives its variant from it (``as_non_streaming``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gateway.cache.pipeline import CacheContext, CachePipeline
 from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider
+from gateway.values import value
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Prepared:
     """A request ready for the retry loop, and what the cache step learnt (for ``after``)."""
 

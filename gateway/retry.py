@@ -21,6 +21,7 @@ from gateway.errors import GatewayError
 from gateway.headers import header_value
 from gateway.providers.base import UpstreamResponse
 from gateway.settings.resilience import ResilienceSettings
+from gateway.values import value
 
 INITIAL_DELAY_S = 0.5
 BACKOFF_CAP_S = 8.0
@@ -90,7 +91,7 @@ class ModelFallback:
     to_model: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RetryResult(Generic[R]):
     """The final outcome: a response to relay, or a gateway error to answer with."""
 
@@ -157,6 +158,42 @@ def _refused(error: GatewayError) -> Stop:
     return Stop.REFUSED if client_would_retry(error.status) else Stop.DONE
 
 
+@dataclass(slots=True)
+class FirstAttempt:
+    """The first attempt of a request, sent outside the retry loop: its answer or its error."""
+
+    sent_at: float
+    response: UpstreamResponse | None = None
+    error: GatewayError | None = None
+
+
+async def first_attempt(
+    send: Callable[[R], Awaitable[UpstreamResponse]],
+    request: R,
+    policy: RetryPolicy,
+    clock: Callable[[], float],
+) -> RetryResult[R] | FirstAttempt | None:
+    """The common case without the loop's machinery: the first attempt sent here; its final result
+    when it succeeded, else what :func:`with_retry` goes on from (``first=``). ``None`` (nothing
+    sent) when the request starts with a model fallback (the client's prompt met overloads)."""
+    if (
+        policy.prior_overloads >= policy.fallback_after_overloads
+        and policy.fallback_model
+        and request.model != policy.fallback_model
+    ):
+        return None
+    attempt = FirstAttempt(clock())
+    try:
+        response = await send(request)
+    except GatewayError as exc:
+        attempt.error = exc
+        return attempt
+    if response.status < 400:
+        return RetryResult(response, None, 0, None, request)
+    attempt.response = response
+    return attempt
+
+
 async def with_retry(
     send: Callable[[R], Awaitable[UpstreamResponse]],
     request: R,
@@ -166,15 +203,20 @@ async def with_retry(
     sleep: Callable[[float], Awaitable[None]],
     clock: Callable[[], float] = time.monotonic,
     rng: Callable[[], float] = random.random,
+    first: FirstAttempt | None = None,
 ) -> AsyncIterator[RetryStatus | ModelFallback | RetryResult[R]]:
-    deadline = clock() + policy.deadline_s
+    """The bounded retry loop of one request: status events, then its one final result.
+
+    ``first``: the first attempt, already sent by the caller (:func:`first_attempt`) and not
+    final: the loop goes on from its answer, the deadline counted from when it was sent."""
+    deadline = (clock() if first is None else first.sent_at) + policy.deadline_s
     current = request
     retries = 0
     overloads = policy.prior_overloads
     refreshed = False
     switched_to: str | None = None
     while True:
-        if (
+        if first is None and (
             overloads >= policy.fallback_after_overloads
             and policy.fallback_model
             and switched_to is None
@@ -191,7 +233,14 @@ async def with_retry(
         response: UpstreamResponse | None = None
         error: GatewayError | None = None
         try:
-            response = await send(current)
+            if first is None:
+                response = await send(current)
+            else:  # the caller's first attempt: its answer (or its error, raised here)
+                sent, first = first, None
+                if sent.error is not None:
+                    raise sent.error
+                assert sent.response is not None
+                response = sent.response
             status, headers = response.status, response.headers
         except GatewayError as exc:
             if not exc.retryable:

@@ -13,18 +13,17 @@ import dataclasses
 import math
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.headers import header_value
+from gateway.headers import RETRY_COUNT_HEADER, ClientHeaders, header_value
 from gateway.retry import BACKOFF_CAP_S, INITIAL_DELAY_S, RetryPolicy, RetryResult, Stop, parse_retry_after
 from gateway.retry_memory import Recalled
+from gateway.values import value
 
-RETRY_COUNT_HEADER: Final = "x-stainless-retry-count"
 MAX_CLIENT_RETRY_COUNT: Final = 1000  # a larger "retry count" is not a real client's
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClientRetries:
     """Which attempt of its client a request is, and what the earlier ones cost."""
 
@@ -40,7 +39,10 @@ class ClientRetries:
     def from_headers(
         cls, headers: Iterable[tuple[str, str]], recalled: Recalled | None = None
     ) -> ClientRetries:
-        value = header_value(headers, RETRY_COUNT_HEADER)
+        if isinstance(headers, ClientHeaders):  # found when the list was made
+            value = headers.retry_count
+        else:
+            value = header_value(headers, RETRY_COUNT_HEADER)
         count: int | None = None
         if value is not None:
             try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway import retry as retry_loop
 from gateway.access_log import log_request
 from gateway.accounting import SCOPE_KEY, RequestScope
 from gateway.cache.pipeline import CachePipeline, build_store
@@ -24,7 +25,6 @@ from gateway.errors import ClientInputError, GatewayError
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_setup import build_policy_gate
 from gateway.fleet.telemetry import fleet_metrics
-from gateway.headers import header_value
 from gateway.inbound import Authenticator, client_request
 from gateway.key_reload import KeyReloader
 from gateway.keys import KeyRing
@@ -36,7 +36,7 @@ from gateway.providers.betas import BetaPolicy
 from gateway.relay import StreamRelay, StreamSettings, relay_buffered
 from gateway.request_ids import new_request_id
 from gateway.request_preparation import RequestPreparation
-from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop, with_retry
+from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
 from gateway.transport import TeamSlots
@@ -241,7 +241,7 @@ class Gateway:
         extra.update(advice)
         if scope.admission is not None:  # a capped caller: the usage-limit headers are ours
             upstream.headers = scope.admission.apply(upstream.headers, extra)
-        outcome.upstream_request_id = header_value(upstream.headers, "request-id")
+        outcome.upstream_request_id = upstream.request_id()
         try:
             if client.stream and upstream.status == 200:
                 final_request = attempt.request
@@ -309,14 +309,20 @@ class Gateway:
         failure) are given by the several-upstreams path (:mod:`gateway.upstreams.failover`)."""
         target = provider or self.provider
         label = target.name
+        policy = policy or policy_for(self.retry_policy, retrying)
+        first = await retry_loop.first_attempt(send, prepared, policy, self.clock)
+        if isinstance(first, RetryResult):  # answered at once: no retry loop to run
+            outcome.retries, outcome.failure, outcome.model_fallback = 0, None, None
+            return first
         final: RetryResult[PreparedRequest] | None = None
-        async for event in with_retry(
+        async for event in retry_loop.with_retry(
             send,
             prepared,
-            policy or policy_for(self.retry_policy, retrying),
+            policy,
             refresh_credentials=target.refresh_credentials,
             sleep=self.sleep,
             clock=self.clock,
+            first=first,
         ):
             if isinstance(event, RetryStatus):
                 # what the access log says if the client leaves meanwhile (the loop then ends here)

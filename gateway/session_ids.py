@@ -14,8 +14,8 @@ from typing import Any, Final
 
 import orjson
 
-SESSION_HEADER: Final = "x-claude-code-session-id"
-FALLBACK_SESSION_HEADER: Final = "x-session-id"
+from gateway.headers import FALLBACK_SESSION_HEADER, SESSION_HEADER, ClientHeaders
+
 _SESSION_HEADER_LEN: Final = len(SESSION_HEADER)
 _FALLBACK_LEN: Final = len(FALLBACK_SESSION_HEADER)
 
@@ -27,6 +27,18 @@ Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 def session_id_of(headers: Headers, payload: Mapping[str, Any]) -> str | None:
     """The request's session id, or ``None`` when it carries none."""
+    if isinstance(headers, ClientHeaders):  # found when the list was made
+        primary, fallback = headers.session, headers.fallback_session
+    else:
+        primary, fallback = _session_headers(headers)
+    found = _id_like(primary)
+    if found is None:  # the body is read only when the header gives nothing
+        found = _id_like(_from_metadata(payload))
+    return found if found is not None else _id_like(fallback)
+
+
+def _session_headers(headers: Headers) -> tuple[str | None, str | None]:
+    """The first session header and the first fallback session header (case-insensitively)."""
     primary = fallback = None
     for key, value in (
         headers if isinstance(headers, list) else headers.items() if isinstance(headers, Mapping) else headers
@@ -36,10 +48,7 @@ def session_id_of(headers: Headers, payload: Mapping[str, Any]) -> str | None:
             primary = value  # the first one, like the fallback below
         elif size == _FALLBACK_LEN and fallback is None and key.lower() == FALLBACK_SESSION_HEADER:
             fallback = value
-    found = _id_like(primary)
-    if found is None:  # the body is read only when the header gives nothing
-        found = _id_like(_from_metadata(payload))
-    return found if found is not None else _id_like(fallback)
+    return primary, fallback
 
 
 def _id_like(candidate: str | None) -> str | None:

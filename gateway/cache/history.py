@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from gateway.cache.canonical import MARKER_KEY, as_blocks, canonical, digest, strip_markers
+from gateway.values import value
 
 if TYPE_CHECKING:
     from gateway.cache.prefix import PrefixHashes
@@ -39,7 +40,7 @@ def _bare_json(messages: Sequence[Any]) -> bytes | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class MessageScan:
     """What one look at a request's messages found."""
 

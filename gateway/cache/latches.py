@@ -10,10 +10,10 @@ Details: docs/internals/gateway-cache.md
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway.cache.breakpoints import locate_breakpoints
+from gateway.values import value
 
 DEFAULT_LATCHED_BETAS: Final = frozenset(
     {
@@ -32,7 +32,7 @@ DEFAULT_LATCHED_BETAS: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Latches:
     betas: frozenset[str] = frozenset()
     ttl_1h: bool | None = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import orjson
 
@@ -26,11 +25,12 @@ from gateway.providers.base import ClientRequest
 from gateway.providers.betas import request_betas
 from gateway.settings.prompt_cache import CacheSettings
 from gateway.streaming.usage import Usage
+from gateway.values import value
 
 log = logging.getLogger("switchyard.cache")
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class CacheContext:
     """What ``before`` learnt, for ``after``."""
 

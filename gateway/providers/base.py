@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from gateway.headers import header_value
 from gateway.providers.model_listing import ModelListing
 from gateway.providers.preparation import Framed, Preparer, Shaped
 from gateway.providers.request import ClientRequest, Operation, PreparedRequest
@@ -49,6 +50,10 @@ class UpstreamResponse(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the connection (back to the pool when the body was fully read)."""
+
+    def request_id(self) -> str | None:
+        """The upstream's ``request-id`` header, if it sent one."""
+        return header_value(self.headers, "request-id")
 
     def ended(self) -> bool:
         """True once every body byte has been handed out: ``iter_chunks`` yields nothing more.

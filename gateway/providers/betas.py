@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gateway.headers import ClientHeaders
 from gateway.provider_names import ProviderName
 from gateway.providers.shaping import (
     DEFAULT_PLACEMENT,
@@ -169,7 +170,10 @@ def _parsed(value: str) -> tuple[str, ...]:
 def request_betas(headers: Iterable[tuple[str, str]]) -> tuple[str, ...]:
     """The betas of a request's ``anthropic-beta`` header(s). A client sends the same header on
     every request of a session, so one header's parse is remembered (a bounded cache)."""
-    values = [value for name, value in headers if len(name) == 14 and name.lower() == "anthropic-beta"]
+    if isinstance(headers, ClientHeaders):  # found when the list was made
+        values = headers.betas
+    else:
+        values = [value for name, value in headers if len(name) == 14 and name.lower() == "anthropic-beta"]
     if not values:
         return ()
     if len(values) == 1:

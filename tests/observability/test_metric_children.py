@@ -82,7 +82,7 @@ def test_caches_are_bounded_whatever_the_label_values(monkeypatch: pytest.Monkey
             metrics.observe_finished(
                 "anthropic", f"model-{i}", False, 500 + i, 0.1, upstream_error=f"error_{i}"
             )
-    assert len(metrics._resolved) <= 8 and len(metrics._series) <= 8 and len(metrics._labels) <= 8
+    assert len(metrics._resolved) <= 8 and len(metrics._finished) <= 8 and len(metrics._labels) <= 8
     for i in (0, 7, 8, 49):  # cached and not
         labels = {"provider": "anthropic", "type": f"error_{i}"}
         assert metrics.registry.get_sample_value("gateway_upstream_errors_total", labels) == 2

@@ -10,12 +10,14 @@ import pytest
 from gateway.errors import GatewayError, UpstreamTimeout, UpstreamUnavailable
 from gateway.providers.base import BufferedResponse, ClientRequest, Operation, UpstreamResponse
 from gateway.retry import (
+    FirstAttempt,
     ModelFallback,
     RetryEvent,
     RetryPolicy,
     RetryResult,
     RetryStatus,
     backoff_delay,
+    first_attempt,
     parse_retry_after,
     with_retry,
 )
@@ -229,3 +231,107 @@ async def test_model_fallback_strips_thinking_signatures() -> None:
     assert [b["type"] for b in assistant] == ["tool_use"]
     assert b"signature" not in switched.body and switched.model == "claude-sonnet-4-6"
     assert request.payload["messages"][1]["content"][0]["type"] == "thinking"  # original untouched
+
+
+async def _split_run(script: Script, policy: RetryPolicy) -> list[RetryEvent]:
+    """The server's way: ``first_attempt`` sends once, the loop goes on only if that was not final."""
+    first = await first_attempt(script.send, _request(), policy, script.clock)
+    if isinstance(first, RetryResult):
+        return [first]
+    events: AsyncIterator[RetryEvent] = with_retry(
+        script.send,
+        _request(),
+        policy,
+        sleep=script.sleep,
+        clock=script.clock,
+        rng=lambda: 0.0,
+        first=first,
+    )
+    return [event async for event in events]
+
+
+def _shape(events: list[RetryEvent]) -> list[tuple[object, ...]]:
+    shaped: list[tuple[object, ...]] = []
+    for event in events:
+        if isinstance(event, RetryResult):
+            status_code = None if event.response is None else event.response.status
+            error = None if event.error is None else (event.error.status, event.error.error_type)
+            shaped.append(("result", status_code, error, event.retries, event.model_fallback, event.stop))
+        else:
+            shaped.append((type(event).__name__, *vars_of(event)))
+    return shaped
+
+
+def vars_of(event: RetryStatus | ModelFallback) -> tuple[object, ...]:
+    if isinstance(event, RetryStatus):
+        return (event.attempt, event.reason, event.delay_s)
+    return (event.from_model, event.to_model)
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [200],
+        [529, 200],
+        [529, 529, 529, 529, 200],
+        [400],
+        [401],
+        ["timeout", 200],
+        ["unavailable", "unavailable", 503, 200],
+        [529] * 12,
+    ],
+)
+@pytest.mark.parametrize("fallback", [None, "claude-haiku-4-5"])
+async def test_first_attempt_then_the_loop_is_the_loop(answers: list[object], fallback: str | None) -> None:
+    """Sending the first attempt outside the loop changes nothing the client or the logs see:
+    the same attempts, events, waits and final result as the loop alone."""
+
+    def script() -> Script:
+        made: list[UpstreamResponse | GatewayError] = []
+        for answer in answers:
+            if answer == "timeout":
+                made.append(UpstreamTimeout("slow"))
+            elif answer == "unavailable":
+                made.append(UpstreamUnavailable("down"))
+            else:
+                assert isinstance(answer, int)
+                made.append(status(answer))
+        return Script(made)
+
+    policy = RetryPolicy(max_retries=6, fallback_model=fallback, fallback_after_overloads=3)
+    alone, split = script(), script()
+    expected = await run(alone, policy)
+    got = await _split_run(split, policy)
+    assert _shape(got) == _shape(expected)
+    assert [r.model for r in split.sent] == [r.model for r in alone.sent]
+    assert split.slept == alone.slept
+
+
+async def test_a_request_starting_with_a_fallback_is_left_to_the_loop() -> None:
+    """A prompt that already met overloads goes to the fallback model first: nothing is sent."""
+    script = Script([status(200)])
+    policy = RetryPolicy(fallback_model="claude-haiku-4-5", fallback_after_overloads=2, prior_overloads=2)
+    assert await first_attempt(script.send, _request(), policy, script.clock) is None
+    assert script.sent == []
+
+
+async def test_the_deadline_counts_from_the_first_attempt() -> None:
+    """The first attempt's time counts against the request deadline, as inside the loop."""
+    script = Script([status(529), status(529), status(200)])
+
+    async def slow_send(request: ClientRequest) -> UpstreamResponse:
+        script.now += 5.0  # every attempt takes 5 s
+        return await script.send(request)
+
+    policy = RetryPolicy(deadline_s=11.0)
+    first = await first_attempt(slow_send, _request(), policy, script.clock)
+    assert isinstance(first, FirstAttempt) and first.sent_at == 0.0
+    events = [
+        e
+        async for e in with_retry(
+            slow_send, _request(), policy, sleep=script.sleep, clock=script.clock, rng=lambda: 0.0, first=first
+        )
+    ]
+    final = events[-1]
+    # 5 s first attempt + 0.5 s wait + 5 s second attempt = 10.5 s; the next wait (1 s) would pass 11 s
+    assert isinstance(final, RetryResult) and final.stop.value == "deadline" and final.retries == 1
