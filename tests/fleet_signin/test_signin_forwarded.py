@@ -65,6 +65,7 @@ async def test_users_behind_a_forwarded_proxy_get_their_own_buckets(
 async def direct_x_forwarded_for_is_not_read(stack: SigninStack) -> None:
     """The trusted peer itself sending X-Forwarded-For: ignored, every request is its own (fresh) bucket."""
     statuses = [
-        await submit_code(stack.gateway_url, "127.0.0.1", {"X-Forwarded-For": f"198.51.100.{n}"}) for n in range(3)
+        await submit_code(stack.gateway_url, "127.0.0.1", {"X-Forwarded-For": f"198.51.100.{n}"})
+        for n in range(3)
     ]
     assert statuses == [403, 403, 429]

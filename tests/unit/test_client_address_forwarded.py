@@ -112,7 +112,9 @@ def test_forwarded_hops() -> None:
 
 
 addresses = st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6))
-ports = st.one_of(st.none(), st.integers(0, 65535).map(str), st.from_regex(r"_[A-Za-z0-9._-]{1,8}", fullmatch=True))
+ports = st.one_of(
+    st.none(), st.integers(0, 65535).map(str), st.from_regex(r"_[A-Za-z0-9._-]{1,8}", fullmatch=True)
+)
 
 
 @st.composite
