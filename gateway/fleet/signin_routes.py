@@ -18,7 +18,7 @@ import orjson
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from gateway.client_address import Network, client_address
+from gateway.client_address import HEADER_NAMES, Network, ProxyHeader, client_address
 from gateway.config import Settings
 from gateway.egress import EgressKind
 from gateway.fleet.claims import Refused
@@ -108,16 +108,24 @@ def idp_unavailable(exc: IdpError, step: str) -> web.Response:
 
 
 class SigninRoutes:
-    def __init__(self, service: SigninService, trusted_proxies: Sequence[Network] = ()) -> None:
+    def __init__(
+        self,
+        service: SigninService,
+        trusted_proxies: Sequence[Network] = (),
+        proxy_header: ProxyHeader = "x-forwarded-for",
+    ) -> None:
         self.service = service
         self.trusted_proxies = tuple(trusted_proxies)
+        self.proxy_header: ProxyHeader = proxy_header
         self.base = service.settings.public_url or ""
         self.secure = self.base.startswith("https://")
 
     def _ip(self, request: web.Request) -> str:
-        """The client address the per-IP limits and the audit log use (``GATEWAY_TRUSTED_PROXIES``)."""
-        forwarded = request.headers.getall("X-Forwarded-For", ()) if self.trusted_proxies else ()
-        return client_address(request.remote, forwarded, self.trusted_proxies)
+        """The client address the per-IP limits and the audit log use (``GATEWAY_TRUSTED_PROXIES``
+        and ``GATEWAY_TRUSTED_PROXY_HEADER``)."""
+        name = HEADER_NAMES[self.proxy_header]
+        forwarded = request.headers.getall(name, ()) if self.trusted_proxies else ()
+        return client_address(request.remote, forwarded, self.trusted_proxies, self.proxy_header)
 
     async def metadata(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -272,7 +280,8 @@ def mount(
         app[SIGNIN_KEY] = service
         if on_outcome is not None:
             service.on_outcome = on_outcome
-        holder["routes"] = SigninRoutes(service, settings.listener.trusted_proxies)
+        listener = settings.listener
+        holder["routes"] = SigninRoutes(service, listener.trusted_proxies, listener.trusted_proxy_header)
         auth.accept_tokens(service.principal)
         async with service.denylist.syncing():
             yield

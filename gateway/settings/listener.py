@@ -6,12 +6,16 @@ from typing import Annotated, ClassVar
 
 from pydantic import BeforeValidator, Field
 
-from gateway.client_address import Network, parse_trusted_proxies
+from gateway.client_address import Network, ProxyHeader, parse_trusted_proxies
 from gateway.settings.section import Section
 
 
 def _networks(value: object) -> object:
     return parse_trusted_proxies(value) if isinstance(value, str) else value
+
+
+def _lower(value: object) -> object:
+    return value.strip().lower() if isinstance(value, str) else value
 
 
 class ListenerSettings(Section):
@@ -44,6 +48,10 @@ class ListenerSettings(Section):
         (), alias="GATEWAY_TRUSTED_PROXIES"
     )
     """Comma-separated CIDRs of reverse proxies whose X-Forwarded-For the fleet's per-IP limits believe (unset: the TCP peer)."""
+    trusted_proxy_header: Annotated[ProxyHeader, BeforeValidator(_lower)] = Field(
+        "x-forwarded-for", alias="GATEWAY_TRUSTED_PROXY_HEADER"
+    )
+    """The header the trusted proxies set: `x-forwarded-for` or RFC 7239 `forwarded` (the other is ignored)."""
     max_request_line_bytes: int = Field(8190, alias="GATEWAY_MAX_REQUEST_LINE_BYTES", ge=256)
     """Longest request line; longer gets `414`."""
     max_header_bytes: int = Field(8190, alias="GATEWAY_MAX_HEADER_BYTES", ge=256)

@@ -197,6 +197,9 @@ def test_fleet_component_is_a_valid_configuration_on_every_overlay(overlay: str,
     redis_service = one(manifests, "Service", "switchyard-redis")
     assert any(port["port"] == 6379 for port in redis_service["spec"]["ports"])
     assert settings.telemetry.otlp_forward_urls and settings.telemetry.telemetry_groups
+    # the sign-in's per-IP limits read the header the ingress component's controller (ingress-nginx) writes
+    assert settings.listener.trusted_proxies
+    assert settings.listener.trusted_proxy_header == "x-forwarded-for"
 
 
 def test_the_check_catches_a_path_no_volume_provides(tmp_path: Path) -> None:

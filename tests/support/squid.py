@@ -12,6 +12,9 @@ made by ``openssl passwd -apr1``) and allows CONNECT and plain requests only to
 ``allowed_ports``: a CONNECT to any other port is 403. squid runs in the foreground (``-N``) with
 its own pid file, logs and working directory, no disk cache; it is stopped (its own pid only) when
 the block ends. Tests skip, with the reason, when squid or its auth helper is not installed.
+
+``run_reverse_squid(origin_port, extra)`` runs it as a reverse proxy instead (an ingress in front
+of a gateway on loopback; no authentication), with ``extra`` configuration lines.
 """
 
 from __future__ import annotations
@@ -141,16 +144,49 @@ def _start(allowed_ports: Iterable[int]) -> tuple[subprocess.Popen[bytes], Squid
     ).stdout.strip()
     (directory / "passwd").write_text(f"{USER}:{hashed}\n")
     port = free_port()
+    return _launch(directory, _config(directory, port, allowed_ports), Squid(port, password, directory))
+
+
+def _launch(directory: Path, config_text: str, squid: Squid) -> tuple[subprocess.Popen[bytes], Squid]:
     config = directory / "squid.conf"
-    config.write_text(_config(directory, port, allowed_ports))
+    config.write_text(config_text)
     directory.chmod(0o777)  # squid started as root drops to its 'proxy' user for logs and helpers
     for name in ("passwd", "squid.conf"):
-        (directory / name).chmod(0o644)
+        if (directory / name).exists():
+            (directory / name).chmod(0o644)
     with (directory / "stderr.log").open("wb") as stderr:
         process = subprocess.Popen(
             [SQUID, "-N", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
         )
-    return process, Squid(port=port, password=password, directory=directory)
+    return process, squid
+
+
+def _accel_config(directory: Path, port: int, origin_port: int, extra: str) -> str:
+    return f"""
+http_port 127.0.0.1:{port} accel defaultsite=gateway
+cache_peer 127.0.0.1 parent {origin_port} 0 no-query no-digest originserver name=gateway
+tcp_outgoing_address 127.0.0.1
+visible_hostname switchyard-test-squid
+pid_filename {directory}/squid.pid
+access_log stdio:{directory}/access.log squid
+cache_log {directory}/cache.log
+cache_store_log none
+cache deny all
+coredump_dir {directory}
+pinger_enable off
+shutdown_lifetime 0 seconds
+acl everyone src all
+http_access allow everyone
+cache_peer_access gateway allow everyone
+{extra}
+"""
+
+
+def _start_accel(origin_port: int, extra: str) -> tuple[subprocess.Popen[bytes], Squid]:
+    directory = Path(tempfile.mkdtemp(prefix="switchyard-squid-"))
+    port = free_port()
+    config = _accel_config(directory, port, origin_port, extra)
+    return _launch(directory, config, Squid(port=port, password="", directory=directory))
 
 
 def _startup_log(directory: Path) -> str:
@@ -176,7 +212,24 @@ def _stop(process: subprocess.Popen[bytes], directory: Path) -> None:
 @contextlib.asynccontextmanager
 async def run_squid(allowed_ports: Iterable[int]) -> AsyncIterator[Squid]:
     require_squid()
-    process, squid = await asyncio.to_thread(_start, allowed_ports)
+    async with _running(await asyncio.to_thread(_start, allowed_ports)) as squid:
+        yield squid
+
+
+@contextlib.asynccontextmanager
+async def run_reverse_squid(origin_port: int, extra: str = "") -> AsyncIterator[Squid]:
+    """squid as a reverse proxy (``accel``: an ingress) in front of ``http://127.0.0.1:<origin_port>``,
+    for anyone, reaching the origin from 127.0.0.1; ``extra``: more configuration lines (e.g.
+    ``request_header_add``). Its ``url()`` has no credentials: use ``http://127.0.0.1:<port>``."""
+    if not os.access(SQUID, os.X_OK):
+        pytest.skip(binaries.missing_reason(["squid"]))
+    async with _running(await asyncio.to_thread(_start_accel, origin_port, extra)) as squid:
+        yield squid
+
+
+@contextlib.asynccontextmanager
+async def _running(started: tuple[subprocess.Popen[bytes], Squid]) -> AsyncIterator[Squid]:
+    process, squid = started
     try:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 15
