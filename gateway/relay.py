@@ -127,26 +127,35 @@ class StreamRelay:
     async def _pump(self, upstream: UpstreamResponse) -> None:
         # the drain deadline wakes a stream waiting on a slow upstream (see gateway.drain)
         drain = self._request.app.get(DRAIN_KEY)
+        deadline = drain.open_watch() if drain is not None else None
         observer, outcome, held, clock = self._observer, self._outcome, self._held, self._clock
-        with contextlib.ExitStack() as scope:
-            deadline = scope.enter_context(drain.watch()) if drain is not None else None
-            reader = GuardedReader(upstream, self._settings, clock=clock, deadline=deadline)
-            async with contextlib.aclosing(reader.read()) as items:
-                async for item in items:
-                    if isinstance(item, Idle):
-                        await self._idle(item, reader)
+        feed = observer.feed
+        reader = GuardedReader(upstream, self._settings, clock=clock, deadline=deadline)
+        items = reader.read()
+        try:
+            async for item in items:
+                if isinstance(item, Idle):
+                    await self._idle(item, reader)
+                    continue
+                started = clock()
+                data = feed(item)
+                now = clock()
+                outcome.relay_busy_s += now - started
+                if not held.content_forwarded:
+                    if not await self._forward(item):
+                        if data:
+                            reader.data_received(now)
                         continue
-                    started = clock()
-                    data = observer.feed(item)
-                    now = clock()
-                    outcome.relay_busy_s += now - started
-                    if data:
-                        reader.data_received(now)
-                    if held.content_forwarded:  # the usual case: pass the chunk on as it is
-                        await self._pass_on(item)
-                    elif not await self._forward(item):
-                        continue
-                    reader.wrote(now)
+                elif self._partial or observer.finished or not item.endswith(b"\n\n"):
+                    await self._pass_on(item)
+                else:  # the usual chunk: whole events, more to come; passed on as it is
+                    await self._write(item)
+                reader.progress(now, data)
+        finally:
+            await items.aclose()  # as ``contextlib.aclosing`` would, without its frames per stream
+            if deadline is not None:
+                assert drain is not None
+                drain.close_watch(deadline)
 
     async def _idle(self, idle: Idle, reader: GuardedReader) -> None:
         if idle.action is IdleAction.PING:
@@ -202,8 +211,7 @@ class StreamRelay:
     async def _prepare(self) -> web.StreamResponse:
         if self._response is None:
             response = _EventStreamResponse(status=200)
-            for name, value in self._headers:
-                response.headers.add(name, value)
+            response.headers.extend(self._headers)
             if self._outcome.nonstreaming_fallback:
                 response.headers["x-gateway-fallback"] = "non_streaming"
             await response.prepare(self._request)

@@ -126,8 +126,8 @@ class GuardedReader:
 
     One task per stream reads the upstream's chunks into a short queue (``READ_AHEAD_BYTES``, so
     a slow client still pushes back on the upstream) and wakes the consumer; the watchdog's next
-    deadline is one timer, re-armed only when the consumer waits and no earlier wake-up is armed.
-    A chunk therefore costs one future and one task switch, not a task and an ``asyncio.wait``.
+    deadline is one timer, armed only when the consumer waits and none is armed (``read``). A
+    chunk therefore costs one future and one task switch, not a task and an ``asyncio.wait``.
     """
 
     def __init__(
@@ -157,14 +157,34 @@ class GuardedReader:
         self._timer: asyncio.TimerHandle | None = None
 
     def data_received(self, now: float) -> None:
-        self._watchdog.data_received(now)
+        watchdog = self._watchdog
+        watchdog.last_data = now
+        if watchdog.warned:  # the warning is re-armed: its deadline may come before the armed timer's
+            watchdog.warned = False
+            self._disarm()
 
     def wrote(self, now: float) -> None:
-        self._watchdog.wrote(now)
+        self._watchdog.last_write = now
+
+    def progress(self, now: float, data: bool) -> None:
+        """A chunk was passed on at ``now`` (``data``: it completed a data event): ``wrote`` and,
+        with ``data``, ``data_received`` in one call (the relay's per-chunk bookkeeping)."""
+        watchdog = self._watchdog
+        watchdog.last_write = now
+        if data:
+            watchdog.last_data = now
+            if watchdog.warned:
+                watchdog.warned = False
+                self._disarm()
 
     async def read(self) -> AsyncGenerator[bytes | Idle, None]:
         """Chunks and due idle actions until the upstream ends; raises ``StreamFailure`` (after
-        yielding the ``Idle`` abort, for a stall) or ``DeadlinePassed``. Use with ``aclosing``."""
+        yielding the ``Idle`` abort, for a stall) or ``DeadlinePassed``. Use with ``aclosing``.
+
+        The watchdog's timer is armed only when none is: the deadlines only move later as data
+        arrives and writes happen (a re-armed warning, the exception, disarms it), so an armed
+        timer is never late, and a chunk costs no clock read or deadline sum here.
+        """
         watchdog, clock, deadline, queue = self._watchdog, self._clock, self._deadline, self._queue
         loop = asyncio.get_running_loop()
         reader = loop.create_task(self._read_upstream(loop))
@@ -178,8 +198,10 @@ class GuardedReader:
                     chunk = queue.popleft()
                     self._queued -= len(chunk)
                     room = self._room
-                    if room is not None and not room.done():
-                        room.set_result(None)
+                    if room is not None:
+                        self._room = None
+                        if not room.done():
+                            room.set_result(None)
                     yield chunk
                     continue
                 end = self._end
@@ -189,27 +211,26 @@ class GuardedReader:
                     if isinstance(end, UPSTREAM_BROKEN):
                         raise read_failure(end) from None
                     raise end
-                now = clock()
-                delay = watchdog.next_deadline() - now
-                if delay <= 0:
-                    actions = watchdog.due(now)
-                    for action in actions:
-                        silent = now - watchdog.last_data
-                        yield Idle(action, silent, now)
-                        if action is IdleAction.ABORT:
-                            raise stalled(silent)
-                    if actions:
-                        continue
-                self._arm(loop, max(delay, 0.0))
+                if self._timer is None:
+                    now = clock()
+                    delay = watchdog.next_deadline() - now
+                    if delay <= 0:
+                        actions = watchdog.due(now)
+                        for action in actions:
+                            silent = now - watchdog.last_data
+                            yield Idle(action, silent, now)
+                            if action is IdleAction.ABORT:
+                                raise stalled(silent)
+                        if actions:
+                            continue
+                    self._timer = loop.call_at(loop.time() + max(delay, 0.0), self._timer_fired)
                 waiter = self._waiter = loop.create_future()
                 try:
                     await waiter
                 finally:
                     self._waiter = None
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._disarm()
             if deadline is not None:
                 deadline.remove_done_callback(self._wake)
             if not reader.done():
@@ -224,9 +245,11 @@ class GuardedReader:
         try:
             async for chunk in chunks:
                 queue.append(chunk)
-                self._queued += len(chunk)
-                self._wake()
-                if self._queued >= READ_AHEAD_BYTES:
+                queued = self._queued = self._queued + len(chunk)
+                waiter = self._waiter
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+                if queued >= READ_AHEAD_BYTES:
                     room = self._room = loop.create_future()
                     await room
             self._end = StopAsyncIteration()
@@ -241,16 +264,11 @@ class GuardedReader:
                 with contextlib.suppress(Exception):
                     await close()
 
-    def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
-        """Make sure the consumer wakes up within ``delay`` seconds (an earlier armed wake-up
-        will do: the consumer then finds nothing due and arms the next one)."""
-        when = loop.time() + delay
+    def _disarm(self) -> None:
         timer = self._timer
         if timer is not None:
-            if timer.when() <= when:
-                return
             timer.cancel()
-        self._timer = loop.call_at(when, self._timer_fired)
+            self._timer = None
 
     def _timer_fired(self) -> None:
         self._timer = None

@@ -39,8 +39,10 @@ _BLOCK_START: Final = b"\nevent: content_block_start\n"
 _BLOCK_DELTA: Final = b"\nevent: content_block_delta\n"
 _MESSAGE: Final = b"\nevent: message_"
 _ERROR: Final = b"\nevent: error\n"
-_DELTA_HEAD: Final = b"event: content_block_delta\ndata: "
-_DELTA_DATA: Final = len(_DELTA_HEAD)
+DELTA_HEAD: Final = b"event: content_block_delta\ndata: "
+"""How a chunk of one canonical ``content_block_delta`` event starts (``StreamObserver.feed``
+tells such a chunk apart without the scanner, when the scanner is ``at_boundary``)."""
+DELTA_DATA: Final = len(DELTA_HEAD)
 _NAME_HEAD: Final = 256  # bytes of an oversized event searched for its name line
 _NONE: Final[tuple[Notable, ...]] = ()
 
@@ -48,13 +50,15 @@ _NONE: Final[tuple[Notable, ...]] = ()
 class EventScanner:
     """Scans a chunked SSE stream (see the module docstring). After each ``feed``: ``data`` says
     whether that chunk completed a data event (any event but ``ping``), ``content_seen`` whether
-    any content event has been completed so far."""
+    any content event has been completed so far, ``at_boundary`` whether the stream so far ends
+    between events (nothing carried over, no ``\\r`` that a ``\\n`` may complete)."""
 
-    __slots__ = ("_after_cr", "_pending", "_skip", "_skip_nl", "content_seen", "data")
+    __slots__ = ("_after_cr", "_pending", "_skip", "_skip_nl", "at_boundary", "content_seen", "data")
 
     def __init__(self) -> None:
         self.data = False
         self.content_seen = False
+        self.at_boundary = True
         self._pending = bytearray()  # the start of an event carried over from earlier chunks
         self._after_cr = False
         self._skip: bytes | None = None  # name of an oversized event being skipped
@@ -67,19 +71,15 @@ class EventScanner:
 
     def feed(self, chunk: bytes) -> Sequence[Notable]:
         """Scan ``chunk``; the notable events it completes, in stream order."""
+        found = self._feed(chunk)
+        self.at_boundary = not self._pending and self._skip is None and not self._after_cr
+        return found
+
+    def _feed(self, chunk: bytes) -> Sequence[Notable]:
         self.data = False
         if self._after_cr or b"\r" in chunk:
             chunk, self._after_cr = normalise_endings(chunk, self._after_cr)
         if not self._pending and self._skip is None:
-            # the bulk of a live stream: one content_block_delta event (its one data line ends
-            # where the chunk's closing blank line starts), told apart without a regex
-            if (
-                chunk.startswith(_DELTA_HEAD)
-                and chunk.find(b"\n", _DELTA_DATA) == len(chunk) - 2
-                and chunk[-1] == 10
-            ):
-                self.data = self.content_seen = True
-                return _NONE
             # one whole event, the usual chunk of a live stream (a chunk of several, as a fast
             # upstream's arrive, is not tried: a failed full match backtracks over its first event)
             event = _EVENT.fullmatch(chunk) if chunk.find(b"\n\n") == len(chunk) - 2 else None
