@@ -186,11 +186,27 @@ class GuardedReader:
         timer is never late, and a chunk costs no clock read or deadline sum here.
         """
         watchdog, clock, deadline, queue = self._watchdog, self._clock, self._deadline, self._queue
+        upstream = self._upstream
         loop = asyncio.get_running_loop()
-        reader = loop.create_task(self._read_upstream(loop))
-        if deadline is not None:
-            deadline.add_done_callback(self._wake)
+        reader: asyncio.Task[None] | None = None
         try:
+            # what the upstream has already sent is taken without a reader task (all of a fast
+            # upstream's stream often is); the task starts at the first chunk to wait for
+            while True:
+                if deadline is not None and deadline.done():
+                    raise DeadlinePassed
+                try:
+                    chunk = upstream.read_ready()
+                except UPSTREAM_BROKEN as exc:
+                    raise read_failure(exc) from None
+                if chunk is None:
+                    break
+                yield chunk
+            if upstream.ended():
+                return
+            reader = loop.create_task(self._read_upstream(loop))
+            if deadline is not None:
+                deadline.add_done_callback(self._wake)
             while True:
                 if deadline is not None and deadline.done():
                     raise DeadlinePassed
@@ -231,12 +247,13 @@ class GuardedReader:
                     self._waiter = None
         finally:
             self._disarm()
-            if deadline is not None:
-                deadline.remove_done_callback(self._wake)
-            if not reader.done():
-                reader.cancel()
-            with contextlib.suppress(BaseException):
-                await reader
+            if reader is not None:
+                if deadline is not None:
+                    deadline.remove_done_callback(self._wake)
+                if not reader.done():
+                    reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
 
     async def _read_upstream(self, loop: asyncio.AbstractEventLoop) -> None:
         """The reader task: upstream chunks into the queue, then how the read ended."""

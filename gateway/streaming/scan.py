@@ -33,12 +33,8 @@ _KINDS: Final = {
 """Event names the scanner tells apart; any other name is a plain data event."""
 
 _EVENT: Final = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")  # one canonical event
-_CANONICAL: Final = re.compile(rb"(?:event: [^\n]*\ndata: [^\n]*\n\n)*+")
-_PING: Final = b"\nevent: ping\n"
-_BLOCK_START: Final = b"\nevent: content_block_start\n"
-_BLOCK_DELTA: Final = b"\nevent: content_block_delta\n"
-_MESSAGE: Final = b"\nevent: message_"
-_ERROR: Final = b"\nevent: error\n"
+_CONTENT_RUN: Final = re.compile(rb"(?:event: content_block_(?:delta|start)\ndata: [^\n]*+\n\n)++")
+"""Canonical content events in a row: most of a stream read in one go, passed over in one match."""
 DELTA_HEAD: Final = b"event: content_block_delta\ndata: "
 """How a chunk of one canonical ``content_block_delta`` event starts (``StreamObserver.feed``
 tells such a chunk apart without the scanner, when the scanner is ``at_boundary``)."""
@@ -153,52 +149,33 @@ class EventScanner:
         return _NONE
 
     def _region(self, buf: bytes, start: int, end: int) -> Sequence[Notable]:
-        """The complete events of ``buf[start:end]``: the first is parsed, the rest scanned."""
-        event = _EVENT.match(buf, start, end)
-        if event is None:
-            return self._general(buf[start:end])
-        first = self._first(event)
-        rest = event.end()
-        if rest == end:
-            return first
-        if _CANONICAL.fullmatch(buf, rest, end) is None:
-            more = self._general(buf[rest:end])
-        else:
-            more = self._scan(buf, rest, end)
-        if not first:
-            return more
-        return [*first, *more] if more else first
+        """The complete events of ``buf[start:end]``: runs of canonical content events are passed
+        over in one match, other canonical events parsed one by one, and the rest from the first
+        event that is not framed canonically goes through the general rules (an event ends at its
+        first blank line either way, so parsing restarts cleanly there)."""
+        found: Sequence[Notable] = _NONE
+        pos = start
+        while True:
+            run = _CONTENT_RUN.match(buf, pos, end)
+            if run is not None:
+                self.data = self.content_seen = True
+                pos = run.end()
+                if pos == end:
+                    return found
+            event = _EVENT.match(buf, pos, end)
+            if event is None:
+                more = self._general(buf[pos:end])
+                return [*found, *more] if found else more
+            notable = self._named(event[1], event[2])
+            if notable:
+                found = [*found, *notable] if found else notable
+            pos = event.end()
+            if pos == end:
+                return found
 
     def _first(self, event: re.Match[bytes]) -> Sequence[Notable]:
         """One event matched by ``_EVENT``."""
         return self._named(event[1], event[2])
-
-    def _scan(self, buf: bytes, start: int, end: int) -> Sequence[Notable]:
-        """Canonically framed events, after a first one: every event line follows a "\\n"."""
-        lo = start - 1
-        if not self.data and (
-            not buf.startswith(b"event: ping\n", start)
-            or buf.count(_PING, lo, end) != buf.count(b"\n\n", start, end)
-        ):
-            self.data = True
-        if not self.content_seen and (
-            buf.find(_BLOCK_DELTA, lo, end) >= 0 or buf.find(_BLOCK_START, lo, end) >= 0
-        ):
-            self.content_seen = self.data = True
-        found: list[tuple[int, bytes, bytes]] = []
-        for pattern in (_MESSAGE, _ERROR):
-            pos = buf.find(pattern, lo, end)
-            while pos >= 0:
-                newline = buf.find(b"\n", pos + len(pattern) - 1)
-                name = buf[pos + 8 : newline]
-                if name in _KINDS:  # a message_* name that is not one the gateway reads is data
-                    found.append((pos, name, buf[newline + 7 : buf.find(b"\n", newline + 1)]))
-                pos = buf.find(pattern, newline, end)
-        if not found:
-            return _NONE
-        if len(found) > 1:
-            found.sort()
-        return [(name, data) for _, name, data in found]
 
     def _general(self, region: bytes) -> Sequence[Notable]:
         """Events not framed canonically: the SSE spec's rules, event by event."""
@@ -206,6 +183,18 @@ class EventScanner:
         for event in SSEParser().feed(region):
             found.extend(self._named(event.event.encode(), event.data))
         return found
+
+
+def events_end(data: bytes) -> int:
+    """Where the last complete event of ``data`` ends (after its blank line); 0 if none does.
+
+    ``len(data)`` for ``\r`` line endings, which are passed on as they come (Anthropic-compatible
+    servers end lines with ``\n``; a raw ``\r`` in an event is a line ending, JSON escapes it).
+    """
+    if data.endswith(b"\n\n") or b"\r" in data:
+        return len(data)
+    last = data.rfind(b"\n\n")
+    return last + 2 if last >= 0 else 0
 
 
 def _name_line(head: bytes) -> bytes:
