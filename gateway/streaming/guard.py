@@ -152,7 +152,7 @@ class GuardedReader:
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued = 0  # bytes in the queue
         self._end: BaseException | None = None  # StopAsyncIteration, or what ended the read
-        self._waiter: asyncio.Future[None] | None = None  # the consumer, waiting for news
+        self._waiter: asyncio.Future[bytes | None] | None = None  # the consumer, waiting for news
         self._room: asyncio.Future[None] | None = None  # the reader task, waiting for room
         self._timer: asyncio.TimerHandle | None = None
 
@@ -242,9 +242,13 @@ class GuardedReader:
                     self._timer = loop.call_at(loop.time() + max(delay, 0.0), self._timer_fired)
                 waiter = self._waiter = loop.create_future()
                 try:
-                    await waiter
+                    handed = await waiter
                 finally:
                     self._waiter = None
+                if handed is not None:  # a chunk handed over by the reader task, the queue bypassed
+                    if deadline is not None and deadline.done():
+                        raise DeadlinePassed
+                    yield handed
         finally:
             self._disarm()
             if reader is not None:
@@ -261,11 +265,14 @@ class GuardedReader:
         queue = self._queue
         try:
             async for chunk in chunks:
-                queue.append(chunk)
-                queued = self._queued = self._queued + len(chunk)
                 waiter = self._waiter
                 if waiter is not None and not waiter.done():
+                    if not queue:  # the consumer waits for this very chunk: handed over directly
+                        waiter.set_result(chunk)
+                        continue
                     waiter.set_result(None)
+                queue.append(chunk)
+                queued = self._queued = self._queued + len(chunk)
                 if queued >= READ_AHEAD_BYTES:
                     room = self._room = loop.create_future()
                     await room

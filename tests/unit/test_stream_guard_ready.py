@@ -169,3 +169,32 @@ async def test_an_aiohttp_stream_cut_after_buffered_bytes_is_a_stream_failure() 
         assert info.value.reason.startswith("upstream connection lost")
     finally:
         await runner.cleanup()
+
+
+@dataclass(slots=True)
+class Bursts(UpstreamResponse):
+    """``bursts`` of chunks, each burst yielded back to back, a pause between bursts: the first
+    chunk of a burst is handed to the waiting consumer, the rest are queued behind it."""
+
+    bursts: list[list[bytes]]
+    status: int = 200
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    is_event_stream: bool = True
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        for burst in self.bursts:
+            await asyncio.sleep(0.001)
+            for chunk in burst:
+                yield chunk
+
+    async def read(self) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        return None
+
+
+async def test_chunks_handed_over_and_queued_keep_their_order() -> None:
+    bursts = [[b"%d.%d" % (i, j) for j in range(i % 4 + 1)] for i in range(12)]
+    got = await _drain(GuardedReader(Bursts(bursts), CALM))
+    assert got == [chunk for burst in bursts for chunk in burst]
