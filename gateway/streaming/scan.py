@@ -33,8 +33,11 @@ _KINDS: Final = {
 """Event names the scanner tells apart; any other name is a plain data event."""
 
 _EVENT: Final = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")  # one canonical event
-_CONTENT_RUN: Final = re.compile(rb"(?:event: content_block_(?:delta|start)\ndata: [^\n]*+\n\n)++")
-"""Canonical content events in a row: most of a stream read in one go, passed over in one match."""
+_NEXT: Final = re.compile(
+    rb"(?:event: content_block_(?:delta|start)\ndata: [^\n]*+\n\n)++|event: ([^\n]*)\ndata: ([^\n]*)\n\n"
+)
+"""The next canonical event(s): a run of content events in a row, passed over in one match (most
+of a stream read in one go), else one event, its name and data in groups 1 and 2."""
 DELTA_HEAD: Final = b"event: content_block_delta\ndata: "
 """How a chunk of one canonical ``content_block_delta`` event starts (``StreamObserver.feed``
 tells such a chunk apart without the scanner, when the scanner is ``at_boundary``)."""
@@ -153,25 +156,30 @@ class EventScanner:
         over in one match, other canonical events parsed one by one, and the rest from the first
         event that is not framed canonically goes through the general rules (an event ends at its
         first blank line either way, so parsing restarts cleanly there)."""
-        found: Sequence[Notable] = _NONE
+        found: list[Notable] | None = None
         pos = start
-        while True:
-            run = _CONTENT_RUN.match(buf, pos, end)
-            if run is not None:
-                self.data = self.content_seen = True
-                pos = run.end()
-                if pos == end:
-                    return found
-            event = _EVENT.match(buf, pos, end)
+        kinds = _KINDS
+        while pos < end:
+            event = _NEXT.match(buf, pos, end)
             if event is None:
                 more = self._general(buf[pos:end])
                 return [*found, *more] if found else more
-            notable = self._named(event[1], event[2])
-            if notable:
-                found = [*found, *notable] if found else notable
             pos = event.end()
-            if pos == end:
-                return found
+            name = event[1]
+            if name is None:  # content events
+                self.data = self.content_seen = True
+                continue
+            kind = kinds.get(name, _DATA_KIND)
+            if kind == _PING_KIND:
+                continue
+            self.data = True
+            if kind == _NOTABLE_KIND:
+                if found is None:
+                    found = []
+                found.append((name, event[2]))
+            elif kind == _CONTENT_KIND:  # (framed canonically, content events make a run)
+                self.content_seen = True
+        return found or _NONE
 
     def _first(self, event: re.Match[bytes]) -> Sequence[Notable]:
         """One event matched by ``_EVENT``."""
