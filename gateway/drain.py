@@ -57,16 +57,25 @@ class Drain:
         Each stream gets its own future so that waiting on it costs the same whatever the number
         of open streams.
         """
+        future = self.open_watch()
+        try:
+            yield future
+        finally:
+            self.close_watch(future)
+
+    def open_watch(self) -> asyncio.Future[None]:
+        """``watch`` without the context manager (the stream relay's hot path): a future that
+        completes when the deadline passes; give it back to ``close_watch``."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._expired:
             future.set_result(None)
         self._watchers.add(future)
-        try:
-            yield future
-        finally:
-            self._watchers.discard(future)
-            if not future.done():
-                future.cancel()
+        return future
+
+    def close_watch(self, future: asyncio.Future[None]) -> None:
+        self._watchers.discard(future)
+        if not future.done():
+            future.cancel()
 
     @property
     def watching(self) -> int:

@@ -36,7 +36,7 @@ from gateway.streaming.guard import (
 )
 from gateway.streaming.guard import StreamSettings as StreamSettings  # re-exported for the server
 from gateway.streaming.replay import message_to_sse
-from gateway.streaming.scan import MAX_EVENT_BYTES
+from gateway.streaming.scan import MAX_EVENT_BYTES, events_end
 from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver, usage_from_message
 from gateway.streaming.watchdog import IdleAction
@@ -90,63 +90,72 @@ class StreamRelay:
         self._partial = b""  # the start of an event, passed on once the event is complete
 
     async def run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
+        # one coroutine frame from here to the reader (no ``_run``/``_pump`` frames): each wait for
+        # an upstream chunk suspends and resumes every frame of the handler's await chain
         self._upstream = upstream
         bound = self._settings.write_stall_s
-        if bound is None:
-            return await self._run(upstream, extra_headers)
-        self._stall = stall = WriteStall(bound, self._stalled)
-        try:
-            return await self._run(upstream, extra_headers)
-        finally:
-            stall.cancel()
-            self._stall = None  # it holds ``self._stalled``: no cycle left for the collector
-
-    async def _run(self, upstream: UpstreamResponse, extra_headers: dict[str, str]) -> web.StreamResponse:
+        if bound is not None:
+            self._stall = WriteStall(bound, self._stalled)
         self._headers = [*upstream.headers, *extra_headers.items()]
         self._outcome.status = 200
         try:
-            if not upstream.is_event_stream:
-                raise not_an_event_stream()
-            await self._pump(upstream)
-            if not self._observer.finished:
-                raise ended_early()
-        except StreamFailure as failure:
-            upstream.close()
-            return await self._recover(failure)
-        except DeadlinePassed:
-            upstream.close()
-            return await self._shut_down()
-        except _CLIENT_GONE:
-            self._outcome.client_disconnected = True
-            upstream.close()
+            try:
+                if not upstream.is_event_stream:
+                    raise not_an_event_stream()
+                # the drain deadline wakes a stream waiting on a slow upstream (see gateway.drain)
+                drain = self._request.app.get(DRAIN_KEY)
+                deadline = drain.open_watch() if drain is not None else None
+                observer, outcome, held, clock = self._observer, self._outcome, self._held, self._clock
+                feed, stall = observer.feed, self._stall
+                reader = GuardedReader(upstream, self._settings, clock=clock, deadline=deadline)
+                items = reader.read()
+                try:
+                    async for item in items:
+                        if isinstance(item, Idle):
+                            await self._idle(item, reader)
+                            continue
+                        started = clock()
+                        data = feed(item)
+                        now = clock()
+                        outcome.relay_busy_s += now - started
+                        if not held.content_forwarded:
+                            if not await self._forward(item):
+                                if data:
+                                    reader.data_received(now)
+                                continue
+                        elif self._partial or observer.finished or not item.endswith(b"\n\n"):
+                            await self._pass_on(item)
+                        elif stall is None or (response := self._response) is None:
+                            await self._write(item)
+                        else:  # the usual chunk (whole events, more to come): ``_write``, inlined
+                            stall.since = stall.now()
+                            try:
+                                await response.write(item)
+                            finally:
+                                stall.since = None
+                        reader.progress(now, data)
+                finally:
+                    await items.aclose()  # as ``contextlib.aclosing`` does, without its frames
+                    if drain is not None and deadline is not None:
+                        drain.close_watch(deadline)
+                if not self._observer.finished:
+                    raise ended_early()
+            except StreamFailure as failure:
+                upstream.close()
+                return await self._recover(failure)
+            except DeadlinePassed:
+                upstream.close()
+                return await self._shut_down()
+            except _CLIENT_GONE:
+                self._outcome.client_disconnected = True
+                upstream.close()
+            finally:
+                self._finish()
+            return await self._end()
         finally:
-            self._finish()
-        return await self._end()
-
-    # -- reading the upstream -----------------------------------------------------------------
-    async def _pump(self, upstream: UpstreamResponse) -> None:
-        # the drain deadline wakes a stream waiting on a slow upstream (see gateway.drain)
-        drain = self._request.app.get(DRAIN_KEY)
-        observer, outcome, held, clock = self._observer, self._outcome, self._held, self._clock
-        with contextlib.ExitStack() as scope:
-            deadline = scope.enter_context(drain.watch()) if drain is not None else None
-            reader = GuardedReader(upstream, self._settings, clock=clock, deadline=deadline)
-            async with contextlib.aclosing(reader.read()) as items:
-                async for item in items:
-                    if isinstance(item, Idle):
-                        await self._idle(item, reader)
-                        continue
-                    started = clock()
-                    data = observer.feed(item)
-                    now = clock()
-                    outcome.relay_busy_s += now - started
-                    if data:
-                        reader.data_received(now)
-                    if held.content_forwarded:  # the usual case: pass the chunk on as it is
-                        await self._pass_on(item)
-                    elif not await self._forward(item):
-                        continue
-                    reader.wrote(now)
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None  # it holds ``self._stalled``: no cycle left for the collector
 
     async def _idle(self, idle: Idle, reader: GuardedReader) -> None:
         if idle.action is IdleAction.PING:
@@ -182,7 +191,7 @@ class StreamRelay:
         """
         if self._partial:
             data, self._partial = self._partial + data, b""
-        end = _events_end(data)
+        end = events_end(data)
         if end < len(data) and len(data) - end <= MAX_EVENT_BYTES:
             data, self._partial = data[:end], data[end:]
             if not data:
@@ -202,8 +211,7 @@ class StreamRelay:
     async def _prepare(self) -> web.StreamResponse:
         if self._response is None:
             response = _EventStreamResponse(status=200)
-            for name, value in self._headers:
-                response.headers.add(name, value)
+            response.headers.extend(self._headers)
             if self._outcome.nonstreaming_fallback:
                 response.headers["x-gateway-fallback"] = "non_streaming"
             await response.prepare(self._request)
@@ -362,18 +370,6 @@ class StreamRelay:
         outcome.first_content_at = observer.first_content_at
         if outcome.error_type is None:
             outcome.error_type = observer.error_type
-
-
-def _events_end(data: bytes) -> int:
-    """Where the last complete event of ``data`` ends (after its blank line); 0 if none does.
-
-    ``len(data)`` for ``\r`` line endings, which are passed on as they come (Anthropic-compatible
-    servers end lines with ``\n``; a raw ``\r`` in an event is a line ending, JSON escapes it).
-    """
-    if data.endswith(b"\n\n") or b"\r" in data:
-        return len(data)
-    last = data.rfind(b"\n\n")
-    return last + 2 if last >= 0 else 0
 
 
 async def relay_buffered(

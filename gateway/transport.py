@@ -148,6 +148,9 @@ class HttpUpstreamResponse(UpstreamResponse):
     def ended(self) -> bool:
         return self._response.content.at_eof()
 
+    def read_ready(self) -> bytes | None:
+        return self._response.content.read_nowait() or None  # b"": nothing buffered
+
 
 async def read_error_body(response: aiohttp.ClientResponse, provider: str, request_id: str) -> bytes:
     """The body of a non-2xx upstream answer, or ``b""`` when the connection drops while reading it.

@@ -63,6 +63,13 @@ class UpstreamResponse(ABC):
         """
         return False
 
+    def read_ready(self) -> bytes | None:
+        """Body bytes already received, handed out without waiting (the next ones ``iter_chunks``
+        would give); ``None`` when none are (or when unknown). Raises as ``iter_chunks`` would
+        for a broken body. The stream guard reads what a fast upstream has already sent this way,
+        without a reader task."""
+        return None
+
 
 @dataclass(slots=True)
 class BufferedResponse(UpstreamResponse):

@@ -126,8 +126,8 @@ class GuardedReader:
 
     One task per stream reads the upstream's chunks into a short queue (``READ_AHEAD_BYTES``, so
     a slow client still pushes back on the upstream) and wakes the consumer; the watchdog's next
-    deadline is one timer, re-armed only when the consumer waits and no earlier wake-up is armed.
-    A chunk therefore costs one future and one task switch, not a task and an ``asyncio.wait``.
+    deadline is one timer, armed only when the consumer waits and none is armed (``read``). A
+    chunk therefore costs one future and one task switch, not a task and an ``asyncio.wait``.
     """
 
     def __init__(
@@ -152,25 +152,61 @@ class GuardedReader:
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued = 0  # bytes in the queue
         self._end: BaseException | None = None  # StopAsyncIteration, or what ended the read
-        self._waiter: asyncio.Future[None] | None = None  # the consumer, waiting for news
+        self._waiter: asyncio.Future[bytes | None] | None = None  # the consumer, waiting for news
         self._room: asyncio.Future[None] | None = None  # the reader task, waiting for room
         self._timer: asyncio.TimerHandle | None = None
 
     def data_received(self, now: float) -> None:
-        self._watchdog.data_received(now)
+        watchdog = self._watchdog
+        watchdog.last_data = now
+        if watchdog.warned:  # the warning is re-armed: its deadline may come before the armed timer's
+            watchdog.warned = False
+            self._disarm()
 
     def wrote(self, now: float) -> None:
-        self._watchdog.wrote(now)
+        self._watchdog.last_write = now
+
+    def progress(self, now: float, data: bool) -> None:
+        """A chunk was passed on at ``now`` (``data``: it completed a data event): ``wrote`` and,
+        with ``data``, ``data_received`` in one call (the relay's per-chunk bookkeeping)."""
+        watchdog = self._watchdog
+        watchdog.last_write = now
+        if data:
+            watchdog.last_data = now
+            if watchdog.warned:
+                watchdog.warned = False
+                self._disarm()
 
     async def read(self) -> AsyncGenerator[bytes | Idle, None]:
         """Chunks and due idle actions until the upstream ends; raises ``StreamFailure`` (after
-        yielding the ``Idle`` abort, for a stall) or ``DeadlinePassed``. Use with ``aclosing``."""
+        yielding the ``Idle`` abort, for a stall) or ``DeadlinePassed``. Use with ``aclosing``.
+
+        The watchdog's timer is armed only when none is: the deadlines only move later as data
+        arrives and writes happen (a re-armed warning, the exception, disarms it), so an armed
+        timer is never late, and a chunk costs no clock read or deadline sum here.
+        """
         watchdog, clock, deadline, queue = self._watchdog, self._clock, self._deadline, self._queue
+        upstream = self._upstream
         loop = asyncio.get_running_loop()
-        reader = loop.create_task(self._read_upstream(loop))
-        if deadline is not None:
-            deadline.add_done_callback(self._wake)
+        reader: asyncio.Task[None] | None = None
         try:
+            # what the upstream has already sent is taken without a reader task (all of a fast
+            # upstream's stream often is); the task starts at the first chunk to wait for
+            while True:
+                if deadline is not None and deadline.done():
+                    raise DeadlinePassed
+                try:
+                    chunk = upstream.read_ready()
+                except UPSTREAM_BROKEN as exc:
+                    raise read_failure(exc) from None
+                if chunk is None:
+                    break
+                yield chunk
+            if upstream.ended():
+                return
+            reader = loop.create_task(self._read_upstream(loop))
+            if deadline is not None:
+                deadline.add_done_callback(self._wake)
             while True:
                 if deadline is not None and deadline.done():
                     raise DeadlinePassed
@@ -178,8 +214,10 @@ class GuardedReader:
                     chunk = queue.popleft()
                     self._queued -= len(chunk)
                     room = self._room
-                    if room is not None and not room.done():
-                        room.set_result(None)
+                    if room is not None:
+                        self._room = None
+                        if not room.done():
+                            room.set_result(None)
                     yield chunk
                     continue
                 end = self._end
@@ -189,33 +227,37 @@ class GuardedReader:
                     if isinstance(end, UPSTREAM_BROKEN):
                         raise read_failure(end) from None
                     raise end
-                now = clock()
-                delay = watchdog.next_deadline() - now
-                if delay <= 0:
-                    actions = watchdog.due(now)
-                    for action in actions:
-                        silent = now - watchdog.last_data
-                        yield Idle(action, silent, now)
-                        if action is IdleAction.ABORT:
-                            raise stalled(silent)
-                    if actions:
-                        continue
-                self._arm(loop, max(delay, 0.0))
+                if self._timer is None:
+                    now = clock()
+                    delay = watchdog.next_deadline() - now
+                    if delay <= 0:
+                        actions = watchdog.due(now)
+                        for action in actions:
+                            silent = now - watchdog.last_data
+                            yield Idle(action, silent, now)
+                            if action is IdleAction.ABORT:
+                                raise stalled(silent)
+                        if actions:
+                            continue
+                    self._timer = loop.call_at(loop.time() + max(delay, 0.0), self._timer_fired)
                 waiter = self._waiter = loop.create_future()
                 try:
-                    await waiter
+                    handed = await waiter
                 finally:
                     self._waiter = None
+                if handed is not None:  # a chunk handed over by the reader task, the queue bypassed
+                    if deadline is not None and deadline.done():
+                        raise DeadlinePassed
+                    yield handed
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if deadline is not None:
-                deadline.remove_done_callback(self._wake)
-            if not reader.done():
-                reader.cancel()
-            with contextlib.suppress(BaseException):
-                await reader
+            self._disarm()
+            if reader is not None:
+                if deadline is not None:
+                    deadline.remove_done_callback(self._wake)
+                if not reader.done():
+                    reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
 
     async def _read_upstream(self, loop: asyncio.AbstractEventLoop) -> None:
         """The reader task: upstream chunks into the queue, then how the read ended."""
@@ -223,10 +265,15 @@ class GuardedReader:
         queue = self._queue
         try:
             async for chunk in chunks:
+                waiter = self._waiter
+                if waiter is not None and not waiter.done():
+                    if not queue:  # the consumer waits for this very chunk: handed over directly
+                        waiter.set_result(chunk)
+                        continue
+                    waiter.set_result(None)
                 queue.append(chunk)
-                self._queued += len(chunk)
-                self._wake()
-                if self._queued >= READ_AHEAD_BYTES:
+                queued = self._queued = self._queued + len(chunk)
+                if queued >= READ_AHEAD_BYTES:
                     room = self._room = loop.create_future()
                     await room
             self._end = StopAsyncIteration()
@@ -241,16 +288,11 @@ class GuardedReader:
                 with contextlib.suppress(Exception):
                     await close()
 
-    def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
-        """Make sure the consumer wakes up within ``delay`` seconds (an earlier armed wake-up
-        will do: the consumer then finds nothing due and arms the next one)."""
-        when = loop.time() + delay
+    def _disarm(self) -> None:
         timer = self._timer
         if timer is not None:
-            if timer.when() <= when:
-                return
             timer.cancel()
-        self._timer = loop.call_at(when, self._timer_fired)
+            self._timer = None
 
     def _timer_fired(self) -> None:
         self._timer = None

@@ -33,14 +33,15 @@ _KINDS: Final = {
 """Event names the scanner tells apart; any other name is a plain data event."""
 
 _EVENT: Final = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")  # one canonical event
-_CANONICAL: Final = re.compile(rb"(?:event: [^\n]*\ndata: [^\n]*\n\n)*+")
-_PING: Final = b"\nevent: ping\n"
-_BLOCK_START: Final = b"\nevent: content_block_start\n"
-_BLOCK_DELTA: Final = b"\nevent: content_block_delta\n"
-_MESSAGE: Final = b"\nevent: message_"
-_ERROR: Final = b"\nevent: error\n"
-_DELTA_HEAD: Final = b"event: content_block_delta\ndata: "
-_DELTA_DATA: Final = len(_DELTA_HEAD)
+_NEXT: Final = re.compile(
+    rb"(?:event: content_block_(?:delta|start)\ndata: [^\n]*+\n\n)++|event: ([^\n]*)\ndata: ([^\n]*)\n\n"
+)
+"""The next canonical event(s): a run of content events in a row, passed over in one match (most
+of a stream read in one go), else one event, its name and data in groups 1 and 2."""
+DELTA_HEAD: Final = b"event: content_block_delta\ndata: "
+"""How a chunk of one canonical ``content_block_delta`` event starts (``StreamObserver.feed``
+tells such a chunk apart without the scanner, when the scanner is ``at_boundary``)."""
+DELTA_DATA: Final = len(DELTA_HEAD)
 _NAME_HEAD: Final = 256  # bytes of an oversized event searched for its name line
 _NONE: Final[tuple[Notable, ...]] = ()
 
@@ -48,13 +49,15 @@ _NONE: Final[tuple[Notable, ...]] = ()
 class EventScanner:
     """Scans a chunked SSE stream (see the module docstring). After each ``feed``: ``data`` says
     whether that chunk completed a data event (any event but ``ping``), ``content_seen`` whether
-    any content event has been completed so far."""
+    any content event has been completed so far, ``at_boundary`` whether the stream so far ends
+    between events (nothing carried over, no ``\\r`` that a ``\\n`` may complete)."""
 
-    __slots__ = ("_after_cr", "_pending", "_skip", "_skip_nl", "content_seen", "data")
+    __slots__ = ("_after_cr", "_pending", "_skip", "_skip_nl", "at_boundary", "content_seen", "data")
 
     def __init__(self) -> None:
         self.data = False
         self.content_seen = False
+        self.at_boundary = True
         self._pending = bytearray()  # the start of an event carried over from earlier chunks
         self._after_cr = False
         self._skip: bytes | None = None  # name of an oversized event being skipped
@@ -67,19 +70,15 @@ class EventScanner:
 
     def feed(self, chunk: bytes) -> Sequence[Notable]:
         """Scan ``chunk``; the notable events it completes, in stream order."""
+        found = self._feed(chunk)
+        self.at_boundary = not self._pending and self._skip is None and not self._after_cr
+        return found
+
+    def _feed(self, chunk: bytes) -> Sequence[Notable]:
         self.data = False
         if self._after_cr or b"\r" in chunk:
             chunk, self._after_cr = normalise_endings(chunk, self._after_cr)
         if not self._pending and self._skip is None:
-            # the bulk of a live stream: one content_block_delta event (its one data line ends
-            # where the chunk's closing blank line starts), told apart without a regex
-            if (
-                chunk.startswith(_DELTA_HEAD)
-                and chunk.find(b"\n", _DELTA_DATA) == len(chunk) - 2
-                and chunk[-1] == 10
-            ):
-                self.data = self.content_seen = True
-                return _NONE
             # one whole event, the usual chunk of a live stream (a chunk of several, as a fast
             # upstream's arrive, is not tried: a failed full match backtracks over its first event)
             event = _EVENT.fullmatch(chunk) if chunk.find(b"\n\n") == len(chunk) - 2 else None
@@ -153,52 +152,38 @@ class EventScanner:
         return _NONE
 
     def _region(self, buf: bytes, start: int, end: int) -> Sequence[Notable]:
-        """The complete events of ``buf[start:end]``: the first is parsed, the rest scanned."""
-        event = _EVENT.match(buf, start, end)
-        if event is None:
-            return self._general(buf[start:end])
-        first = self._first(event)
-        rest = event.end()
-        if rest == end:
-            return first
-        if _CANONICAL.fullmatch(buf, rest, end) is None:
-            more = self._general(buf[rest:end])
-        else:
-            more = self._scan(buf, rest, end)
-        if not first:
-            return more
-        return [*first, *more] if more else first
+        """The complete events of ``buf[start:end]``: runs of canonical content events are passed
+        over in one match, other canonical events parsed one by one, and the rest from the first
+        event that is not framed canonically goes through the general rules (an event ends at its
+        first blank line either way, so parsing restarts cleanly there)."""
+        found: list[Notable] | None = None
+        pos = start
+        kinds = _KINDS
+        while pos < end:
+            event = _NEXT.match(buf, pos, end)
+            if event is None:
+                more = self._general(buf[pos:end])
+                return [*found, *more] if found else more
+            pos = event.end()
+            name = event[1]
+            if name is None:  # content events
+                self.data = self.content_seen = True
+                continue
+            kind = kinds.get(name, _DATA_KIND)
+            if kind == _PING_KIND:
+                continue
+            self.data = True
+            if kind == _NOTABLE_KIND:
+                if found is None:
+                    found = []
+                found.append((name, event[2]))
+            elif kind == _CONTENT_KIND:  # (framed canonically, content events make a run)
+                self.content_seen = True
+        return found or _NONE
 
     def _first(self, event: re.Match[bytes]) -> Sequence[Notable]:
         """One event matched by ``_EVENT``."""
         return self._named(event[1], event[2])
-
-    def _scan(self, buf: bytes, start: int, end: int) -> Sequence[Notable]:
-        """Canonically framed events, after a first one: every event line follows a "\\n"."""
-        lo = start - 1
-        if not self.data and (
-            not buf.startswith(b"event: ping\n", start)
-            or buf.count(_PING, lo, end) != buf.count(b"\n\n", start, end)
-        ):
-            self.data = True
-        if not self.content_seen and (
-            buf.find(_BLOCK_DELTA, lo, end) >= 0 or buf.find(_BLOCK_START, lo, end) >= 0
-        ):
-            self.content_seen = self.data = True
-        found: list[tuple[int, bytes, bytes]] = []
-        for pattern in (_MESSAGE, _ERROR):
-            pos = buf.find(pattern, lo, end)
-            while pos >= 0:
-                newline = buf.find(b"\n", pos + len(pattern) - 1)
-                name = buf[pos + 8 : newline]
-                if name in _KINDS:  # a message_* name that is not one the gateway reads is data
-                    found.append((pos, name, buf[newline + 7 : buf.find(b"\n", newline + 1)]))
-                pos = buf.find(pattern, newline, end)
-        if not found:
-            return _NONE
-        if len(found) > 1:
-            found.sort()
-        return [(name, data) for _, name, data in found]
 
     def _general(self, region: bytes) -> Sequence[Notable]:
         """Events not framed canonically: the SSE spec's rules, event by event."""
@@ -206,6 +191,18 @@ class EventScanner:
         for event in SSEParser().feed(region):
             found.extend(self._named(event.event.encode(), event.data))
         return found
+
+
+def events_end(data: bytes) -> int:
+    """Where the last complete event of ``data`` ends (after its blank line); 0 if none does.
+
+    ``len(data)`` for ``\r`` line endings, which are passed on as they come (Anthropic-compatible
+    servers end lines with ``\n``; a raw ``\r`` in an event is a line ending, JSON escapes it).
+    """
+    if data.endswith(b"\n\n") or b"\r" in data:
+        return len(data)
+    last = data.rfind(b"\n\n")
+    return last + 2 if last >= 0 else 0
 
 
 def _name_line(head: bytes) -> bytes:

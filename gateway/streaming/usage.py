@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
-from gateway.streaming.scan import EventScanner
+from gateway.streaming.scan import DELTA_DATA, DELTA_HEAD, EventScanner
 
 
 @dataclass(slots=True)
@@ -32,22 +32,28 @@ class Usage:
         return self.cache_write_5m_tokens + self.cache_write_1h_tokens
 
     def update(self, reported: Mapping[str, Any]) -> None:
-        """Overwrite with the fields ``reported`` carries (Anthropic usage semantics)."""
-        self.input_tokens = _int(reported.get("input_tokens"), self.input_tokens)
-        self.output_tokens = _int(reported.get("output_tokens"), self.output_tokens)
-        self.cache_read_input_tokens = _int(
-            reported.get("cache_read_input_tokens"), self.cache_read_input_tokens
-        )
-        breakdown = reported.get("cache_creation")
+        """Overwrite with the fields ``reported`` carries (Anthropic usage semantics): an integer
+        (not a bool) counts, anything else leaves the field as it was."""
+        get = reported.get
+        value = get("input_tokens")
+        if type(value) is int or (value is not None and _int(value)):
+            self.input_tokens = value
+        value = get("output_tokens")
+        if type(value) is int or (value is not None and _int(value)):
+            self.output_tokens = value
+        value = get("cache_read_input_tokens")
+        if type(value) is int or (value is not None and _int(value)):
+            self.cache_read_input_tokens = value
+        breakdown = get("cache_creation")
         if isinstance(breakdown, dict):
-            self.cache_write_5m_tokens = _int(
-                breakdown.get("ephemeral_5m_input_tokens"), self.cache_write_5m_tokens
-            )
-            self.cache_write_1h_tokens = _int(
-                breakdown.get("ephemeral_1h_input_tokens"), self.cache_write_1h_tokens
-            )
+            value = breakdown.get("ephemeral_5m_input_tokens")
+            if type(value) is int or (value is not None and _int(value)):
+                self.cache_write_5m_tokens = value
+            value = breakdown.get("ephemeral_1h_input_tokens")
+            if type(value) is int or (value is not None and _int(value)):
+                self.cache_write_1h_tokens = value
         else:
-            total = reported.get("cache_creation_input_tokens")
+            total = get("cache_creation_input_tokens")
             if isinstance(total, int):  # no TTL breakdown: whatever is not known as 1h is 5m
                 self.cache_write_5m_tokens = max(total - self.cache_write_1h_tokens, 0)
 
@@ -62,8 +68,9 @@ class Usage:
         }
 
 
-def _int(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+def _int(value: object) -> TypeGuard[int]:
+    """An int subclass other than bool (``Usage.update`` tests ``type(value) is int`` first)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def usage_from_message(body: bytes) -> tuple[Usage, str | None]:
@@ -96,12 +103,16 @@ def miss_reason(message: Mapping[str, Any]) -> str | None:
 class StreamObserver:
     """Watches an Anthropic SSE byte stream go by, chunk by chunk, and keeps what metrics and logs
     need. Event boundaries and names are found per chunk by ``EventScanner``; only
-    ``message_start``, ``message_delta`` and ``error`` data are JSON-decoded."""
+    ``message_start``, ``message_delta`` and ``error`` data are JSON-decoded.
+
+    ``finished``: the stream reached a terminal event (``message_stop`` or ``error``).
+    """
 
     __slots__ = (
         "_scanner",
         "clock",
         "error_type",
+        "finished",
         "first_content_at",
         "message_started",
         "message_stopped",
@@ -117,12 +128,8 @@ class StreamObserver:
         self.first_content_at: float | None = None
         self.message_started = False
         self.message_stopped = False
+        self.finished = False
         self._scanner = EventScanner()
-
-    @property
-    def finished(self) -> bool:
-        """The stream reached a terminal event (``message_stop`` or ``error``)."""
-        return self.message_stopped or self.error_type is not None
 
     @property
     def content_seen(self) -> bool:
@@ -132,6 +139,19 @@ class StreamObserver:
     def feed(self, chunk: bytes) -> bool:
         """Observe one chunk; True when it completed a data event (anything but a ping)."""
         scanner = self._scanner
+        if (
+            scanner.at_boundary
+            and chunk.startswith(DELTA_HEAD)
+            and chunk.find(b"\n", DELTA_DATA) == len(chunk) - 2
+            and chunk[-1] == 10
+            and b"\r" not in chunk
+        ):
+            # one content_block_delta event, the usual chunk of a live stream (its one data line
+            # ends where the closing blank line starts): content, nothing to decode
+            if self.first_content_at is None:
+                self.first_content_at = self.clock()
+                scanner.content_seen = True
+            return True
         notable = scanner.feed(chunk)
         if self.first_content_at is None and scanner.content_seen:
             self.first_content_at = self.clock()
@@ -146,21 +166,25 @@ class StreamObserver:
             if isinstance(reported, dict):
                 self.usage.update(reported)
             delta = decoded.get("delta")
-            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-                self.stop_reason = delta["stop_reason"]
+            if isinstance(delta, dict):
+                reason = delta.get("stop_reason")
+                if isinstance(reason, str):
+                    self.stop_reason = reason
         elif name == b"message_start":
             self.message_started = True
             message = _decode(data).get("message")
             if isinstance(message, dict):
-                if isinstance(message.get("usage"), Mapping):
-                    self.usage.update(message["usage"])
+                reported = message.get("usage")
+                if isinstance(reported, dict):  # what ``_decode`` gives is orjson's: dicts
+                    self.usage.update(reported)
                 self.usage.cache_miss_reason = miss_reason(message)
         elif name == b"message_stop":
-            self.message_stopped = True
+            self.message_stopped = self.finished = True
         else:  # error
             error = _decode(data).get("error")
             kind = error.get("type") if isinstance(error, dict) else None
             self.error_type = kind if isinstance(kind, str) and kind else "api_error"
+            self.finished = True
 
 
 def _decode(data: bytes) -> dict[str, Any]:

@@ -340,3 +340,58 @@ def test_single_content_delta_chunks_match_the_event_parser(chunk: bytes, data: 
     assert list(scanner.feed(chunk)) == []
     assert (scanner.data, scanner.content_seen) == (data, content)
     assert observe([chunk]) == oracle([chunk])
+
+
+@st.composite
+def event_chunks(draw: st.DrawFn) -> list[bytes]:
+    """A stream cut only between events, as upstreams send it: one event per chunk (the
+    observer's one-delta path) or several (runs of content events passed over in one match),
+    mostly framed canonically, with non-canonical events and stray bytes among them."""
+    framed = [
+        frame(event, draw(st.sampled_from(["canonical"] * 6 + FRAMINGS)), b"\n") for event in draw(events())
+    ]
+    for _ in range(draw(st.integers(0, 2))):  # a raw "\r" or stray blank line between or inside events
+        at = draw(st.integers(0, len(framed)))
+        framed.insert(at, draw(st.sampled_from([b"\n", b"\r", b"\r\n", b": c\n\n"])))
+    if draw(st.booleans()) and framed:
+        index = draw(st.integers(0, len(framed) - 1))
+        event = framed[index]
+        cut_at = draw(st.integers(0, len(event)))
+        framed[index : index + 1] = [event[:cut_at], event[cut_at:]]
+    chunks: list[bytes] = []
+    while framed:
+        size = draw(st.integers(1, 4)) if draw(st.booleans()) else 1
+        chunks.append(b"".join(framed[:size]))
+        del framed[:size]
+    return chunks
+
+
+@given(event_chunks())
+@settings(max_examples=400, deadline=None)
+def test_chunks_of_whole_events_observe_what_the_event_parser_sees(chunks: list[bytes]) -> None:
+    assert observe(chunks) == oracle(chunks)
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"event: content_block_delta\ndata: {\r}\n\n"],  # a raw "\r" ends the data line
+        [b"event: content_block_delta\ndata: {}\r\revent: error\rdata: {}\r\n\n"],  # and events
+        [b"event: content_block_delta\ndata: {}\r\revent: message_stop\rdata: {}\n\n"],
+        [b"event: content_block_delta\ndata: {}\n\r", b"\n"],  # "\r\n" split across chunks
+        [b"event: ping\ndata: {}\r", b"\nevent: content_block_delta\ndata: {}\n\n"],
+        [b"event: content_block_delta\ndata: {}\r", b"event: content_block_delta\ndata: {}\n\n"],
+        [b"event: content_block_delta\ndata: {}\n\n\n", b"event: content_block_delta\ndata: {}\n\n"],
+        [b"event: content_block_delta\ndata: {", b"}\n\n", b"event: content_block_delta\ndata: {}\n\n"],
+        [b"data: {}", b"event: content_block_delta\ndata: {}\n\n"],  # the end of a 'message' line
+        [b"data: {}\n", b"event: content_block_delta\ndata: {}\n\n", b"event: ping\ndata: {}\n\n"],
+        [b"event: content_block_delta\ndata: {}\ndata: {}\n\n"],  # two data lines
+        [b"event: content_block_delta\ndata: {}\n\nevent: content_block_start\ndata: {}\n\nevent: x\n\n"],
+        [b"event: content_block_stop\ndata: {}\n\nevent: content_block_delta\ndata: {}\n\n"],
+        [b"event: content_block_delta\ndata: {}\n\nevent: content_block_delta\ndata: {}\n\nevent: err"],
+    ],
+)
+def test_the_fast_paths_agree_with_the_event_parser_at_their_edges(chunks: list[bytes]) -> None:
+    """The observer's one-delta chunk test and the scanner's content runs, where they must let go."""
+    assert observe(chunks) == oracle(chunks)
+    assert observe([b"".join(chunks)]) == oracle([b"".join(chunks)])
