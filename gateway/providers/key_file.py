@@ -2,10 +2,11 @@
 ``GATEWAY_BEDROCK_BEARER_TOKEN_FILE``, per upstream in ``GATEWAY_UPSTREAMS_FILE``), held by its
 provider and re-read when the upstream refuses it (401/403) or on ``SIGHUP``.
 
-Kubernetes rotates a mounted secret by swapping the file: the gateway picks the new key up at the
-first refusal, with no restart and no ``stat`` per request. The settings snapshot keeps the key of
-start-up; the provider's :class:`KeyFile` holds the key in use. An unreadable or empty file keeps
-that key and logs one warning naming the file (never a key).
+A rotated Kubernetes secret is picked up at the first refusal, no restart, no ``stat`` per
+request; the settings keep the key of start-up. An unreadable or empty file keeps the key in use
+and logs one warning naming the file (never a key).
+
+Details: docs/internals/gateway-providers.md
 """
 
 from __future__ import annotations

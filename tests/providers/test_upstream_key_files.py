@@ -10,15 +10,24 @@ file, never a key.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import AsyncIterator
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anthropic
 import pytest
+import requests
 
-from emulators import RunningEmulator
+from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from emulators.bedrock_config import DEFAULT_API_KEY, BedrockOptions, accept_bedrock_api_keys
 from gateway.app import create_app
 from gateway.config import Settings
@@ -104,6 +113,19 @@ async def test_a_rotated_foundry_key_file_is_read_at_the_first_refusal(tmp_path:
         assert _foundry_keys(emulator) == [FOUNDRY_KEY, FOUNDRY_KEY, NEW_FOUNDRY_KEY, NEW_FOUNDRY_KEY]
 
 
+async def test_requests_refused_together_all_retry_with_the_new_key(tmp_path: Path) -> None:
+    """Two requests in flight with the old key when it is revoked: the first refusal reads the
+    file, the second finds the new key already in use and retries with it too (not a 401)."""
+    async with _foundry(tmp_path) as (gateway, emulator, key_file):
+        # both are held 1 s before the emulator checks their key (the second one is sent meanwhile)
+        emulator.set_fault("stall_headers=1.0,first=2")
+        emulator.accept_keys(foundry_api_keys=frozenset({NEW_FOUNDRY_KEY}))
+        key_file.write_text(NEW_FOUNDRY_KEY + "\n")
+        assert await asyncio.gather(gateway.ask(), gateway.ask()) == [(200, "1"), (200, "1")]
+        assert gateway.credential_retries() == 2
+        assert _foundry_keys(emulator) == [FOUNDRY_KEY, FOUNDRY_KEY, NEW_FOUNDRY_KEY, NEW_FOUNDRY_KEY]
+
+
 async def test_an_unchanged_key_file_relays_the_refusal_without_retrying(tmp_path: Path) -> None:
     async with _foundry(tmp_path) as (gateway, emulator, _):
         emulator.accept_keys(foundry_api_keys=frozenset({NEW_FOUNDRY_KEY}))  # the file not updated yet
@@ -161,3 +183,81 @@ async def test_a_rotated_bedrock_api_key_file_is_read_at_the_first_refusal(
         bearers = [r.header("Authorization") for r in emulator.requests if r.method == "POST"]
         old, new = f"Bearer {DEFAULT_API_KEY}", f"Bearer {NEW_BEDROCK_KEY}"
         assert bearers == [old, old, old, new, new]
+
+
+def test_sighup_re_reads_the_key_file_of_a_running_process(tmp_path: Path) -> None:
+    """``kill -HUP`` puts a rotated key in use before the upstream refuses the old one."""
+    key_file, log = tmp_path / "mounted-secret", tmp_path / "gateway.log"
+    key_file.write_text(FOUNDRY_KEY + "\n")
+    config = EmulatorConfig(foundry_api_keys=frozenset({FOUNDRY_KEY}))
+    with emulator_in_thread(config, provider="foundry") as emulator, log.open("wb") as stderr:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        environ = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            "GATEWAY_PORT": str(port),
+            "GATEWAY_API_KEYS": GATEWAY_KEY,
+            "GATEWAY_PROVIDER": "foundry",
+            "ANTHROPIC_FOUNDRY_BASE_URL": emulator.base_url + "/anthropic",
+            "GATEWAY_FOUNDRY_API_KEY_FILE": str(key_file),
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve"], env=environ, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _until(lambda: _reachable(url), 20)
+            assert _post(url) == (200, "0")
+            emulator.accept_keys(foundry_api_keys=frozenset({NEW_FOUNDRY_KEY}))
+            key_file.write_text(NEW_FOUNDRY_KEY + "\n")
+            process.send_signal(signal.SIGHUP)
+            _until(lambda: len(_key_lines(log)) == 1)
+            assert _post(url) == (200, "0")  # the new key went out first: no refusal, no retry
+            process.send_signal(signal.SIGHUP)
+            _until(lambda: len(_key_lines(log)) == 2)
+            assert process.poll() is None
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    assert _key_lines(log) == [
+        f"upstream key re-read from {key_file} (GATEWAY_FOUNDRY_API_KEY_FILE, SIGHUP): a new key is in use",
+        f"upstream key file {key_file} (GATEWAY_FOUNDRY_API_KEY_FILE) unchanged (SIGHUP)",
+    ]
+    assert [r.header("x-api-key") for r in emulator.requests if r.method == "POST"] == [
+        FOUNDRY_KEY,
+        NEW_FOUNDRY_KEY,
+    ]
+    text = log.read_text()
+    assert FOUNDRY_KEY not in text and NEW_FOUNDRY_KEY not in text
+
+
+def _post(url: str) -> tuple[int, str]:
+    body = {"model": MODEL, "max_tokens": 8, "messages": MESSAGES}
+    response = requests.post(url + "/v1/messages", json=body, headers={"x-api-key": GATEWAY_KEY}, timeout=10)
+    return response.status_code, response.headers.get("x-gateway-retries", "")
+
+
+def _key_lines(log: Path) -> list[str]:
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return [entry["message"] for entry in entries if entry["logger"] == "switchyard.upstream_keys"]
+
+
+def _reachable(url: str) -> bool:
+    try:
+        return requests.get(url + "/healthz", timeout=1).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
+def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout_s} s")
+        time.sleep(0.02)
