@@ -8,7 +8,7 @@ The generic behaviour (scenarios, cache, token rule, clock, catalogue) comes fro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from aiohttp import web
@@ -54,9 +54,9 @@ class BedrockOptions:
     """Reject ``X-Amz-Date`` further than this from the emulator's clock (``None``: no check)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BedrockState:
-    options: BedrockOptions
+    options: BedrockOptions  # replaced only by ``accept_bedrock_api_keys``; read by every request
     issuer: CredentialIssuer
 
 
@@ -66,3 +66,10 @@ BEDROCK_STATE_KEY: web.AppKey[BedrockState] = web.AppKey("bedrock_state", Bedroc
 def get_bedrock_state(app: web.Application) -> BedrockState:
     """The Bedrock state (options, issued credentials) of an app made by ``bedrock.create_app``."""
     return app[BEDROCK_STATE_KEY]
+
+
+def accept_bedrock_api_keys(app: web.Application, api_keys: frozenset[str]) -> None:
+    """Accept these Bedrock API keys from the next request on, and no other (a key revoked and a
+    new one generated in the console)."""
+    state = get_bedrock_state(app)
+    state.options = replace(state.options, api_keys=api_keys)

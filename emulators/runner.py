@@ -18,7 +18,7 @@ import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
@@ -71,6 +71,28 @@ class RunningEmulator:
     @property
     def cache(self) -> PromptCache:
         return get_state(self.app).cache
+
+    def accept_keys(
+        self,
+        *,
+        api_keys: frozenset[str] | None = None,
+        foundry_api_keys: frozenset[str] | None = None,
+        foundry_entra_tokens: frozenset[str] | None = None,
+        vertex_tokens: frozenset[str] | None = None,
+    ) -> None:
+        """Accept these credentials, and no other, from the next request on (those not given are
+        kept): a key rotated in the provider's console, the old one refused at once."""
+        state = get_state(self.app)
+        config = state.config
+        state.config = replace(
+            config,
+            api_keys=config.api_keys if api_keys is None else api_keys,
+            foundry_api_keys=config.foundry_api_keys if foundry_api_keys is None else foundry_api_keys,
+            foundry_entra_tokens=(
+                config.foundry_entra_tokens if foundry_entra_tokens is None else foundry_entra_tokens
+            ),
+            vertex_tokens=config.vertex_tokens if vertex_tokens is None else vertex_tokens,
+        )
 
     def set_fault(self, spec: str, key: str = "standing") -> None:
         """Apply fault directives (``faults.py``) to every later request without its own

@@ -20,9 +20,12 @@ class StandingFault:
     key: str = "standing"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EmulatorState:
-    """The shared, per-app state: configuration, prompt cache, request log and standing fault."""
+    """The shared, per-app state: configuration, prompt cache, request log and standing fault.
+
+    ``config`` is replaced only by ``RunningEmulator.accept_keys`` (a test rotating the keys the
+    upstream accepts, as a provider's console does); every request reads it anew."""
 
     config: EmulatorConfig
     cache: PromptCache

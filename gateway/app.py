@@ -42,6 +42,7 @@ PROVIDER_KEY = web.AppKey("provider", Provider)
 METRICS_KEY = web.AppKey("metrics", GatewayMetrics)
 KEY_RELOADER_KEY = web.AppKey("key_reloader", KeyReloader)  # set when GATEWAY_API_KEYS_FILE is
 POLICY_RELOADER_KEY = web.AppKey("policy_reloader", PolicyReloader)  # set when GATEWAY_POLICY_FILE is
+PROVIDERS_KEY = web.AppKey("providers", tuple[Provider, ...])  # every upstream's (SIGHUP re-reads key files)
 
 
 def _json_error(status: int, error_type: str, message: str, **headers: str) -> web.Response:
@@ -171,6 +172,7 @@ def create_app(
 
     upstreams = gateway.upstreams
     started = [provider] if upstreams is None else [u.provider for u in upstreams.upstreams.values()]
+    app[PROVIDERS_KEY] = tuple(started)
 
     async def start_provider(_: web.Application) -> None:
         for each in started:

@@ -207,7 +207,7 @@ def settle_heap() -> None:
 
 def serve(settings: Settings) -> None:
     """``switchyard serve``: run the gateway until SIGINT/SIGTERM, then drain and return."""
-    from gateway.app import KEY_RELOADER_KEY, POLICY_RELOADER_KEY, create_app
+    from gateway.app import KEY_RELOADER_KEY, POLICY_RELOADER_KEY, PROVIDERS_KEY, create_app
     from gateway.key_reload import SIGHUP
 
     async def main(stop: asyncio.Event) -> None:
@@ -215,16 +215,21 @@ def serve(settings: Settings) -> None:
         state = app[DRAIN_KEY]
         reloader = app.get(KEY_RELOADER_KEY)
         policy = app.get(POLICY_RELOADER_KEY)
+        providers = app[PROVIDERS_KEY]
         loop = asyncio.get_running_loop()
 
         def hangup() -> None:
-            # kill -HUP re-reads GATEWAY_API_KEYS_FILE and GATEWAY_POLICY_FILE now (never exits)
+            # kill -HUP re-reads GATEWAY_API_KEYS_FILE, GATEWAY_POLICY_FILE and the upstream key
+            # files (GATEWAY_FOUNDRY_API_KEY_FILE, GATEWAY_BEDROCK_BEARER_TOKEN_FILE) now (never exits)
             if reloader is not None:
                 reloader.reload(SIGHUP)
             if policy is not None:
                 policy.reload(SIGHUP)
-            if reloader is None and policy is None:
-                log.info("SIGHUP ignored: no GATEWAY_API_KEYS_FILE nor GATEWAY_POLICY_FILE")
+            key_files = [each.reload_key_file() for each in providers]
+            if reloader is None and policy is None and all(read is None for read in key_files):
+                log.info(
+                    "SIGHUP ignored: no GATEWAY_API_KEYS_FILE, GATEWAY_POLICY_FILE nor upstream key file"
+                )
 
         loop.add_signal_handler(signal.SIGHUP, hangup)
         async with running(app, settings.listener.host, settings.listener.port) as server:

@@ -149,3 +149,8 @@ class Provider(ABC):
 
         Static keys cannot be refreshed: the default answers ``False`` (no retry)."""
         return False
+
+    def reload_key_file(self) -> bool | None:
+        """``SIGHUP``: re-read the upstream key's ``*_FILE``; ``True`` if a new key is in use,
+        ``None`` when the key came from no file (the default)."""
+        return None

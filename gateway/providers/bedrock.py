@@ -30,6 +30,7 @@ from gateway.providers.bedrock_request import (
     model_path,
     upstream_headers,
 )
+from gateway.providers.key_file import key_file
 from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.model_listing import describe_model_map
 from gateway.providers.preparation import Framed, Preparer, Shaped
@@ -76,8 +77,9 @@ class BedrockProvider(Provider):
             settings.bedrock.base_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
         ).rstrip("/")
         token = settings.bedrock.api_key
+        token_file = key_file(settings.bedrock.bearer_token_file, "GATEWAY_BEDROCK_BEARER_TOKEN_FILE", token)
         self._auth: BedrockAuth = (
-            BearerAuth(token.get_secret_value())
+            BearerAuth(token.get_secret_value(), token_file)
             if token is not None
             else SigV4ChainAuth(self._region, settings.bedrock.profile, settings)
         )
@@ -119,8 +121,13 @@ class BedrockProvider(Provider):
         return self._auth.not_ready_reason()
 
     async def refresh_credentials(self) -> bool:
-        """Bedrock answered 401/403: re-run the AWS credential chain; ``True`` if it changed."""
+        """Bedrock answered 401/403: re-run the AWS credential chain, or re-read the API key's
+        file; ``True`` if it changed."""
         return await self._auth.reload()
+
+    def reload_key_file(self) -> bool | None:
+        """``SIGHUP``: re-read GATEWAY_BEDROCK_BEARER_TOKEN_FILE; ``True`` if a new key is in use."""
+        return self._auth.reload_key_file() if isinstance(self._auth, BearerAuth) else None
 
     def describe(self) -> dict[str, str]:
         return {

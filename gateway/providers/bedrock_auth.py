@@ -25,6 +25,7 @@ from gateway.config import ConfigError, Settings
 from gateway.errors import GatewayError
 from gateway.providers.aws_egress import describe_aws_failure, egress_session
 from gateway.providers.credentials_health import CredentialFailure, CredentialHealth
+from gateway.providers.key_file import SIGHUP, KeyFile
 
 log = logging.getLogger("switchyard.bedrock.auth")
 
@@ -97,19 +98,37 @@ def _with_framing(url: str, headers: list[tuple[str, str]], body: bytes) -> list
 
 
 class BearerAuth(BedrockAuth):
-    """``Authorization: Bearer <AWS_BEARER_TOKEN_BEDROCK>``."""
+    """``Authorization: Bearer <AWS_BEARER_TOKEN_BEDROCK>``; with ``key_file`` (the token came from
+    GATEWAY_BEDROCK_BEARER_TOKEN_FILE) the file is re-read when Bedrock refuses the token."""
 
     source = "bearer-token"
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, key_file: KeyFile | None = None) -> None:
         self._authorization = f"Bearer {token}"
+        self._key_file = key_file
 
     def not_ready_reason(self) -> str | None:
         return None
 
+    async def reload(self) -> bool:
+        """Bedrock refused the token: re-read its file; ``True`` if a new token is in use."""
+        return self._key_file is not None and self._reread(self._key_file.refresh())
+
+    def reload_key_file(self) -> bool | None:
+        """``SIGHUP``: re-read GATEWAY_BEDROCK_BEARER_TOKEN_FILE; ``True`` if a new token is in use
+        (``None``: the token came from AWS_BEARER_TOKEN_BEDROCK)."""
+        return None if self._key_file is None else self._reread(self._key_file.reload(SIGHUP))
+
+    def _reread(self, changed: bool) -> bool:
+        if changed and self._key_file is not None:
+            self._authorization = f"Bearer {self._key_file.key}"
+        return changed
+
     async def authorize(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
     ) -> list[tuple[str, str]]:
+        if self._key_file is not None:
+            self._key_file.sent()
         return [*_with_framing(url, headers, body), ("Authorization", self._authorization)]
 
 

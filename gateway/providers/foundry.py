@@ -25,6 +25,7 @@ from gateway.providers.foundry_auth import (
     mapped_token_source,
 )
 from gateway.providers.foundry_errors import foundry_error_response
+from gateway.providers.key_file import SIGHUP, KeyFile, key_file
 from gateway.providers.preparation import (
     FIRST_PARTY_PATHS,
     Framed,
@@ -64,10 +65,16 @@ class FoundryProvider(Provider):
         self._entra: EntraTokens | None = None
         self._close_source: Callable[[], None] | None = None
         self._needs_azure_identity = False
-        if settings.foundry.key is not None:
-            key = settings.foundry.key.get_secret_value()
-            self._static_auth = [("x-api-key", key), ("api-key", key)]
-            self._credential_source = "ANTHROPIC_FOUNDRY_API_KEY"
+        foundry = settings.foundry
+        # the key read from GATEWAY_FOUNDRY_API_KEY_FILE at start-up, re-read when Foundry refuses it
+        self._key_file: KeyFile | None = key_file(
+            foundry.api_key_file, "GATEWAY_FOUNDRY_API_KEY_FILE", foundry.key
+        )
+        if foundry.key is not None:
+            self._static_auth = self._key_headers(foundry.key.get_secret_value())
+            self._credential_source = (
+                "ANTHROPIC_FOUNDRY_API_KEY" if self._key_file is None else "GATEWAY_FOUNDRY_API_KEY_FILE"
+            )
         else:
             if token_source is None:
                 default = default_token_source(settings.foundry.entra_scope, settings)
@@ -120,10 +127,26 @@ class FoundryProvider(Provider):
         }
 
     async def refresh_credentials(self) -> bool:
-        """Foundry rejected the Entra token: fetch a new one (an API key cannot be refreshed)."""
+        """Foundry rejected the credential: fetch a new Entra token, or re-read the key file;
+        ``True`` if the next attempt goes with a new one (a key from the environment cannot change)."""
+        if self._key_file is not None:
+            return self._reread(self._key_file.refresh())
         if self._entra is None:
             return False
         return await self._entra.refresh()
+
+    def reload_key_file(self) -> bool | None:
+        """``SIGHUP``: re-read GATEWAY_FOUNDRY_API_KEY_FILE; ``True`` if a new key is in use."""
+        return None if self._key_file is None else self._reread(self._key_file.reload(SIGHUP))
+
+    def _reread(self, changed: bool) -> bool:
+        if changed and self._key_file is not None:
+            self._static_auth = self._key_headers(self._key_file.key)
+        return changed
+
+    @staticmethod
+    def _key_headers(key: str) -> list[tuple[str, str]]:
+        return [("x-api-key", key), ("api-key", key)]
 
     def frame(self, shaped: Shaped) -> Framed:
         return Framed(
@@ -138,7 +161,9 @@ class FoundryProvider(Provider):
 
     async def _post(self, request: PreparedRequest) -> UpstreamResponse:
         auth = self._static_auth
-        if self._entra is not None:
+        if self._key_file is not None:
+            self._key_file.sent()
+        elif self._entra is not None:
             auth = [("authorization", f"Bearer {await self._entra.bearer()}")]
         response = await self._pool.require().request(
             "POST", request.path, headers=[*request.headers, *auth], body=request.body

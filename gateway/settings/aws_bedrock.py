@@ -29,7 +29,7 @@ class BedrockSettings(Section):
     bearer_token: Credential = Field(None, alias="AWS_BEARER_TOKEN_BEDROCK")
     """Bedrock API key (`Authorization: Bearer`, no SigV4)."""
     bearer_token_file: ReadableFile = Field(None, alias="GATEWAY_BEDROCK_BEARER_TOKEN_FILE")
-    """File holding a Bedrock API key (as AWS_BEARER_TOKEN_BEDROCK, read at start-up; one per upstream in GATEWAY_UPSTREAMS_FILE)."""
+    """File holding a Bedrock API key (as AWS_BEARER_TOKEN_BEDROCK, read at start-up, re-read when Bedrock refuses the key and on SIGHUP; one per upstream in GATEWAY_UPSTREAMS_FILE)."""
     config_file: OptionalText = Field(None, alias="AWS_CONFIG_FILE")
     """AWS shared config file the credential chain reads (unset: botocore's `~/.aws/config`)."""
     credentials_file: OptionalText = Field(None, alias="AWS_SHARED_CREDENTIALS_FILE")

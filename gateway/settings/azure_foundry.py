@@ -28,7 +28,7 @@ class FoundrySettings(Section):
     api_key: Credential = Field(None, alias="ANTHROPIC_FOUNDRY_API_KEY")
     """Foundry key (`x-api-key` and `api-key`); unset: an Entra ID token from azure-identity."""
     api_key_file: ReadableFile = Field(None, alias="GATEWAY_FOUNDRY_API_KEY_FILE")
-    """File holding the Foundry key instead (one line, read at start-up; one per upstream in GATEWAY_UPSTREAMS_FILE)."""
+    """File holding the Foundry key instead (one line, read at start-up, re-read when Foundry refuses the key and on SIGHUP; one per upstream in GATEWAY_UPSTREAMS_FILE)."""
     entra_scope: str = Field("https://ai.azure.com/.default", alias="GATEWAY_FOUNDRY_ENTRA_SCOPE")
     """Entra ID scope of Foundry tokens."""
 

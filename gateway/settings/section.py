@@ -42,7 +42,8 @@ KeyList = Annotated[SecretStr, AfterValidator(_listed_header_safe)]  # comma-sep
 
 
 def key_from_file(path: Path, variable: str) -> SecretStr:
-    """The one-line key a ``*_FILE`` setting names (read once, at start-up); ``ValueError`` naming
+    """The one-line key a ``*_FILE`` setting names (read at start-up, and by the provider again when the
+    upstream refuses it: :mod:`gateway.providers.key_file`); ``ValueError`` naming
     ``variable`` otherwise (never the file's content)."""
     try:
         text = path.read_text(encoding="utf-8").strip()

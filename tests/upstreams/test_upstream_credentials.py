@@ -242,3 +242,70 @@ async def test_two_vertex_accounts_and_a_foundry_key_file(tmp_path: Path) -> Non
             answered.append(raw.headers["x-gateway-upstream"])
             emulated[name].emulator.set_fault(STORM)  # the next request moves on to the next upstream
         assert answered == ["vertex-a", "vertex-b", "foundry"]
+
+
+async def test_each_upstreams_key_file_is_re_read_when_its_upstream_refuses_the_key(tmp_path: Path) -> None:
+    """Two Foundry upstreams, a key file each: a key rotated in one upstream (its emulator's own
+    configuration) and its file is read anew at the refusal, by that upstream only; the request is
+    served by the same upstream after one credential retry, no failover, no restart."""
+    async with contextlib.AsyncExitStack() as stack:
+        emulated, files = {}, {}
+        for name in ("foundry-a", "foundry-b"):
+            (tmp_path / name).mkdir()
+            emulated[name] = await stack.enter_async_context(emulated_upstream("foundry", tmp_path / name))
+            files[name] = tmp_path / name / "mounted-secret"
+            files[name].write_text(emulated[name].env["ANTHROPIC_FOUNDRY_API_KEY"] + "\n")
+        upstreams = [
+            {
+                **entry(emulated[name]),
+                "name": name,
+                "credentials": {"GATEWAY_FOUNDRY_API_KEY_FILE": str(files[name])},
+            }
+            for name in ("foundry-a", "foundry-b")
+        ]
+        path = tmp_path / "upstreams.json"
+        path.write_text(json.dumps({"upstreams": upstreams, "failover": {"same_upstream_retries": 0}}))
+        settings = Settings.from_environ(
+            {
+                "GATEWAY_API_KEYS": CLIENT_KEY,
+                "GATEWAY_UPSTREAMS_FILE": str(path),
+                "GATEWAY_UPSTREAM_HEADER": "1",
+                "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
+            }
+        )
+        gateway = await stack.enter_async_context(running(create_app(settings), "127.0.0.1", 0))
+        client = await stack.enter_async_context(
+            anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
+        )
+
+        async def served_by() -> tuple[str, str]:
+            raw = await client.messages.with_raw_response.create(
+                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
+            assert (await raw.parse()).content
+            return raw.headers["x-gateway-upstream"], raw.headers["x-gateway-retries"]
+
+        def rotate(name: str) -> None:
+            new = f"{name}-rotated-key-0002"
+            emulated[name].emulator.accept_keys(foundry_api_keys=frozenset({new}))
+            files[name].write_text(new + "\n")
+
+        rotate("foundry-a")
+        assert await served_by() == ("foundry-a", "1")
+        assert await served_by() == ("foundry-a", "0")
+        assert emulated["foundry-b"].emulator.requests == []  # a refused key moved nothing
+        emulated["foundry-a"].emulator.set_fault(STORM)  # from now on, foundry-b serves
+        rotate("foundry-b")
+        assert await served_by() == ("foundry-b", "1")
+        sent = {
+            name: [r.header("x-api-key") for r in emulated[name].emulator.requests if r.method == "POST"]
+            for name in emulated
+        }
+        assert sent == {
+            "foundry-a": [emulated["foundry-a"].env["ANTHROPIC_FOUNDRY_API_KEY"]]
+            + ["foundry-a-rotated-key-0002"] * 3,
+            "foundry-b": [
+                emulated["foundry-b"].env["ANTHROPIC_FOUNDRY_API_KEY"],
+                "foundry-b-rotated-key-0002",
+            ],
+        }
