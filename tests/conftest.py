@@ -6,15 +6,15 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from gateway.logging_setup import install_writer
 from tests.support.log_lines import LogLines
 from tests.support.threaded import LoopThread
 
-# property tests check results, never speed: no per-example deadline (a loaded 2-core CI machine
-# would turn a slow example into a spurious DeadlineExceeded failure)
-settings.register_profile("switchyard", deadline=None)
+# property tests check results, never speed: no per-example deadline nor "too slow" health check (a
+# loaded 2-core CI machine turned slow examples into spurious failures of tests/unit/test_sse.py)
+settings.register_profile("switchyard", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("switchyard")
 
 # the end-of-run line listing the tests skipped for a missing system binary (kubectl, redis-server...)
