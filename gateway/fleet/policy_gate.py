@@ -373,15 +373,18 @@ class PolicyGate:
         if admission.recorded:
             return
         admission.recorded = True
-        tokens = (
-            usage.input_tokens
-            + usage.output_tokens
-            + usage.cache_read_input_tokens
-            + usage.cache_write_5m_tokens
-            + usage.cache_write_1h_tokens
-        )
+        checks = admission.checks
+        tokens = 0
+        if checks.token_rates:  # counted only where a token rate charges them
+            tokens = (
+                usage.input_tokens
+                + usage.output_tokens
+                + usage.cache_read_input_tokens
+                + usage.cache_write_5m_tokens
+                + usage.cache_write_1h_tokens
+            )
         spent = micros(cost_usd) if cost_usd else 0
-        self.counters.record(self.clock(), admission.checks, spent, tokens, admission.token)
+        self.counters.record(self.clock(), checks, spent, tokens, admission.token)
 
     async def usage(self, principal: Principal) -> dict[str, Any]:
         """``GET /api/oauth/usage`` for the principal (``CountersUnavailable`` when unreadable)."""

@@ -102,15 +102,14 @@ class TokenSigner:
 
     def verify(self, token: str, *, allow_expired: bool = False) -> VerifiedToken:
         """The token's identity; ``InvalidToken`` when it is not ours or (unless allowed) expired."""
-        now = int(self._clock())
         known = self._verified.get(token)
         if known is not None:
-            if known.expires_at <= now and not allow_expired:
-                del self._verified[token]
-                raise InvalidToken("expired")
-            return known
+            if known.expires_at > self._clock() or allow_expired:  # ``exp`` is whole seconds
+                return known
+            del self._verified[token]
+            raise InvalidToken("expired")
         verified = self._decode(token)
-        if verified.expires_at <= now and not allow_expired:
+        if verified.expires_at <= self._clock() and not allow_expired:
             raise InvalidToken("expired")
         self._verified[token] = verified
         if len(self._verified) > VERIFIED_CACHE_SIZE:
