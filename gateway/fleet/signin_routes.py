@@ -273,7 +273,7 @@ def mount(
         if on_outcome is not None:
             service.on_outcome = on_outcome
         holder["routes"] = SigninRoutes(service, settings.listener.trusted_proxies)
-        auth.accept_tokens(service.principal)
+        auth.accept_tokens(service.principal, service.remembered)
         async with service.denylist.syncing():
             yield
         await service.close()

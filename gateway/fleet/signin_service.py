@@ -28,7 +28,7 @@ from gateway.fleet.principal import Principal
 from gateway.fleet.refresh_families import Presented, RefreshFamilies
 from gateway.fleet.signin_store import RedisSigninStore, SigninStore, SqliteSigninStore
 from gateway.fleet.signing_keys import SigningKey, generate_signing_key, parse_signing_keys
-from gateway.fleet.tokens import Identity, InvalidToken, TokenSigner
+from gateway.fleet.tokens import Identity, InvalidToken, TokenSigner, VerifiedToken
 from gateway.fleet.verification import AttemptLimit, Csrf
 from gateway.settings.fleet_signin import SigninSettings
 from gateway.settings.upstream_egress import EgressSettings
@@ -59,6 +59,10 @@ def _identity_record(identity: Identity) -> dict[str, Any]:
 
 def _identity_of(record: dict[str, Any]) -> Identity:
     return Identity(record["sub"], record.get("email"), tuple(record.get("groups") or ()))
+
+
+def _invalid() -> GatewayError:
+    return GatewayError(401, "invalid or expired access token: sign in again (/login)", should_retry=False)
 
 
 def _ignore(_: str) -> None:
@@ -158,12 +162,23 @@ class SigninService:
 
     # -- the bearer check (request path: a dictionary lookup for a token already seen) -----------
     def principal(self, token: str) -> Principal:
+        """The caller of a bearer, or the 401 ``GatewayError``."""
         try:
             verified = self.signer.verify(token)
         except InvalidToken:
-            raise GatewayError(
-                401, "invalid or expired access token: sign in again (/login)", should_retry=False
-            ) from None
+            raise _invalid() from None
+        return self._unrevoked(verified)
+
+    def remembered(self, token: str) -> Principal | None:
+        """:meth:`principal` of a bearer verified before and still remembered (no signature check;
+        expiry and revocation are checked all the same); ``None`` for one not remembered."""
+        try:
+            verified = self.signer.remembered(token)
+        except InvalidToken:
+            raise _invalid() from None
+        return None if verified is None else self._unrevoked(verified)
+
+    def _unrevoked(self, verified: VerifiedToken) -> Principal:
         if self.denylist.is_revoked(verified.jti):
             raise GatewayError(
                 401, "this access token was revoked: sign in again (/login)", should_retry=False
