@@ -142,6 +142,8 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
         return key.strip()
     authorization = headers.get("authorization")
     if authorization:
+        if authorization.startswith("Bearer "):  # as every client spells it: one slice, one strip
+            return authorization[7:].strip() or None
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return token.strip()

@@ -39,6 +39,10 @@ class RateCheck:
     interval_s: float  # seconds per unit (60 / the per-minute limit)
     tolerance_s: float  # the burst allowance, seconds
     cost: int  # units charged at admission (1 for a request, 0 for tokens)
+    step: float = field(init=False)  # cost * interval_s: what an admission adds to ``tat``
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "step", self.cost * self.interval_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +104,7 @@ class Checks:
 class Counters(ABC):
     @abstractmethod
     async def admit(self, now: float, checks: Checks, token: str) -> Admitted | Refused:
-        """Check everything; on success commit the rate charges and slots (see module doc)."""
+        """Check everything; on success commit the rate charges and slots (see the module docstring)."""
 
     @abstractmethod
     def record(self, now: float, checks: Checks, micros: int, tokens: int, token: str) -> None:
@@ -167,7 +171,7 @@ class MemoryCounters(Counters):
             tats = self._tat
             for rate in checks.rates:  # GCRA: tat, the theoretical arrival time
                 tat = tats.get(rate.key, now)
-                new_tat = (tat if tat > now else now) + rate.cost * rate.interval_s
+                new_tat = (tat if tat > now else now) + rate.step
                 excess = new_tat - now - rate.tolerance_s
                 if excess > 1e-9:
                     return Refused("rate", checks.rates.index(rate), excess)

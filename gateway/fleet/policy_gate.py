@@ -21,23 +21,16 @@ from typing import Any, Final
 from gateway.errors import ClientInputError
 from gateway.fleet import audit, rate_limits
 from gateway.fleet.billing_group import BillingGroups
-from gateway.fleet.counters import (
-    SPEND_KEPT_AFTER_S,
-    Checks,
-    Counters,
-    CountersUnavailable,
-    Refused,
-    SpendCheck,
-)
+from gateway.fleet.counters import Checks, Counters, CountersUnavailable, Refused
 from gateway.fleet.fleet_labels import GroupLabels
 from gateway.fleet.managed_settings import checksum
-from gateway.fleet.periods import Period, Window, window
-from gateway.fleet.policy import Cap, Effective, Policy, Rate
+from gateway.fleet.periods import window
+from gateway.fleet.policy import Effective, Policy
+from gateway.fleet.policy_plan import OWN_PERIODS, Entry, Plan, build_plan
 from gateway.fleet.policy_reload import PolicyHolder
 from gateway.fleet.principal import Principal
 from gateway.fleet.settings_hint import HINT_HEADER, SettingsHints
 from gateway.fleet.spend_caps import (
-    AllowedHeaders,
     CapState,
     cap_reached,
     counters_down,
@@ -52,7 +45,6 @@ from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
 
 log = logging.getLogger("switchyard.fleet.policy")
-OWN_PERIODS = (Period.DAILY, Period.WEEKLY, Period.MONTHLY)
 MAX_PLANS = 10_000
 
 
@@ -74,75 +66,6 @@ class Admission:
 
 
 _NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What one kind of request (streaming or not, billed to a group or not) of one principal is
-    checked against, made once per policy version and UTC day."""
-
-    caps: tuple[Cap, ...]  # checked in this order (longest period first)
-    windows: tuple[Window, ...]  # of each cap, today
-    checks: Checks
-    rates: tuple[Rate, ...]  # of ``checks.rates``: requests per minute, then tokens per minute
-    streams: tuple[Rate, ...]  # of ``checks.slots``
-    group: str  # the telemetry group label its requests count under
-    settings_checksum: str | None  # of its managed settings (None: none apply)
-    hints: Mapping[str, Any]  # the hint counter's children of ``group``, by state
-    headers: AllowedHeaders | None  # the usage-limit headers by the caps' counters (None: uncapped)
-
-
-@dataclass(slots=True)
-class _Entry:
-    """One principal under the policy in force: its answer, and its plans as they are needed."""
-
-    effective: Effective
-    restricted: bool  # whether its model rules may refuse anything
-    plans: dict[tuple[bool, str | None], _Plan]  # by (stream, billing group)
-
-
-def _build_plan(
-    principal: Principal,
-    effective: Effective,
-    stream: bool,
-    now: float,
-    billing_group: str | None = None,
-    group: str = "other",
-    hints: Mapping[str, Any] | None = None,
-) -> _Plan:
-    caps = effective.caps
-    if billing_group is not None:  # the request names the group that pays: only its pool counts
-        caps = tuple(cap for cap in caps if cap.scope != "group" or cap.owner == billing_group)
-    caps = ordered(caps)
-    spend, windows = spend_checks(caps, now)
-    counted = {check.key for check in spend}
-    own = []
-    for period in OWN_PERIODS:  # the principal's own totals (GET /api/oauth/usage), uncapped too
-        win = window(period, now)
-        key = spend_key("user", principal.subject, win)
-        if key not in counted:
-            own.append(SpendCheck(key, 0, win.reset_at + SPEND_KEPT_AFTER_S))
-    requests = tuple(rate for rate in effective.rates if rate.kind == "requests")
-    tokens = tuple(rate for rate in effective.rates if rate.kind == "tokens")
-    streams = tuple(rate for rate in effective.rates if rate.kind == "streams") if stream else ()
-    checks = Checks(
-        spend=spend,
-        rates=tuple(rate_limits.request_check(rate) for rate in requests)
-        + tuple(rate_limits.token_check(rate) for rate in tokens),
-        slots=tuple(rate_limits.slot_check(rate) for rate in streams),
-        own=tuple(own),
-    )
-    return _Plan(
-        caps=caps,
-        windows=windows,
-        checks=checks,
-        rates=requests + tokens,
-        streams=streams,
-        group=group,
-        settings_checksum=None if effective.settings is None else checksum(effective.settings),
-        hints=hints or {},
-        headers=AllowedHeaders(caps, windows, checks.spend_limits) if caps else None,
-    )
 
 
 _METRIC_REASONS: Final = {
@@ -174,7 +97,7 @@ class PolicyGate:
         self.fail_closed = fail_closed
         self.clock = clock
         self._outage = False
-        self._entries: dict[Principal, _Entry] = {}  # under ``_plans_policy``, on ``_plans_day``
+        self._entries: dict[Principal, Entry] = {}  # under ``_plans_policy``, on ``_plans_day``
         self._plans_policy: Policy | None = None
         self._plans_day = -1.0  # the UTC day (Unix seconds // 86 400) the plans were made on
         self._admit_now = counters.admit_in_process()
@@ -262,7 +185,7 @@ class PolicyGate:
             return Admission(request_id, checks, _NO_HEADERS)
         return Admission(request_id, checks, plan.headers(result.spent_micros))
 
-    def _entry(self, principal: Principal, now: float) -> _Entry:
+    def _entry(self, principal: Principal, now: float) -> Entry:
         """The principal under the policy in force: made once per policy version and UTC day (the
         plans' windows are today's), then one dictionary lookup per request."""
         policy = self.holder.policy
@@ -277,18 +200,18 @@ class PolicyGate:
             if len(self._entries) >= MAX_PLANS:
                 self._entries = {}
             effective = policy.for_principal(principal)
-            entry = _Entry(effective, not effective.models.unrestricted, {})
+            entry = Entry(effective, not effective.models.unrestricted, {})
             self._entries[principal] = entry
             self._remember(policy, principal)
         return entry
 
     def _plan(
-        self, entry: _Entry, principal: Principal, stream: bool, now: float, billing_group: str | None
-    ) -> _Plan:
+        self, entry: Entry, principal: Principal, stream: bool, now: float, billing_group: str | None
+    ) -> Plan:
         """The counter keys and checks of a principal's requests of one kind (made once per entry)."""
         group = self.group_label(principal, billing_group)
         hints = self.hints.children(group)
-        plan = _build_plan(principal, entry.effective, stream, now, billing_group, group, hints)
+        plan = build_plan(principal, entry.effective, stream, now, billing_group, group, hints)
         if plan.settings_checksum is not None:
             self.hints.saw_current(group, plan.settings_checksum)
         entry.plans[(stream, billing_group)] = plan  # bounded: two per group of the principal, and two
@@ -330,7 +253,7 @@ class PolicyGate:
         return None
 
     def _refusal(
-        self, principal: Principal, request_id: str, refused: Refused, plan: _Plan, now: float
+        self, principal: Principal, request_id: str, refused: Refused, plan: Plan, now: float
     ) -> Exception:
         if refused.kind == "spend":
             cap, win = plan.caps[refused.index], plan.windows[refused.index]

@@ -41,6 +41,8 @@ ATTEMPT: Final = "attempt"
 ATTEMPT_TTL_S: Final = 600.0
 KEYS: Final = "keys"
 DEVICE_STARTS_PER_MINUTE: Final = 60
+INVALID_TOKEN: Final = "invalid or expired access token: sign in again (/login)"
+REVOKED_TOKEN: Final = "this access token was revoked: sign in again (/login)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +61,6 @@ def _identity_record(identity: Identity) -> dict[str, Any]:
 
 def _identity_of(record: dict[str, Any]) -> Identity:
     return Identity(record["sub"], record.get("email"), tuple(record.get("groups") or ()))
-
-
-def _invalid() -> GatewayError:
-    return GatewayError(401, "invalid or expired access token: sign in again (/login)", should_retry=False)
 
 
 def _ignore(_: str) -> None:
@@ -162,11 +160,10 @@ class SigninService:
 
     # -- the bearer check (request path: a dictionary lookup for a token already seen) -----------
     def principal(self, token: str) -> Principal:
-        """The caller of a bearer, or the 401 ``GatewayError``."""
         try:
             verified = self.signer.verify(token)
         except InvalidToken:
-            raise _invalid() from None
+            raise GatewayError(401, INVALID_TOKEN, should_retry=False) from None
         return self._unrevoked(verified)
 
     def remembered(self, token: str) -> Principal | None:
@@ -175,14 +172,12 @@ class SigninService:
         try:
             verified = self.signer.remembered(token)
         except InvalidToken:
-            raise _invalid() from None
+            raise GatewayError(401, INVALID_TOKEN, should_retry=False) from None
         return None if verified is None else self._unrevoked(verified)
 
     def _unrevoked(self, verified: VerifiedToken) -> Principal:
         if self.denylist.is_revoked(verified.jti):
-            raise GatewayError(
-                401, "this access token was revoked: sign in again (/login)", should_retry=False
-            )
+            raise GatewayError(401, REVOKED_TOKEN, should_retry=False)
         return verified.principal
 
     def audit_refusal(self, reason: str, ip: str) -> None:
