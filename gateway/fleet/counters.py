@@ -179,18 +179,17 @@ class MemoryCounters(Counters):
                     committed.append((rate.key, new_tat))
         if checks.slots:
             held_by = self._slots
-            taken: list[dict[str, float]] = []
-            for index, slot in enumerate(checks.slots):
+            for slot in checks.slots:
                 held = held_by.get(slot.key)
                 if held is None:  # kept while empty: ``_purge`` drops it
                     held = held_by[slot.key] = {}
                 # fewer held than the limit: within it whatever their age (no count needed)
                 if len(held) >= slot.limit and _live(held, now) >= slot.limit:
-                    for earlier in taken:  # nothing is committed unless every check passes
-                        del earlier[token]
+                    index = checks.slots.index(slot)
+                    for earlier in checks.slots[:index]:  # nothing is committed unless all pass
+                        del held_by[earlier.key][token]
                     return Refused("slot", index)
                 held[token] = now
-                taken.append(held)
         if committed:
             self._tat.update(committed)
         return Admitted(spent)

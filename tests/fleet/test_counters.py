@@ -70,6 +70,18 @@ def test_stream_slots_are_taken_and_freed() -> None:
     assert counters.admit_now(T0, Checks(slots=(none,)), "f") == Refused("slot", 0)
 
 
+def test_a_refused_stream_takes_none_of_its_slots() -> None:
+    """The user's slot is checked and taken first; the group's refuses: the user's is given back."""
+    counters = MemoryCounters()
+    mine = slot_check(Rate("user", "u", "streams", 1))
+    pool = slot_check(Rate("group", "eng", "streams", 1))
+    assert isinstance(counters.admit_now(T0, Checks(slots=(pool,)), "colleague"), Admitted)
+    assert counters.admit_now(T0, Checks(slots=(mine, pool)), "a") == Refused("slot", 1)
+    assert isinstance(counters.admit_now(T0, Checks(slots=(mine,)), "b"), Admitted)  # still free
+    counters.record(T0, Checks(slots=(pool,)), 0, 0, "colleague")
+    assert counters.admit_now(T0, Checks(slots=(mine, pool)), "c") == Refused("slot", 0)  # b holds it
+
+
 def test_spend_refuses_at_the_cap_and_reports_what_was_used() -> None:
     counters = MemoryCounters()
     cap = SpendCheck("spend:u:daily", 1_000_000, int(T0) + 86_400)
