@@ -28,7 +28,7 @@ from gateway.fleet.principal import Principal
 from gateway.fleet.refresh_families import Presented, RefreshFamilies
 from gateway.fleet.signin_store import RedisSigninStore, SigninStore, SqliteSigninStore
 from gateway.fleet.signing_keys import SigningKey, generate_signing_key, parse_signing_keys
-from gateway.fleet.tokens import Identity, InvalidToken, TokenSigner, VerifiedToken
+from gateway.fleet.tokens import Identity, InvalidToken, TokenSigner
 from gateway.fleet.verification import AttemptLimit, Csrf
 from gateway.settings.fleet_signin import SigninSettings
 from gateway.settings.upstream_egress import EgressSettings
@@ -164,7 +164,9 @@ class SigninService:
             verified = self.signer.verify(token)
         except InvalidToken:
             raise GatewayError(401, INVALID_TOKEN, should_retry=False) from None
-        return self._unrevoked(verified)
+        if verified.jti in self.denylist.revoked:
+            raise GatewayError(401, REVOKED_TOKEN, should_retry=False)
+        return verified.principal
 
     def remembered(self, token: str) -> Principal | None:
         """:meth:`principal` of a bearer verified before and still remembered (no signature check;
@@ -173,10 +175,9 @@ class SigninService:
             verified = self.signer.remembered(token)
         except InvalidToken:
             raise GatewayError(401, INVALID_TOKEN, should_retry=False) from None
-        return None if verified is None else self._unrevoked(verified)
-
-    def _unrevoked(self, verified: VerifiedToken) -> Principal:
-        if self.denylist.is_revoked(verified.jti):
+        if verified is None:
+            return None
+        if verified.jti in self.denylist.revoked:
             raise GatewayError(401, REVOKED_TOKEN, should_retry=False)
         return verified.principal
 
