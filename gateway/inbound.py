@@ -54,11 +54,17 @@ class Authenticator:
         self._keys = keys
         self._allow_unauthenticated = allow_unauthenticated
         self._tokens: Callable[[str], Principal] | None = None
+        self._remembered: Callable[[str], Principal | None] | None = None
 
-    def accept_tokens(self, check: Callable[[str], Principal]) -> None:
+    def accept_tokens(
+        self, check: Callable[[str], Principal], remembered: Callable[[str], Principal | None] | None = None
+    ) -> None:
         """Also accept sign-in access tokens (``gateway.fleet``): ``check`` yields the caller or
-        raises the 401 ``GatewayError``. Static keys keep working side by side."""
+        raises the 401 ``GatewayError``. Static keys keep working side by side. ``remembered``:
+        ``check`` of a token already verified (``None`` for any other value), tried first so a
+        signed-in caller's bearer is not digested as a static key on every request."""
         self._tokens = check
+        self._remembered = remembered
 
     def _authenticate(self, request: web.Request) -> InboundKey | Principal | None:
         """The presented key, the signed-in caller, or ``None`` for an open gateway (no key
@@ -75,6 +81,10 @@ class Authenticator:
                 "missing API key: send it in the x-api-key header or as Authorization: Bearer <key>",
                 should_retry=False,
             )
+        if self._remembered is not None:
+            known = self._remembered(presented)
+            if known is not None:
+                return known
         key = self._keys.lookup(presented)
         if key is None:
             if self._tokens is not None:
@@ -132,6 +142,8 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
         return key.strip()
     authorization = headers.get("authorization")
     if authorization:
+        if authorization.startswith("Bearer "):  # as every client spells it: one slice, one strip
+            return authorization[7:].strip() or None
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return token.strip()

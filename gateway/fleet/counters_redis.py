@@ -16,13 +16,10 @@ from typing import Any, Final
 from gateway.fleet.counters import (
     STALE_SLOT_S,
     Admitted,
-    Charge,
+    Checks,
     Counters,
     CountersUnavailable,
-    RateCheck,
     Refused,
-    SlotCheck,
-    SpendCheck,
 )
 
 log = logging.getLogger("switchyard.fleet.counters")
@@ -117,17 +114,11 @@ class RedisCounters(Counters):
         self._pending: set[asyncio.Task[None]] = set()
         self._record_failing = False
 
-    async def admit(
-        self,
-        now: float,
-        spend: tuple[SpendCheck, ...],
-        rates: tuple[RateCheck, ...],
-        slots: tuple[SlotCheck, ...],
-        token: str,
-    ) -> Admitted | Refused:
-        keys = [c.key for c in spend] + [r.key for r in rates] + [s.key for s in slots]
+    async def admit(self, now: float, checks: Checks, token: str) -> Admitted | Refused:
+        spend, rates, slots = checks.spend, checks.rates, checks.slots
+        keys = [*checks.spend_keys, *(r.key for r in rates), *(s.key for s in slots)]
         args: list[str | int | float] = [repr(now), token, len(spend), len(rates), len(slots), STALE_SLOT_S]
-        args.extend(c.limit_micros for c in spend)
+        args.extend(checks.spend_limits)
         for rate in rates:
             args.extend((repr(rate.interval_s), repr(rate.tolerance_s), rate.cost))
         args.extend(s.limit for s in slots)
@@ -141,23 +132,20 @@ class RedisCounters(Counters):
             return Admitted([int(_text(value)) for value in reply[3:]])
         return Refused(verdict, int(reply[1]), float(_text(reply[2])))
 
-    def record(self, now: float, charge: Charge) -> None:
-        if charge.micros <= 0 and charge.tokens <= 0 and not charge.slots:
+    def record(self, now: float, checks: Checks, micros: int, tokens: int, token: str) -> None:
+        if micros <= 0 and tokens <= 0 and not checks.slots:
             return
-        task = asyncio.get_running_loop().create_task(self._write(now, charge))
+        task = asyncio.get_running_loop().create_task(self._write(now, checks, micros, tokens, token))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _write(self, now: float, charge: Charge) -> None:
-        keys = (
-            [c.key for c in charge.spend]
-            + [r.key for r in charge.token_rates]
-            + [s.key for s in charge.slots]
-        )
-        args: list[str | int | float] = [len(charge.spend), len(charge.token_rates), len(charge.slots)]
-        args.extend((charge.micros, charge.tokens, repr(now), charge.token))
-        args.extend(c.expire_at for c in charge.spend)
-        args.extend(repr(r.interval_s) for r in charge.token_rates)
+    async def _write(self, now: float, checks: Checks, micros: int, tokens: int, token: str) -> None:
+        charged, token_rates, slots = checks.charged, checks.token_rates, checks.slots
+        keys = [*checks.charged_keys, *(r.key for r in token_rates), *(s.key for s in slots)]
+        args: list[str | int | float] = [len(charged), len(token_rates), len(slots)]
+        args.extend((micros, tokens, repr(now), token))
+        args.extend(c.expire_at for c in charged)
+        args.extend(repr(r.interval_s) for r in token_rates)
         try:  # off the request path: a slow Redis may take its time rather than lose the spend
             async with asyncio.timeout(max(RECORD_TIMEOUT_S, self._timeout_s * 2)):
                 await self._record(keys=keys, args=args)

@@ -23,21 +23,18 @@ class Denylist:
     def __init__(self, store: SigninStore, clock: Callable[[], float], sync_every_s: float = 1.0) -> None:
         self._store = store
         self._clock = clock
-        self._revoked: dict[str, float] = {}
+        self.revoked: dict[str, float] = {}  # jti -> exp; read it (the request path), never write it
         self.sync_every_s = sync_every_s
-
-    def is_revoked(self, jti: str) -> bool:
-        return jti in self._revoked
 
     async def revoke(self, jti: str, expires_at: float) -> None:
         if expires_at <= self._clock():
             return  # already dead: nothing to remember
-        self._revoked[jti] = expires_at
+        self.revoked[jti] = expires_at
         await self._store.add_revoked(jti, expires_at)
 
     async def sync(self) -> None:
         """Re-read the store's list (expired entries leave)."""
-        self._revoked = await self._store.revoked()
+        self.revoked = await self._store.revoked()
 
     @contextlib.asynccontextmanager
     async def syncing(self) -> AsyncIterator[None]:

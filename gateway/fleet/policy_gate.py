@@ -15,32 +15,23 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from gateway.errors import ClientInputError
 from gateway.fleet import audit, rate_limits
 from gateway.fleet.billing_group import BillingGroups
-from gateway.fleet.counters import (
-    SPEND_KEPT_AFTER_S,
-    Charge,
-    Counters,
-    CountersUnavailable,
-    RateCheck,
-    Refused,
-    SlotCheck,
-    SpendCheck,
-)
+from gateway.fleet.counters import Checks, Counters, CountersUnavailable, Refused
 from gateway.fleet.fleet_labels import GroupLabels
 from gateway.fleet.managed_settings import checksum
-from gateway.fleet.periods import Period, Window, window
-from gateway.fleet.policy import Cap, Effective, Policy, Rate
+from gateway.fleet.periods import window
+from gateway.fleet.policy import Effective, Policy
+from gateway.fleet.policy_plan import OWN_PERIODS, Entry, Plan, build_plan
 from gateway.fleet.policy_reload import PolicyHolder
 from gateway.fleet.principal import Principal
 from gateway.fleet.settings_hint import HINT_HEADER, SettingsHints
 from gateway.fleet.spend_caps import (
     CapState,
-    allowed_headers,
-    binding_admitted,
     cap_reached,
     counters_down,
     micros,
@@ -54,7 +45,6 @@ from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
 
 log = logging.getLogger("switchyard.fleet.policy")
-OWN_PERIODS = (Period.DAILY, Period.WEEKLY, Period.MONTHLY)
 MAX_PLANS = 10_000
 
 
@@ -62,12 +52,9 @@ MAX_PLANS = 10_000
 class Admission:
     """One admitted ``/v1/messages`` request: what to record for it, and its response headers."""
 
-    principal: Principal
-    token: str
-    spend: tuple[SpendCheck, ...]  # the caps' counters and the principal's own totals
-    token_rates: tuple[RateCheck, ...]
-    slots: tuple[SlotCheck, ...]
-    headers: dict[str, str]  # the usage-limit headers ({} for an uncapped principal)
+    token: str  # the request id (it names the request's stream slot)
+    checks: Checks  # its plan's: the counters ``record`` charges
+    headers: Mapping[str, str]  # the usage-limit headers ({} for an uncapped principal)
     recorded: bool = False
 
     def apply(self, upstream_headers: list[tuple[str, str]], extra: dict[str, str]) -> list[tuple[str, str]]:
@@ -78,61 +65,7 @@ class Admission:
         return strip_upstream_limits(upstream_headers)
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    caps: tuple[Cap, ...]  # checked in this order (longest period first)
-    windows: tuple[Window, ...]  # of each cap, today
-    checks: tuple[SpendCheck, ...]  # of each cap
-    charged: tuple[SpendCheck, ...]  # the caps' counters and the principal's own totals
-    rates: tuple[Rate, ...]  # requests per minute, then tokens per minute
-    rate_checks: tuple[RateCheck, ...]
-    token_checks: tuple[RateCheck, ...]
-    streams: tuple[Rate, ...]
-    slot_checks: tuple[SlotCheck, ...]
-    group: str  # the telemetry group label its requests count under
-    settings_checksum: str | None  # of its managed settings (None: none apply)
-    hints: Mapping[str, Any]  # the hint counter's children of ``group``, by state
-
-
-def _build_plan(
-    principal: Principal,
-    effective: Effective,
-    stream: bool,
-    now: float,
-    billing_group: str | None = None,
-    group: str = "other",
-    hints: Mapping[str, Any] | None = None,
-) -> _Plan:
-    caps = effective.caps
-    if billing_group is not None:  # the request names the group that pays: only its pool counts
-        caps = tuple(cap for cap in caps if cap.scope != "group" or cap.owner == billing_group)
-    caps = ordered(caps)
-    checks, windows = spend_checks(caps, now)
-    counted = {check.key for check in checks}
-    own = []
-    for period in OWN_PERIODS:  # the principal's own totals (GET /api/oauth/usage), uncapped too
-        win = window(period, now)
-        key = spend_key("user", principal.subject, win)
-        if key not in counted:
-            own.append(SpendCheck(key, 0, win.reset_at + SPEND_KEPT_AFTER_S))
-    requests = tuple(rate for rate in effective.rates if rate.kind == "requests")
-    tokens = tuple(rate for rate in effective.rates if rate.kind == "tokens")
-    streams = tuple(rate for rate in effective.rates if rate.kind == "streams") if stream else ()
-    token_checks = tuple(rate_limits.token_check(rate) for rate in tokens)
-    return _Plan(
-        caps=caps,
-        windows=windows,
-        checks=checks,
-        charged=checks + tuple(own),
-        rates=requests + tokens,
-        rate_checks=tuple(rate_limits.request_check(rate) for rate in requests) + token_checks,
-        token_checks=token_checks,
-        streams=streams,
-        slot_checks=tuple(rate_limits.slot_check(rate) for rate in streams),
-        group=group,
-        settings_checksum=None if effective.settings is None else checksum(effective.settings),
-        hints=hints or {},
-    )
+_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 _METRIC_REASONS: Final = {
@@ -164,9 +97,10 @@ class PolicyGate:
         self.fail_closed = fail_closed
         self.clock = clock
         self._outage = False
-        self._plans: dict[tuple[Principal, bool, str | None], _Plan] = {}
+        self._entries: dict[Principal, Entry] = {}  # under ``_plans_policy``, on ``_plans_day``
         self._plans_policy: Policy | None = None
-        self._plans_day = -1
+        self._plans_day = -1.0  # the UTC day (Unix seconds // 86 400) the plans were made on
+        self._admit_now = counters.admit_in_process()
         self._subjects: dict[str, str] = {}  # e-mail or policy name -> subject, seen here (bounded)
 
     async def sync_caps(self) -> bool:
@@ -207,21 +141,24 @@ class PolicyGate:
         headers: Mapping[str, str] | None = None,
     ) -> Admission | None:
         """``headers``: the request's own (a case-insensitive mapping), read for the settings hint."""
-        policy = self.holder.policy
-        effective = policy.for_principal(principal)
-        models = effective.models
-        if not models.unrestricted:
-            refusal = models.refusal(client.model)
+        now = self.clock()
+        # the principal's entry, made once per policy version and UTC day (see ``_entry``)
+        entry = self._entries.get(principal)
+        if entry is None or self.holder.policy is not self._plans_policy or now // 86_400 != self._plans_day:
+            entry = self._entry(principal, now)
+        if entry.restricted:
+            refusal = entry.effective.models.refusal(client.model)
             if refusal is not None:
                 self._refused(principal, "model", request_id, model=client.model[:100])
                 raise ClientInputError(400, refusal, error_type="invalid_request_error")
         if client.operation is not Operation.MESSAGES:
             return None
-        now = self.clock()
         billing_group = None
         if self.billing is not None:  # one dictionary lookup in the body, only with the tag set
             billing_group = self.billing.group_of(principal, client.payload)
-        plan = self._plan(policy, principal, effective, client.stream, now, billing_group)
+        plan = entry.plans.get((client.stream, billing_group))
+        if plan is None:
+            plan = self._plan(entry, principal, client.stream, now, billing_group)
         if plan.hints:
             sent = headers.get(HINT_HEADER) if headers is not None else None
             if sent is None:
@@ -231,50 +168,53 @@ class PolicyGate:
                 plan.hints["current"].inc()
             else:  # never the value itself: it is sensitive, and unbounded
                 plan.hints[self.hints.state(plan.group, plan.settings_checksum, sent, now)].inc()
-        limit_headers: dict[str, str] = {}
-        if plan.checks or plan.rate_checks or plan.slot_checks:
-            try:
-                result = await self.counters.admit(
-                    now, plan.checks, plan.rate_checks, plan.slot_checks, request_id
-                )
-            except CountersUnavailable as exc:
-                return self._unavailable(principal, request_id, exc)
-            self._outage = False
-            if isinstance(result, Refused):
-                raise self._refusal(principal, request_id, result, plan, now)
-            if plan.caps:
-                active = binding_admitted(plan.caps, plan.windows, plan.checks, result.spent_micros)
-                limit_headers = allowed_headers(active)
-        return Admission(
-            principal, request_id, plan.charged, plan.token_checks, plan.slot_checks, limit_headers
-        )
+        checks = plan.checks
+        if not checks.metered:
+            return Admission(request_id, checks, _NO_HEADERS)
+        try:
+            if self._admit_now is not None:  # the embedded store: nothing to await
+                result = self._admit_now(now, checks, request_id)
+            else:
+                result = await self.counters.admit(now, checks, request_id)
+        except CountersUnavailable as exc:
+            return self._unavailable(principal, request_id, exc)
+        self._outage = False
+        if isinstance(result, Refused):
+            raise self._refusal(principal, request_id, result, plan, now)
+        if plan.headers is None:
+            return Admission(request_id, checks, _NO_HEADERS)
+        return Admission(request_id, checks, plan.headers(result.spent_micros))
 
-    def _plan(
-        self,
-        policy: Policy,
-        principal: Principal,
-        effective: Effective,
-        stream: bool,
-        now: float,
-        billing_group: str | None = None,
-    ) -> _Plan:
-        """The counter keys and checks of a principal's requests, made once per policy and UTC day."""
-        day = int(now // 86_400)
-        if policy is not self._plans_policy or day != self._plans_day or len(self._plans) >= MAX_PLANS:
+    def _entry(self, principal: Principal, now: float) -> Entry:
+        """The principal under the policy in force: made once per policy version and UTC day (the
+        plans' windows are today's), then one dictionary lookup per request."""
+        policy = self.holder.policy
+        day = now // 86_400
+        if policy is not self._plans_policy or day != self._plans_day:
             if policy is not self._plans_policy and self._plans_policy is not None:
                 self.hints.policy_changed(now)  # a reload or a cap change: the old checksums retire
-            self._plans = {}
+            self._entries = {}
             self._plans_policy, self._plans_day = policy, day
-        key = (principal, stream, billing_group)
-        plan = self._plans.get(key)
-        if plan is None:
-            group = self.group_label(principal, billing_group)
-            hints = self.hints.children(group)
-            plan = _build_plan(principal, effective, stream, now, billing_group, group, hints)
-            if plan.settings_checksum is not None:
-                self.hints.saw_current(group, plan.settings_checksum)
-            self._plans[key] = plan
+        entry = self._entries.get(principal)
+        if entry is None:
+            if len(self._entries) >= MAX_PLANS:
+                self._entries = {}
+            effective = policy.for_principal(principal)
+            entry = Entry(effective, not effective.models.unrestricted, {})
+            self._entries[principal] = entry
             self._remember(policy, principal)
+        return entry
+
+    def _plan(
+        self, entry: Entry, principal: Principal, stream: bool, now: float, billing_group: str | None
+    ) -> Plan:
+        """The counter keys and checks of a principal's requests of one kind (made once per entry)."""
+        group = self.group_label(principal, billing_group)
+        hints = self.hints.children(group)
+        plan = build_plan(principal, entry.effective, stream, now, billing_group, group, hints)
+        if plan.settings_checksum is not None:
+            self.hints.saw_current(group, plan.settings_checksum)
+        entry.plans[(stream, billing_group)] = plan  # bounded: two per group of the principal, and two
         return plan
 
     def _remember(self, policy: Policy, principal: Principal) -> None:
@@ -313,7 +253,7 @@ class PolicyGate:
         return None
 
     def _refusal(
-        self, principal: Principal, request_id: str, refused: Refused, plan: _Plan, now: float
+        self, principal: Principal, request_id: str, refused: Refused, plan: Plan, now: float
     ) -> Exception:
         if refused.kind == "spend":
             cap, win = plan.caps[refused.index], plan.windows[refused.index]
@@ -356,22 +296,18 @@ class PolicyGate:
         if admission.recorded:
             return
         admission.recorded = True
-        tokens = (
-            usage.input_tokens
-            + usage.output_tokens
-            + usage.cache_read_input_tokens
-            + usage.cache_write_5m_tokens
-            + usage.cache_write_1h_tokens
-        )
-        charge = Charge(
-            admission.spend,
-            micros(cost_usd) if cost_usd else 0,
-            admission.token_rates,
-            tokens,
-            admission.slots,
-            admission.token,
-        )
-        self.counters.record(self.clock(), charge)
+        checks = admission.checks
+        tokens = 0
+        if checks.token_rates:  # counted only where a token rate charges them
+            tokens = (
+                usage.input_tokens
+                + usage.output_tokens
+                + usage.cache_read_input_tokens
+                + usage.cache_write_5m_tokens
+                + usage.cache_write_1h_tokens
+            )
+        spent = micros(cost_usd) if cost_usd else 0
+        self.counters.record(self.clock(), checks, spent, tokens, admission.token)
 
     async def usage(self, principal: Principal) -> dict[str, Any]:
         """``GET /api/oauth/usage`` for the principal (``CountersUnavailable`` when unreadable)."""

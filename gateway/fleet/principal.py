@@ -12,7 +12,7 @@ with their own bounds).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 SIGNED_IN_LABEL: Final = "signed_in"
@@ -31,6 +31,16 @@ class Principal:
     groups: tuple[str, ...] = ()
     email: str | None = None
     source: Source = Source.KEY
+    # the policy's caches are keyed by principal: its hash is found once, not on every lookup
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_hash", hash((self.subject, self.team, self.groups, self.email, self.source))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def label(self) -> str:

@@ -282,7 +282,7 @@ def mount(
             service.on_outcome = on_outcome
         listener = settings.listener
         holder["routes"] = SigninRoutes(service, listener.trusted_proxies, listener.trusted_proxy_header)
-        auth.accept_tokens(service.principal)
+        auth.accept_tokens(service.principal, service.remembered)
         async with service.denylist.syncing():
             yield
         await service.close()

@@ -41,6 +41,8 @@ ATTEMPT: Final = "attempt"
 ATTEMPT_TTL_S: Final = 600.0
 KEYS: Final = "keys"
 DEVICE_STARTS_PER_MINUTE: Final = 60
+INVALID_TOKEN: Final = "invalid or expired access token: sign in again (/login)"
+REVOKED_TOKEN: Final = "this access token was revoked: sign in again (/login)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +163,22 @@ class SigninService:
         try:
             verified = self.signer.verify(token)
         except InvalidToken:
-            raise GatewayError(
-                401, "invalid or expired access token: sign in again (/login)", should_retry=False
-            ) from None
-        if self.denylist.is_revoked(verified.jti):
-            raise GatewayError(
-                401, "this access token was revoked: sign in again (/login)", should_retry=False
-            )
+            raise GatewayError(401, INVALID_TOKEN, should_retry=False) from None
+        if verified.jti in self.denylist.revoked:
+            raise GatewayError(401, REVOKED_TOKEN, should_retry=False)
+        return verified.principal
+
+    def remembered(self, token: str) -> Principal | None:
+        """:meth:`principal` of a bearer verified before and still remembered (no signature check;
+        expiry and revocation are checked all the same); ``None`` for one not remembered."""
+        try:
+            verified = self.signer.remembered(token)
+        except InvalidToken:
+            raise GatewayError(401, INVALID_TOKEN, should_retry=False) from None
+        if verified is None:
+            return None
+        if verified.jti in self.denylist.revoked:
+            raise GatewayError(401, REVOKED_TOKEN, should_retry=False)
         return verified.principal
 
     def audit_refusal(self, reason: str, ip: str) -> None:

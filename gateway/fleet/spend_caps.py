@@ -12,7 +12,12 @@ kept as integer micro-USD; the usage endpoint reports cents.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter, truediv
+from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -24,6 +29,9 @@ from gateway.fleet.policy import Cap
 UNIFIED: Final = "anthropic-ratelimit-unified-"
 UPSTREAM_RATELIMIT: Final = "anthropic-ratelimit-"
 THRESHOLDS: Final = (0.95, 0.75)
+_ASCENDING: Final = sorted(THRESHOLDS)  # bisect_left(_ASCENDING, u): how many u is past
+MAX_HEADER_NAMES: Final = 1024
+MAX_KEPT_HEADERS: Final = 4096
 MICROS: Final = 1_000_000
 KEY_PREFIX: Final = "switchyard:fleet:spend:"
 _MONTHS: Final = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -93,23 +101,47 @@ def binding(states: list[CapState]) -> CapState | None:
     return best
 
 
-def binding_admitted(
-    caps: tuple[Cap, ...], windows: tuple[Window, ...], limits: tuple[SpendCheck, ...], spent: list[int]
-) -> CapState:
-    """:func:`binding` of an admitted request's caps (the request path): while no cap is
-    exceeded, the most used one (the later on a tie), found without a state per cap."""
-    best, most = 0, -1.0
-    for index, used in enumerate(spent):
-        limit = limits[index].limit_micros
-        if used >= limit:  # exceeded (a counter admitted it anyway): the general rule
-            states = [CapState(*row) for row in zip(caps, windows, spent, strict=True)]
-            found = binding(states)
-            assert found is not None
-            return found
-        utilization = used / limit
-        if utilization >= most:
-            best, most = index, utilization
-    return CapState(caps[best], windows[best], spent[best])
+class AllowedHeaders:
+    """:func:`allowed_headers` of an admitted request of one plan's caps, given what each cap's
+    counter held (the request path).
+
+    While no cap is exceeded the binding one is the most used (the later on a tie), and its
+    headers depend only on which cap it is, its utilisation in whole percent, and the threshold
+    it passed: they are made once per such triple and kept (caps x 101 x 3 of them), so the
+    request path computes one utilisation per cap and looks them up (at most ``MAX_KEPT_HEADERS``). An exceeded cap (a counter
+    admitted it anyway) takes the general rule, uncached.
+    """
+
+    __slots__ = ("_general", "_last", "_made", "caps", "limits", "windows")
+
+    def __init__(self, caps: tuple[Cap, ...], windows: tuple[Window, ...], limits: tuple[int, ...]) -> None:
+        self.caps, self.windows, self.limits = caps, windows, limits
+        self._general = 0 in limits  # a cap of nothing is exceeded at once (and divides by 0)
+        self._last = len(limits) - 1
+        self._made: dict[tuple[int, int, int], Mapping[str, str]] = {}
+
+    def __call__(self, spent: list[int]) -> Mapping[str, str]:
+        if self._general:
+            return self._general_rule(spent)
+        utilizations = list(map(truediv, spent, self.limits))
+        most = max(utilizations)
+        if most >= 1.0:  # exceeded
+            return self._general_rule(spent)
+        index = self._last - utilizations[::-1].index(most)  # the later on a tie
+        # which cap, its percent as shown, how many thresholds it is past (0, 1 or 2)
+        key = (index, round(most * 100), bisect_left(_ASCENDING, most))
+        made = self._made.get(key)
+        if made is None:
+            if len(self._made) >= MAX_KEPT_HEADERS:  # only a negative spend gets here
+                self._made.clear()
+            state = CapState(self.caps[index], self.windows[index], spent[index])
+            made = self._made[key] = MappingProxyType(allowed_headers(state))
+        return made
+
+    def _general_rule(self, spent: list[int]) -> Mapping[str, str]:
+        found = binding([CapState(*row) for row in zip(self.caps, self.windows, spent, strict=True)])
+        assert found is not None
+        return allowed_headers(found)
 
 
 def number(value: float) -> str:
@@ -181,10 +213,24 @@ def counters_down() -> GatewayError:
     )
 
 
+class _KeptNames(dict[str, bool]):
+    """Header name -> whether it is kept (not the upstream's ``anthropic-ratelimit-*``), found
+    once per spelling (an upstream sends the same few names on every response; bounded)."""
+
+    def __missing__(self, name: str) -> bool:
+        kept = not name.lower().startswith(UPSTREAM_RATELIMIT)
+        if len(self) < MAX_HEADER_NAMES:
+            self[name] = kept
+        return kept
+
+
+_KEPT: Final = _KeptNames()
+
+
 def strip_upstream_limits(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The upstream's own ``anthropic-ratelimit-*`` headers removed (they describe the gateway's
     account, not the capped user's budget)."""
-    return [(name, value) for name, value in headers if not name.lower().startswith(UPSTREAM_RATELIMIT)]
+    return list(compress(headers, map(_KEPT.__getitem__, map(itemgetter(0), headers))))
 
 
 def _cents(value_micros: int) -> int:

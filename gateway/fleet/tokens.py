@@ -102,20 +102,25 @@ class TokenSigner:
 
     def verify(self, token: str, *, allow_expired: bool = False) -> VerifiedToken:
         """The token's identity; ``InvalidToken`` when it is not ours or (unless allowed) expired."""
-        now = int(self._clock())
-        known = self._verified.get(token)
+        known = self.remembered(token, allow_expired=allow_expired)
         if known is not None:
-            if known.expires_at <= now and not allow_expired:
-                del self._verified[token]
-                raise InvalidToken("expired")
             return known
         verified = self._decode(token)
-        if verified.expires_at <= now and not allow_expired:
+        if verified.expires_at <= self._clock() and not allow_expired:
             raise InvalidToken("expired")
         self._verified[token] = verified
         if len(self._verified) > VERIFIED_CACHE_SIZE:
             self._verified.popitem(last=False)
         return verified
+
+    def remembered(self, token: str, *, allow_expired: bool = False) -> VerifiedToken | None:
+        """:meth:`verify` of a token verified before and still remembered (a dictionary lookup);
+        ``None`` for one not seen or forgotten; ``InvalidToken`` once it has expired."""
+        known = self._verified.get(token)
+        if known is None or known.expires_at > self._clock() or allow_expired:  # ``exp``: whole seconds
+            return known
+        del self._verified[token]
+        raise InvalidToken("expired")
 
     def _decode(self, token: str) -> VerifiedToken:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gateway.fleet.counters import Admitted, Charge, MemoryCounters, Refused, SpendCheck
+from gateway.fleet.counters import Admitted, Checks, MemoryCounters, Refused, SpendCheck
 from gateway.fleet.policy import Rate
 from gateway.fleet.rate_limits import request_check, slot_check, token_check
 
@@ -18,7 +18,7 @@ def run_requests(limit: int, seconds: float, step: float) -> int:
     check = request_check(Rate("user", "u", "requests", limit))
     allowed, now = 0, T0
     while now < T0 + seconds - 1e-9:
-        result = counters.admit_now(now, (), (check,), (), "t")
+        result = counters.admit_now(now, Checks(rates=(check,)), "t")
         allowed += isinstance(result, Admitted)
         now += step
     return allowed
@@ -39,45 +39,59 @@ def test_request_rate_is_exact_with_a_one_second_burst() -> None:
 def test_a_refusal_says_when_to_retry_and_commits_nothing() -> None:
     counters = MemoryCounters()
     check = request_check(Rate("user", "u", "requests", 6))  # one per 10 s, burst 1
-    assert isinstance(counters.admit_now(T0, (), (check,), (), "a"), Admitted)
-    refused = counters.admit_now(T0 + 4, (), (check,), (), "b")
+    assert isinstance(counters.admit_now(T0, Checks(rates=(check,)), "a"), Admitted)
+    refused = counters.admit_now(T0 + 4, Checks(rates=(check,)), "b")
     assert isinstance(refused, Refused) and refused.kind == "rate"
     assert abs(refused.retry_after_s - 6.0) < 1e-6
-    assert isinstance(counters.admit_now(T0 + 10, (), (check,), (), "c"), Admitted)
+    assert isinstance(counters.admit_now(T0 + 10, Checks(rates=(check,)), "c"), Admitted)
 
 
 def test_tokens_are_charged_at_record_and_refuse_while_overdrawn() -> None:
     counters = MemoryCounters()
     tokens = token_check(Rate("user", "u", "tokens", 6000))  # 100 tokens a second, a minute's burst
-    assert isinstance(counters.admit_now(T0, (), (tokens,), (), "a"), Admitted)
-    counters.record(T0, Charge((), 0, (tokens,), 9000, (), "a"))  # 90 s worth of tokens
-    refused = counters.admit_now(T0 + 1, (), (tokens,), (), "b")
+    assert isinstance(counters.admit_now(T0, Checks(rates=(tokens,)), "a"), Admitted)
+    counters.record(T0, Checks(rates=(tokens,)), 0, 9000, "a")  # 90 s worth of tokens
+    refused = counters.admit_now(T0 + 1, Checks(rates=(tokens,)), "b")
     assert isinstance(refused, Refused) and abs(refused.retry_after_s - 29.0) < 1e-6
-    assert isinstance(counters.admit_now(T0 + 30, (), (tokens,), (), "c"), Admitted)
+    assert isinstance(counters.admit_now(T0 + 30, Checks(rates=(tokens,)), "c"), Admitted)
 
 
 def test_stream_slots_are_taken_and_freed() -> None:
     counters = MemoryCounters()
     slot = slot_check(Rate("group", "eng", "streams", 2))
-    assert isinstance(counters.admit_now(T0, (), (), (slot,), "a"), Admitted)
-    assert isinstance(counters.admit_now(T0, (), (), (slot,), "b"), Admitted)
-    assert isinstance(counters.admit_now(T0, (), (), (slot,), "c"), Refused)
-    counters.record(T0, Charge((), 0, (), 0, (slot,), "a"))
-    assert isinstance(counters.admit_now(T0, (), (), (slot,), "d"), Admitted)
+    assert isinstance(counters.admit_now(T0, Checks(slots=(slot,)), "a"), Admitted)
+    assert isinstance(counters.admit_now(T0, Checks(slots=(slot,)), "b"), Admitted)
+    assert isinstance(counters.admit_now(T0, Checks(slots=(slot,)), "c"), Refused)
+    counters.record(T0, Checks(slots=(slot,)), 0, 0, "a")
+    assert isinstance(counters.admit_now(T0, Checks(slots=(slot,)), "d"), Admitted)
     # a slot whose holder never finished (a dead replica) expires after an hour
-    assert isinstance(counters.admit_now(T0 + 3601, (), (), (slot,), "e"), Admitted)
+    assert isinstance(counters.admit_now(T0 + 3601, Checks(slots=(slot,)), "e"), Admitted)
+    none = slot_check(Rate("user", "u", "streams", 0))  # no streams at all: refused with none held
+    assert counters.admit_now(T0, Checks(slots=(none,)), "f") == Refused("slot", 0)
+
+
+def test_a_refused_stream_takes_none_of_its_slots() -> None:
+    """The user's slot is checked and taken first; the group's refuses: the user's is given back."""
+    counters = MemoryCounters()
+    mine = slot_check(Rate("user", "u", "streams", 1))
+    pool = slot_check(Rate("group", "eng", "streams", 1))
+    assert isinstance(counters.admit_now(T0, Checks(slots=(pool,)), "colleague"), Admitted)
+    assert counters.admit_now(T0, Checks(slots=(mine, pool)), "a") == Refused("slot", 1)
+    assert isinstance(counters.admit_now(T0, Checks(slots=(mine,)), "b"), Admitted)  # still free
+    counters.record(T0, Checks(slots=(pool,)), 0, 0, "colleague")
+    assert counters.admit_now(T0, Checks(slots=(mine, pool)), "c") == Refused("slot", 0)  # b holds it
 
 
 def test_spend_refuses_at_the_cap_and_reports_what_was_used() -> None:
     counters = MemoryCounters()
     cap = SpendCheck("spend:u:daily", 1_000_000, int(T0) + 86_400)
-    first = counters.admit_now(T0, (cap,), (), (), "a")
+    first = counters.admit_now(T0, Checks(spend=(cap,)), "a")
     assert isinstance(first, Admitted) and first.spent_micros == [0]
-    counters.record(T0, Charge((cap,), 999_999, (), 0, (), "a"))
-    second = counters.admit_now(T0, (cap,), (), (), "b")
+    counters.record(T0, Checks(spend=(cap,)), 999_999, 0, "a")
+    second = counters.admit_now(T0, Checks(spend=(cap,)), "b")
     assert isinstance(second, Admitted) and second.spent_micros == [999_999]
-    counters.record(T0, Charge((cap,), 5, (), 0, (), "b"))
-    assert counters.admit_now(T0, (cap,), (), (), "c") == Refused("spend", 0)
+    counters.record(T0, Checks(spend=(cap,)), 5, 0, "b")
+    assert counters.admit_now(T0, Checks(spend=(cap,)), "c") == Refused("spend", 0)
     assert asyncio.run(counters.read_spend((cap.key, "other"))) == [1_000_004, 0]
 
 
@@ -89,7 +103,7 @@ def test_real_time_rate_is_within_five_percent() -> None:
     allowed_at: list[float] = []
     start = time.time()
     while (now := time.time()) - start < 2.0:
-        if isinstance(counters.admit_now(now, (), (check,), (), "t"), Admitted):
+        if isinstance(counters.admit_now(now, Checks(rates=(check,)), "t"), Admitted):
             allowed_at.append(now - start)
         time.sleep(0.0005)
     steady = [t for t in allowed_at if t >= 0.5]  # after the burst

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from gateway.fleet.periods import Period, window
 from gateway.fleet.policy import Cap
 from gateway.fleet.spend_caps import (
+    AllowedHeaders,
     CapState,
     allowed_headers,
     binding,
-    binding_admitted,
     cap_reached,
     counters_down,
     spend_checks,
@@ -175,10 +175,29 @@ def test_usage_bodies() -> None:
     )
 )
 def test_binding_of_an_admitted_request_is_the_general_rule(rows: list[tuple[Period, int, int]]) -> None:
-    """The request path's shortcut picks the same cap, with the same figures, as ``binding``."""
+    """The request path's headers (a cache per binding cap, percent and threshold) are those of
+    the general rule's binding cap, on first sight and when looked up again."""
     now = datetime(2026, 12, 2, 12, tzinfo=UTC).timestamp()
     caps = tuple(Cap("user", "idp|u", period, float(limit)) for period, limit, _ in rows)
     checks, windows = spend_checks(caps, now)
     spent = [used for _, _, used in rows]
     general = binding([CapState(cap, win, used) for cap, win, used in zip(caps, windows, spent, strict=True)])
-    assert binding_admitted(caps, windows, checks, spent) == general
+    assert general is not None
+    shortcut = AllowedHeaders(caps, windows, tuple(check.limit_micros for check in checks))
+    assert shortcut(spent) == allowed_headers(general)
+    assert shortcut(spent) == allowed_headers(general)  # the kept answer
+
+
+def test_allowed_headers_are_kept_per_percent_and_threshold() -> None:
+    """Two spends that round to the same percent share one answer, unless one of them has passed
+    a threshold the other has not (75.4 % and 75.0 % both show 0.75; only the first warns)."""
+    now = datetime(2026, 12, 2, 12, tzinfo=UTC).timestamp()
+    caps = (Cap("user", "u", Period.DAILY, 10.0), Cap("org", "", Period.MONTHLY, 1000.0))
+    checks, windows = spend_checks(caps, now)
+    headers = AllowedHeaders(caps, windows, tuple(check.limit_micros for check in checks))
+    passed, at = headers([7_540_000, 0]), headers([7_500_000, 0])
+    assert passed[U + "overage-utilization"] == at[U + "overage-utilization"] == "0.75"
+    assert passed[U + "status"] == "allowed_warning" and at[U + "status"] == "allowed"
+    assert headers([7_510_000, 0]) is passed  # 75.1 %: the same answer, not made again
+    monthly = headers([0, 800_000_000])  # the organisation's monthly cap binds now
+    assert monthly[U + "reset"] == str(windows[1].reset_at) != passed[U + "reset"]
