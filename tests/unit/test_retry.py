@@ -238,16 +238,7 @@ async def _split_run(script: Script, policy: RetryPolicy) -> list[RetryEvent]:
     first = await first_attempt(script.send, _request(), policy, script.clock)
     if isinstance(first, RetryResult):
         return [first]
-    events: AsyncIterator[RetryEvent] = with_retry(
-        script.send,
-        _request(),
-        policy,
-        sleep=script.sleep,
-        clock=script.clock,
-        rng=lambda: 0.0,
-        first=first,
-    )
-    return [event async for event in events]
+    return await run(script, policy, first=first)
 
 
 def _shape(events: list[RetryEvent]) -> list[tuple[object, ...]]:

@@ -199,6 +199,27 @@ def test_a_profile_missing_from_its_files_is_a_one_line_start_up_error(
     )
 
 
+async def _client_of_gateway(
+    stack: contextlib.AsyncExitStack, tmp_path: Path, upstreams: list[dict[str, object]]
+) -> anthropic.AsyncAnthropic:
+    """An SDK client of an in-process gateway over ``upstreams`` (no same-upstream retries,
+    ``x-gateway-upstream`` on), both closed with ``stack``."""
+    path = tmp_path / "upstreams.json"
+    path.write_text(json.dumps({"upstreams": upstreams, "failover": {"same_upstream_retries": 0}}))
+    settings = Settings.from_environ(
+        {
+            "GATEWAY_API_KEYS": CLIENT_KEY,
+            "GATEWAY_UPSTREAMS_FILE": str(path),
+            "GATEWAY_UPSTREAM_HEADER": "1",
+            "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
+        }
+    )
+    gateway = await stack.enter_async_context(running(create_app(settings), "127.0.0.1", 0))
+    return await stack.enter_async_context(
+        anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
+    )
+
+
 async def test_two_vertex_accounts_and_a_foundry_key_file(tmp_path: Path) -> None:
     """Each Vertex emulator knows only its own service account's public key (a token minted with
     the other's key file is refused); the Foundry key is only in its file, nowhere in the environment."""
@@ -219,20 +240,7 @@ async def test_two_vertex_accounts_and_a_foundry_key_file(tmp_path: Path) -> Non
             foundry,
         ]
         assert upstreams[0]["credentials"] != upstreams[1]["credentials"]  # a key file each
-        path = tmp_path / "upstreams.json"
-        path.write_text(json.dumps({"upstreams": upstreams, "failover": {"same_upstream_retries": 0}}))
-        settings = Settings.from_environ(
-            {
-                "GATEWAY_API_KEYS": CLIENT_KEY,
-                "GATEWAY_UPSTREAMS_FILE": str(path),
-                "GATEWAY_UPSTREAM_HEADER": "1",
-                "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
-            }
-        )
-        gateway = await stack.enter_async_context(running(create_app(settings), "127.0.0.1", 0))
-        client = await stack.enter_async_context(
-            anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
-        )
+        client = await _client_of_gateway(stack, tmp_path, upstreams)
         answered = []
         for name in ("vertex-a", "vertex-b", "foundry"):
             raw = await client.messages.with_raw_response.create(
@@ -263,20 +271,7 @@ async def test_each_upstreams_key_file_is_re_read_when_its_upstream_refuses_the_
             }
             for name in ("foundry-a", "foundry-b")
         ]
-        path = tmp_path / "upstreams.json"
-        path.write_text(json.dumps({"upstreams": upstreams, "failover": {"same_upstream_retries": 0}}))
-        settings = Settings.from_environ(
-            {
-                "GATEWAY_API_KEYS": CLIENT_KEY,
-                "GATEWAY_UPSTREAMS_FILE": str(path),
-                "GATEWAY_UPSTREAM_HEADER": "1",
-                "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
-            }
-        )
-        gateway = await stack.enter_async_context(running(create_app(settings), "127.0.0.1", 0))
-        client = await stack.enter_async_context(
-            anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0)
-        )
+        client = await _client_of_gateway(stack, tmp_path, upstreams)
 
         async def served_by() -> tuple[str, str]:
             raw = await client.messages.with_raw_response.create(
