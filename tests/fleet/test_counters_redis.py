@@ -24,8 +24,8 @@ from gateway.fleet.policy_file import parse_policy
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_reload import PolicyHolder
 from gateway.fleet.principal import Principal, Source
-from gateway.providers.base import ClientRequest, Operation
 from gateway.streaming.usage import Usage
+from tests.support.fleet_stack import messages_request
 from tests.support.redis_server import RedisServer, running_redis
 from tests.support.serve_process import serve_process
 
@@ -40,14 +40,6 @@ def redis() -> Iterator[RedisServer]:
         yield server
 
 
-def request(stream: bool = False, model: str = "claude-sonnet-4-5") -> ClientRequest:
-    payload = {
-        "model": model,
-        "max_tokens": 8,
-        "messages": [{"role": "user", "content": "hi"}],
-        "stream": stream,
-    }
-    return ClientRequest(Operation.MESSAGES, None, payload, [], f"req-{time.monotonic_ns()}")
 
 
 def member(name: str) -> Principal:
@@ -56,23 +48,23 @@ def member(name: str) -> Principal:
 
 async def pool_blocks_both(gate: PolicyGate) -> None:
     ann, bob = member("ann"), member("bob")
-    first = await gate.admit(ann, request(), "r1")
+    first = await gate.admit(ann, messages_request(), "r1")
     assert first is not None and first.headers["anthropic-ratelimit-unified-status"] == "allowed"
     gate.record(first, 0.6, Usage(10, 10))
     await gate.counters.flush()  # Redis writes happen in the background, off the request path
-    second = await gate.admit(bob, request(), "r2")  # bob sees ann's spend: 60 % of the pool
+    second = await gate.admit(bob, messages_request(), "r2")  # bob sees ann's spend: 60 % of the pool
     assert second is not None and second.headers["anthropic-ratelimit-unified-overage-utilization"] == "0.6"
     gate.record(second, 0.5, Usage(10, 10))
     await gate.counters.flush()
     for who in (ann, bob):
         with pytest.raises(GatewayError) as raised:
-            await gate.admit(who, request(), "r3")
+            await gate.admit(who, messages_request(), "r3")
         headers = raised.value.response_headers()
         assert raised.value.error_type == "billing_error"
         assert headers["anthropic-ratelimit-unified-overage-scope"] == "group_pool"
         assert headers["anthropic-ratelimit-unified-overage-period"] == "monthly"
     outsider = Principal("idp|eve", "idp|eve", ("sales",))
-    assert await gate.admit(outsider, request(), "r4") is not None
+    assert await gate.admit(outsider, messages_request(), "r4") is not None
 
 
 def test_a_group_pool_blocks_two_users_together_in_memory() -> None:
@@ -108,10 +100,10 @@ def test_a_counter_outage_fails_open_or_closed(fail_closed: bool) -> None:
         gate = PolicyGate(PolicyHolder(policy), counters, fail_closed=fail_closed)
         try:
             if not fail_closed:
-                assert await gate.admit(member("ann"), request(), "r1") is None  # through, unmetered
+                assert await gate.admit(member("ann"), messages_request(), "r1") is None  # through, unmetered
                 return
             with pytest.raises(GatewayError) as raised:
-                await gate.admit(member("ann"), request(), "r1")
+                await gate.admit(member("ann"), messages_request(), "r1")
             assert raised.value.status == 429
             assert raised.value.response_headers() == {
                 "content-type": "application/json",

@@ -7,7 +7,6 @@ headers, and the bounds of both. The bearer cache's own checks (revocation, expi
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -21,8 +20,9 @@ from gateway.fleet.policy_file import parse_policy
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_reload import PolicyHolder
 from gateway.fleet.principal import Principal, Source
-from gateway.providers.base import ClientRequest, Operation
+from gateway.providers.base import ClientRequest
 from gateway.streaming.usage import Usage
+from tests.support.fleet_stack import messages_request
 
 U = "anthropic-ratelimit-unified-"
 NOON = datetime(2026, 12, 2, 12, tzinfo=UTC).timestamp()
@@ -41,14 +41,6 @@ def policy(text: str) -> Policy:
     return Policy(parse_policy(text, "test.yaml"), source="test.yaml")
 
 
-def request(model: str = SONNET, stream: bool = False) -> ClientRequest:
-    payload = {
-        "model": model,
-        "max_tokens": 8,
-        "messages": [{"role": "user", "content": "hi"}],
-        "stream": stream,
-    }
-    return ClientRequest(Operation.MESSAGES, None, payload, [], f"req-{time.monotonic_ns()}")
 
 
 def user(name: str = "ann", groups: tuple[str, ...] = ("eng",)) -> Principal:
@@ -62,14 +54,14 @@ def gate_for(text: str, clock: Clock) -> tuple[PolicyGate, PolicyHolder]:
 
 def admitted(gate: PolicyGate, who: Principal, client: ClientRequest | None = None) -> dict[str, str]:
     """Admit one request, charge it nothing; its usage-limit headers."""
-    admission = asyncio.run(gate.admit(who, client or request(), "r"))
+    admission = asyncio.run(gate.admit(who, client or messages_request(), "r"))
     assert admission is not None
     gate.record(admission, 0.0, Usage(1, 1))
     return dict(admission.headers)
 
 
 def spend(gate: PolicyGate, who: Principal, usd: float) -> None:
-    admission = asyncio.run(gate.admit(who, request(), "spend"))
+    admission = asyncio.run(gate.admit(who, messages_request(), "spend"))
     assert admission is not None
     gate.record(admission, usd, Usage(1, 1))
 
@@ -82,15 +74,15 @@ def test_a_reloaded_policy_applies_to_the_next_request() -> None:
     first = admitted(gate, ann)
     assert first[U + "overage-utilization"] == "0.76" and first[U + "status"] == "allowed_warning"
     with pytest.raises(ClientInputError):
-        admitted(gate, ann, request(OPUS))
+        admitted(gate, ann, messages_request(OPUS))
     holder.install(policy("base: {models: {allow: [sonnet, opus]}, spend_caps: {daily_usd: 100}}\n"))
     after = admitted(gate, ann)  # the same principal object: its kept plan must not answer
     assert after[U + "overage-utilization"] == "0.08" and after[U + "status"] == "allowed"
-    assert admitted(gate, ann, request(OPUS))[U + "status"] == "allowed"
+    assert admitted(gate, ann, messages_request(OPUS))[U + "status"] == "allowed"
     holder.install(policy("base: {models: {deny: [opus]}}\n"))  # no caps at all now
     assert admitted(gate, ann) == {}
     with pytest.raises(ClientInputError):
-        admitted(gate, ann, request(OPUS))
+        admitted(gate, ann, messages_request(OPUS))
 
 
 def test_an_admin_set_cap_applies_to_the_next_request() -> None:

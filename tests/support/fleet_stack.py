@@ -4,6 +4,7 @@ first-party emulator (the ``fleet`` fixture in tests/fleet/conftest.py starts it
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import anthropic
 import requests
 
+from gateway.providers.base import ClientRequest, Operation
 from tests.support.gateway_stack import CLIENT_KEY, GatewayStack
 
 ADMIN_KEY = "sk-fleet-admin-77c1"
@@ -43,3 +45,14 @@ class FleetStack:
         staging = self.policy_path.with_name("policy.new")
         staging.write_text(text)
         os.replace(staging, self.policy_path)
+
+
+def messages_request(model: str = "claude-sonnet-4-5", stream: bool = False) -> ClientRequest:
+    """A minimal parsed Messages request for a policy gate's ``admit`` (a fresh request id each)."""
+    payload = {
+        "model": model,
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": stream,
+    }
+    return ClientRequest(Operation.MESSAGES, None, payload, [], f"req-{time.monotonic_ns()}")

@@ -97,11 +97,9 @@ class Squid:
             await asyncio.sleep(0.05)
 
 
-def _config(directory: Path, port: int, allowed_ports: Iterable[int]) -> str:
-    ports = " ".join(str(p) for p in sorted(set(allowed_ports))) or "1"
-    return f"""
-http_port 127.0.0.1:{port}
-visible_hostname switchyard-test-squid
+def _common(directory: Path) -> str:
+    """The lines every test squid has: its files in ``directory``, no cache, a quick shutdown."""
+    return f"""visible_hostname switchyard-test-squid
 pid_filename {directory}/squid.pid
 access_log stdio:{directory}/access.log squid
 cache_log {directory}/cache.log
@@ -110,7 +108,14 @@ cache deny all
 coredump_dir {directory}
 pinger_enable off
 shutdown_lifetime 0 seconds
-auth_param basic program {NCSA_AUTH} {directory}/passwd
+"""
+
+
+def _config(directory: Path, port: int, allowed_ports: Iterable[int]) -> str:
+    ports = " ".join(str(p) for p in sorted(set(allowed_ports))) or "1"
+    return f"""
+http_port 127.0.0.1:{port}
+{_common(directory)}auth_param basic program {NCSA_AUTH} {directory}/passwd
 auth_param basic children 2 startup=1 idle=1
 auth_param basic realm switchyard-test
 auth_param basic credentialsttl 1 second
@@ -166,16 +171,7 @@ def _accel_config(directory: Path, port: int, origin_port: int, extra: str) -> s
 http_port 127.0.0.1:{port} accel defaultsite=gateway
 cache_peer 127.0.0.1 parent {origin_port} 0 no-query no-digest originserver name=gateway
 tcp_outgoing_address 127.0.0.1
-visible_hostname switchyard-test-squid
-pid_filename {directory}/squid.pid
-access_log stdio:{directory}/access.log squid
-cache_log {directory}/cache.log
-cache_store_log none
-cache deny all
-coredump_dir {directory}
-pinger_enable off
-shutdown_lifetime 0 seconds
-acl everyone src all
+{_common(directory)}acl everyone src all
 http_access allow everyone
 cache_peer_access gateway allow everyone
 {extra}
