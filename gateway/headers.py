@@ -38,6 +38,8 @@ RECOMPUTED: Final = frozenset(
 )
 
 _DROP_REQUEST: Final = HOP_BY_HOP | CLIENT_CREDENTIALS | RECOMPUTED
+_NAMES_NOTHING_KEPT: Final = _DROP_REQUEST | {"close"}
+"""``Connection`` tokens that name no forwarded header (``keep-alive``, as the SDKs send, ``close``)."""
 
 # The gateway re-frames (and aiohttp decompresses) the body, so these no longer describe it.
 _DROP_RESPONSE: Final = HOP_BY_HOP | frozenset(
@@ -133,8 +135,9 @@ def forwardable_request_headers(inbound: Iterable[tuple[str, str]]) -> ClientHea
             out._read(kind, value)
     if connection is not None:  # headers the client's ``Connection`` names are hop-by-hop too
         tokens = {token.strip().lower() for value in connection for token in value.split(",")}
-        out = ClientHeaders((name, value) for name, value in out if name.lower() not in tokens)
-        has_version = any(name.lower() == "anthropic-version" for name, _ in out)
+        if not tokens <= _NAMES_NOTHING_KEPT:  # (``keep-alive`` alone, the usual case, names none)
+            out = ClientHeaders((name, value) for name, value in out if name.lower() not in tokens)
+            has_version = any(name.lower() == "anthropic-version" for name, _ in out)
     if not has_version:
         out.append(("anthropic-version", DEFAULT_ANTHROPIC_VERSION))
     return out
