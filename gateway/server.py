@@ -33,6 +33,7 @@ from gateway.outcome import Outcome
 from gateway.pricing import load_price_table
 from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
+from gateway.redis_link import link_for
 from gateway.relay import StreamRelay, StreamSettings, relay_buffered
 from gateway.request_ids import new_request_id
 from gateway.request_preparation import RequestPreparation
@@ -90,9 +91,13 @@ class Gateway:
         )
         metrics.prime(provider.name, self.keys)
         self.team_slots.prime(self.keys.teams)
-        store = build_store(
-            settings.cache, on_error=metrics.session_store_errors.inc, teams=lambda: len(self.keys.teams)
+        # one Redis client and outage back-off for the session store and the upstream state
+        self.redis_link = link_for(
+            settings.cache.session_store,
+            settings.cache.session_store_timeout_s,
+            metrics.session_store_errors.inc,
         )
+        store = build_store(settings.cache, self.redis_link, teams=lambda: len(self.keys.teams))
         self.cache = CachePipeline(
             settings.cache,
             provider.name,

@@ -23,6 +23,7 @@ from gateway.cache.prefix import PrefixHashes, prefix_hashes
 from gateway.cache.session_store import MemorySessionStore, Quota, SessionStore
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import request_betas
+from gateway.redis_link import RedisLink
 from gateway.settings.prompt_cache import CacheSettings
 from gateway.streaming.usage import Usage
 from gateway.values import value
@@ -43,9 +44,10 @@ class CacheContext:
     at: float  # when ``before`` ran (wall-clock seconds of the pipeline's clock)
 
 
-def build_store(cache: CacheSettings, on_error: Callable[[], None], teams: Callable[[], int]) -> SessionStore:
-    """The configured store; ``teams``: how many teams have keys now (each gets an equal share of
-    ``GATEWAY_SESSION_MAX`` unless ``GATEWAY_SESSION_MAX_PER_TEAM`` sets the quota)."""
+def build_store(cache: CacheSettings, link: RedisLink | None, teams: Callable[[], int]) -> SessionStore:
+    """The configured store: in memory, or shared through ``link`` (the replica's Redis, when
+    ``GATEWAY_SESSION_STORE`` names one). ``teams``: how many teams have keys now (each gets an
+    equal share of ``GATEWAY_SESSION_MAX`` unless ``GATEWAY_SESSION_MAX_PER_TEAM`` sets the quota)."""
     quota: Quota | int
     if cache.session_max_per_team is not None:
         quota = cache.session_max_per_team
@@ -53,16 +55,10 @@ def build_store(cache: CacheSettings, on_error: Callable[[], None], teams: Calla
         total = cache.session_max
         quota = lambda: max(1, total // max(1, teams()))  # noqa: E731 - read at each new session
     local = MemorySessionStore(cache.session_max, cache.session_idle_s, max_per_team=quota)
-    if cache.session_store.startswith(("redis://", "rediss://", "unix://")):
+    if link is not None:
         from gateway.cache.redis_store import RedisSessionStore
 
-        return RedisSessionStore(
-            cache.session_store,
-            local=local,
-            idle_s=cache.session_idle_s,
-            timeout_s=cache.session_store_timeout_s,
-            on_error=on_error,
-        )
+        return RedisSessionStore(link, local=local, idle_s=cache.session_idle_s)
     return local
 
 

@@ -96,18 +96,9 @@ return 1
 
 class RedisCounters(Counters):
     def __init__(self, url: str, *, timeout_s: float) -> None:
-        import redis.asyncio as redis_asyncio
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-        from redis.exceptions import ConnectionError as RedisConnectionError
+        from gateway.redis_link import redis_client
 
-        self._redis: Any = redis_asyncio.Redis.from_url(
-            url,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 1),
-            retry_on_error=[RedisConnectionError],
-        )
+        self._redis: Any = redis_client(url, timeout_s)  # a timeout is not retried: the bound holds
         self._timeout_s = timeout_s
         self._admit = self._redis.register_script(ADMIT)
         self._record = self._redis.register_script(RECORD)

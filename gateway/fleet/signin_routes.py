@@ -19,12 +19,13 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from gateway.client_address import HEADER_NAMES, Network, ProxyHeader, client_address
-from gateway.config import Settings
+from gateway.config import ConfigError, Settings
 from gateway.egress import EgressKind
 from gateway.fleet.claims import Refused
 from gateway.fleet.device import normalise_user_code
 from gateway.fleet.oidc_client import IdpError
 from gateway.fleet.signin_service import OAuthAnswer, SigninService, oauth_error
+from gateway.fleet.signin_store import StoreUnavailable
 from gateway.fleet.verification import (
     SESSION_COOKIE,
     code_entry_form,
@@ -105,6 +106,23 @@ def idp_unavailable(exc: IdpError, step: str) -> web.Response:
         "try again later, or tell the team that runs the gateway (its log names the cause).</p>"
     )
     return _html(page("Sign-in unavailable", body), 502 if kind is not None else 503)
+
+
+OAUTH_ROUTES: Final = frozenset({"metadata", "device_authorization", "token", "revoke"})
+"""The endpoints that answer OAuth JSON (the others are the browser's pages)."""
+
+
+def store_unavailable(exc: StoreUnavailable, step: str, oauth: bool) -> web.Response:
+    """503 for a sign-in step the shared store could not serve, and one log line saying why."""
+    log.warning("sign-in: %s: %s", step, exc)
+    if oauth:
+        return _json(oauth_error(503, "temporarily_unavailable", "the sign-in store is unavailable; retry later"))
+    body = (
+        "<p>The gateway cannot reach the store that keeps sign-in state.</p><p>This is a problem with "
+        "the gateway's set-up, not with your account: try again later, or tell the team that runs the "
+        "gateway (its log names the cause).</p>"
+    )
+    return _html(page("Sign-in unavailable", body), 503)
 
 
 class SigninRoutes:
@@ -274,9 +292,16 @@ def mount(
     holder: dict[str, SigninRoutes] = {}
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        service = await SigninService.build(
-            settings.signin, settings.cache.session_store, clock, settings.egress
-        )
+        cache = settings.cache
+        try:
+            service = await SigninService.build(
+                settings.signin, cache.session_store, clock, settings.egress, cache.session_store_timeout_s
+            )
+        except StoreUnavailable as exc:  # the keys live there (no GATEWAY_TOKEN_SIGNING_KEYS_FILE)
+            raise ConfigError(
+                f"GATEWAY_SESSION_STORE: {exc} at start-up; sign-in keeps its signing and CSRF keys "
+                "there: start Redis or correct the URL"
+            ) from None
         app[SIGNIN_KEY] = service
         if on_outcome is not None:
             service.on_outcome = on_outcome
@@ -290,8 +315,13 @@ def mount(
     app.cleanup_ctx.append(lifecycle)
 
     def route(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        oauth = name in OAUTH_ROUTES
+
         async def handler(request: web.Request) -> web.StreamResponse:
-            result: web.StreamResponse = await getattr(holder["routes"], name)(request)
+            try:
+                result: web.StreamResponse = await getattr(holder["routes"], name)(request)
+            except StoreUnavailable as exc:
+                return store_unavailable(exc, name, oauth)
             return result
 
         return handler

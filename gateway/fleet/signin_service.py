@@ -100,14 +100,20 @@ class SigninService:
 
     @classmethod
     async def build(
-        cls, settings: SigninSettings, session_store: str, clock: Callable[[], float], egress: EgressSettings
+        cls,
+        settings: SigninSettings,
+        session_store: str,
+        clock: Callable[[], float],
+        egress: EgressSettings,
+        store_timeout_s: float = 0.25,
     ) -> SigninService:
-        """``session_store``: ``GATEWAY_SESSION_STORE`` (a Redis URL shares sign-in state too);
-        ``egress``: how the IdP is reached (proxy, CA bundle), as the upstream is."""
+        """``session_store``: ``GATEWAY_SESSION_STORE`` (a Redis URL shares sign-in state too; every
+        call to it bounded by ``store_timeout_s``, ``GATEWAY_SESSION_STORE_TIMEOUT_S``, per socket
+        operation); ``egress``: how the IdP is reached (proxy, CA bundle), as the upstream is."""
         assert settings.oidc_issuer is not None and settings.public_url is not None
         store: SigninStore
         if session_store.startswith(("redis://", "rediss://", "unix://")):
-            store = RedisSigninStore.from_url(session_store)
+            store = RedisSigninStore.from_url(session_store, store_timeout_s)
         else:
             store = SqliteSigninStore(settings.signin_state_dir, clock)
         keys = await _signing_keys(settings, store)

@@ -10,12 +10,13 @@ Details: docs/internals/gateway-fleet.md
 from __future__ import annotations
 
 import abc
+import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import orjson
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 Record = dict[str, Any]
+T = TypeVar("T")
 PURGE_EVERY_S: Final = 60.0
 SQLITE_FILE: Final = "signin.sqlite3"
 REDIS_PREFIX: Final = "switchyard:signin:"
@@ -166,61 +168,80 @@ return 0
 """
 
 
+class StoreUnavailable(Exception):
+    """The shared sign-in store (Redis) failed or did not answer in time (the message names how,
+    never the URL): the endpoint answers 503, the denylist keeps its last list."""
+
+
 class RedisSigninStore(SigninStore):
     shared = True
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, timeout_s: float) -> None:
         self._redis = client
         self._replace = client.register_script(_REPLACE_SCRIPT)
+        self._timeout_s = timeout_s
 
     @classmethod
-    def from_url(cls, url: str) -> RedisSigninStore:
-        import redis.asyncio as redis_asyncio
+    def from_url(cls, url: str, timeout_s: float) -> RedisSigninStore:
+        """A store whose every call is bounded: ``timeout_s`` per socket operation (connect, command),
+        twice that per call."""
+        from gateway.redis_link import redis_client
 
-        return cls(redis_asyncio.Redis.from_url(url))
+        return cls(redis_client(url, timeout_s), timeout_s)
+
+    async def _call(self, call: Awaitable[T]) -> T:
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                return await call
+        except Exception as exc:  # any Redis or network failure, or the bound
+            raise StoreUnavailable(f"the sign-in store (Redis) failed: {type(exc).__name__}") from None
 
     @staticmethod
     def _key(kind: str, key: str) -> str:
         return f"{REDIS_PREFIX}{kind}:{key}"
 
     async def get(self, kind: str, key: str) -> Record | None:
-        value = await self._redis.get(self._key(kind, key))
+        value = await self._call(self._redis.get(self._key(kind, key)))
         return None if value is None else _load(value)
 
     async def put(self, kind: str, key: str, record: Record, expires_at: float) -> None:
-        await self._redis.set(self._key(kind, key), _dump(record), pxat=int(expires_at * 1000))
+        await self._call(self._redis.set(self._key(kind, key), _dump(record), pxat=int(expires_at * 1000)))
 
     async def put_if_absent(self, kind: str, key: str, record: Record, expires_at: float | None) -> Record:
         pxat = None if expires_at is None else int(expires_at * 1000)
-        created = await self._redis.set(self._key(kind, key), _dump(record), nx=True, pxat=pxat)
+        created = await self._call(self._redis.set(self._key(kind, key), _dump(record), nx=True, pxat=pxat))
         if created:
             return record
         existing = await self.get(kind, key)
         return record if existing is None else existing
 
     async def take(self, kind: str, key: str) -> Record | None:
-        value = await self._redis.getdel(self._key(kind, key))
+        value = await self._call(self._redis.getdel(self._key(kind, key)))
         return None if value is None else _load(value)
 
     async def replace(self, kind: str, key: str, expected: Record, record: Record, expires_at: float) -> bool:
-        done = await self._replace(
-            keys=[self._key(kind, key)], args=[_dump(expected), _dump(record), int(expires_at * 1000)]
+        done = await self._call(
+            self._replace(keys=[self._key(kind, key)], args=[_dump(expected), _dump(record), int(expires_at * 1000)])
         )
         return bool(done)
 
     async def delete(self, kind: str, key: str) -> None:
-        await self._redis.delete(self._key(kind, key))
+        await self._call(self._redis.delete(self._key(kind, key)))
 
     async def add_revoked(self, jti: str, expires_at: float) -> None:
-        await self._redis.zadd(f"{REDIS_PREFIX}revoked", {jti: expires_at})
+        await self._call(self._redis.zadd(f"{REDIS_PREFIX}revoked", {jti: expires_at}))
 
     async def revoked(self) -> dict[str, float]:
         key = f"{REDIS_PREFIX}revoked"
         now = time.time()
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zremrangebyscore(key, "-inf", now)
-            pipe.zrangebyscore(key, now, "+inf", withscores=True)
-            _, rows = await pipe.execute()
+
+        async def read() -> Any:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.zremrangebyscore(key, "-inf", now)
+                pipe.zrangebyscore(key, now, "+inf", withscores=True)
+                return await pipe.execute()
+
+        _, rows = await self._call(read())
         return {(jti.decode() if isinstance(jti, bytes) else str(jti)): float(score) for jti, score in rows}
 
     async def close(self) -> None:

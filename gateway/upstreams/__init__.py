@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["UpstreamSet", "build", "build_providers"]
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
 
 def build_providers(settings: Settings) -> dict[str, Provider]:
     """One provider per upstream of the settings' ``GATEWAY_UPSTREAMS_FILE`` (loaded here if needed)."""
@@ -62,15 +60,10 @@ def build(
     breakers: BreakerBoard
     placements: PlacementMap
     affinity = config.affinity
-    if settings.cache.session_store.startswith(REDIS_SCHEMES):
+    shared = gateway.redis_link  # the session store's Redis client and outage back-off
+    if shared is not None:
         from gateway.upstreams.breaker_redis import RedisBreakerBoard
-        from gateway.upstreams.shared import SharedRedis
 
-        shared = SharedRedis(
-            settings.cache.session_store,
-            timeout_s=settings.cache.session_store_timeout_s,
-            on_error=gateway.metrics.session_store_errors.inc,
-        )
         breakers = RedisBreakerBoard(
             names,
             config.breaker,

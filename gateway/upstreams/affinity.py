@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from gateway.upstreams.shared import KEY_PREFIX, SharedRedis
+from gateway.redis_link import RedisLink
+from gateway.upstreams.shared import KEY_PREFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ class RedisPlacementMap(PlacementMap):
         self,
         max_sessions: int,
         idle_s: float,
-        shared: SharedRedis,
+        shared: RedisLink,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:

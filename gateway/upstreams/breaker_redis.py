@@ -18,9 +18,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
+from gateway.redis_link import RedisLink
 from gateway.upstreams.breaker import BreakerBoard, BreakerState, _Circuit
 from gateway.upstreams.config import BreakerOptions
-from gateway.upstreams.shared import KEY_PREFIX, SharedRedis
+from gateway.upstreams.shared import KEY_PREFIX
 
 # KEYS: probes, open_until; ARGV: now, slot expiry, slots, token, key ttl (ms).
 # 1: taken; 0: every slot is taken; -1: closed (no open_until); a string: open again until then.
@@ -50,7 +51,7 @@ class RedisBreakerBoard(BreakerBoard):
         self,
         names: Iterable[str],
         options: BreakerOptions,
-        shared: SharedRedis,
+        shared: RedisLink,
         *,
         sync_s: float = 1.0,
         clock: Callable[[], float] = time.time,

@@ -22,6 +22,7 @@ from gateway.cache.session_store import MemorySessionStore
 from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
+from gateway.redis_link import RedisLink
 from tests.support.cache_stack import Answer, cache_breaks, post, upstream_betas
 from tests.support.cache_turns import Turn, claude_code_session
 from tests.support.provider_stack import FIRST_PARTY_KEY, GATEWAY_KEY
@@ -35,13 +36,10 @@ BACKOFF_S = 0.5  # RedisSessionStore's first back-off after a failure
 
 
 def redis_store(url: str, errors: list[int] | None = None, *, idle_s: float = 60) -> RedisSessionStore:
-    return RedisSessionStore(
-        url,
-        local=MemorySessionStore(100, idle_s),
-        idle_s=idle_s,
-        timeout_s=0.2,
-        on_error=(lambda: errors.append(1)) if errors is not None else (lambda: None),
+    link = RedisLink(
+        url, timeout_s=0.2, on_error=(lambda: errors.append(1)) if errors is not None else (lambda: None)
     )
+    return RedisSessionStore(link, local=MemorySessionStore(100, idle_s), idle_s=idle_s)
 
 
 @contextlib.asynccontextmanager
@@ -52,6 +50,7 @@ async def stores(url: str, count: int, **options: Any) -> AsyncIterator[list[Red
     finally:
         for store in built:
             await store.close()
+            await store._link.close()
 
 
 # -- the store on its own ---------------------------------------------------------------------------

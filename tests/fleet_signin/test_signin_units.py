@@ -45,7 +45,7 @@ async def store_of(kind: str, tmp_path: Path, clock: MovableClock) -> AsyncItera
         await store.close()
         return
     with running_redis() as redis:
-        store = RedisSigninStore.from_url(redis.url)
+        store = RedisSigninStore.from_url(redis.url, 1.0)
         yield store
         await store.close()
 

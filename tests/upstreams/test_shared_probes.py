@@ -17,10 +17,10 @@ import pytest
 
 from gateway.app import create_app
 from gateway.process import running
+from gateway.redis_link import RedisLink
 from gateway.upstreams.breaker import BreakerState
 from gateway.upstreams.breaker_redis import RedisBreakerBoard, probes_key
 from gateway.upstreams.config import BreakerOptions
-from gateway.upstreams.shared import SharedRedis
 from tests.support.redis_server import RedisServer, running_redis
 from tests.upstreams.harness import CLIENT_KEY, MODEL, SYSTEM, four_upstreams
 
@@ -50,7 +50,7 @@ async def _boards(
 ) -> AsyncIterator[list[RedisBreakerBoard]]:
     """``count`` replicas' boards, each with its own Redis connection."""
     errors: list[int] = []
-    shared = [SharedRedis(server.url, timeout_s=5, on_error=lambda: errors.append(1)) for _ in range(count)]
+    shared = [RedisLink(server.url, timeout_s=5, on_error=lambda: errors.append(1)) for _ in range(count)]
     boards = [RedisBreakerBoard(["up"], options, s, sync_s=0, clock=clock) for s in shared]
     try:
         yield boards
