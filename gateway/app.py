@@ -188,9 +188,9 @@ def create_app(
         if upstreams is not None:
             await upstreams.close()
         await gateway.cache.store.close()
+        await gateway.policy_gate.counters.close()
         if gateway.redis_link is not None:  # after its users: their last writes go out first
             await gateway.redis_link.close()
-        await gateway.policy_gate.counters.close()
 
     app.on_startup.append(start_provider)
     app.on_cleanup.append(close_provider)

@@ -115,7 +115,7 @@ class Gateway:
                 metrics.prime(upstream.kind.value, self.keys)
         # fleet policy (gateway.fleet): on the request path only with GATEWAY_POLICY_FILE set
         fleet = fleet_metrics(metrics.registry, settings.telemetry)  # the Fleet dashboard's series
-        self.policy_gate: PolicyGate = build_policy_gate(settings, fleet)
+        self.policy_gate: PolicyGate = build_policy_gate(settings, fleet, self.redis_link)
         self.policy = self.policy_gate if settings.policy.policy_file is not None else None
 
     def _keys_reloaded(self, ring: KeyRing) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
 
 from gateway.fleet.counters import (
     STALE_SLOT_S,
@@ -21,8 +22,10 @@ from gateway.fleet.counters import (
     CountersUnavailable,
     Refused,
 )
+from gateway.redis_link import RedisLink
 
 log = logging.getLogger("switchyard.fleet.counters")
+T = TypeVar("T")
 CAPS_KEY: Final = "switchyard:fleet:caps"  # hash: "<scope> <owner> <period>" -> USD or "none"
 RECORD_TIMEOUT_S: Final = 5.0
 
@@ -95,15 +98,33 @@ return 1
 
 
 class RedisCounters(Counters):
-    def __init__(self, url: str, *, timeout_s: float) -> None:
-        from gateway.redis_link import redis_client
+    """The counters in Redis through the replica's link (:mod:`gateway.redis_link`): its client,
+    whose every socket operation is bounded, and its outage back-off, shared with the session store
+    and the upstream state, during which the counters are unavailable at once instead of after a
+    timeout per request."""
 
-        self._redis: Any = redis_client(url, timeout_s)  # a timeout is not retried: the bound holds
-        self._timeout_s = timeout_s
+    def __init__(self, link: RedisLink) -> None:
+        self._link = link
+        self._redis: Any = link.redis
+        self._timeout_s = link.timeout_s
         self._admit = self._redis.register_script(ADMIT)
         self._record = self._redis.register_script(RECORD)
         self._pending: set[asyncio.Task[None]] = set()
         self._record_failing = False
+
+    async def _bounded(self, action: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()`` within two timeouts; ``CountersUnavailable`` in the back-off or on a failure
+        (which starts or continues the link's back-off)."""
+        if not self._link.available():
+            raise CountersUnavailable("Redis in its back-off")
+        try:
+            async with asyncio.timeout(self._timeout_s * 2):
+                result = await call()
+        except Exception as exc:  # any Redis or network failure, or a timeout
+            self._link.failed(action, exc)
+            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        self._link.succeeded()
+        return result
 
     async def admit(self, now: float, checks: Checks, token: str) -> Admitted | Refused:
         spend, rates, slots = checks.spend, checks.rates, checks.slots
@@ -113,11 +134,7 @@ class RedisCounters(Counters):
         for rate in rates:
             args.extend((repr(rate.interval_s), repr(rate.tolerance_s), rate.cost))
         args.extend(s.limit for s in slots)
-        try:
-            async with asyncio.timeout(self._timeout_s * 2):
-                reply = await self._admit(keys=keys, args=args)
-        except Exception as exc:  # any Redis or network failure, or a timeout
-            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        reply = await self._bounded("counters admit", lambda: self._admit(keys=keys, args=args))
         verdict = _text(reply[0])
         if verdict == "ok":
             return Admitted([int(_text(value)) for value in reply[3:]])
@@ -138,9 +155,13 @@ class RedisCounters(Counters):
         args.extend(c.expire_at for c in charged)
         args.extend(repr(r.interval_s) for r in token_rates)
         try:  # off the request path: a slow Redis may take its time rather than lose the spend
+            if not self._link.available():
+                raise CountersUnavailable("Redis in its back-off")
             async with asyncio.timeout(max(RECORD_TIMEOUT_S, self._timeout_s * 2)):
                 await self._record(keys=keys, args=args)
         except Exception as exc:
+            if not isinstance(exc, CountersUnavailable):
+                self._link.failed("spend record", exc)
             if not self._record_failing:
                 log.warning(
                     "fleet counters: recording spend in Redis failed (%s); it is lost", type(exc).__name__
@@ -152,36 +173,20 @@ class RedisCounters(Counters):
     async def read_spend(self, keys: tuple[str, ...]) -> list[int]:
         if not keys:
             return []
-        try:
-            async with asyncio.timeout(self._timeout_s * 2):
-                values = await self._redis.mget(keys)
-        except Exception as exc:
-            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        values = await self._bounded("spend read", lambda: self._redis.mget(keys))
         return [int(value) if value is not None else 0 for value in values]
 
     shared = True
 
     async def shared_caps(self) -> dict[str, str] | None:
-        try:
-            async with asyncio.timeout(self._timeout_s * 2):
-                raw = await self._redis.hgetall(CAPS_KEY)
-        except Exception as exc:
-            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        raw = await self._bounded("caps read", lambda: self._redis.hgetall(CAPS_KEY))
         return {_text(name): _text(value) for name, value in raw.items()}
 
     async def share_cap(self, field: str, value: str) -> None:
-        try:
-            async with asyncio.timeout(self._timeout_s * 2):
-                await self._redis.hset(CAPS_KEY, field, value)
-        except Exception as exc:
-            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        await self._bounded("cap write", lambda: self._redis.hset(CAPS_KEY, field, value))
 
     async def set_spend(self, key: str, micros: int, expire_at: int) -> None:
-        try:
-            async with asyncio.timeout(self._timeout_s * 2):
-                await self._redis.set(key, micros, exat=expire_at)
-        except Exception as exc:
-            raise CountersUnavailable(f"{type(exc).__name__}") from None
+        await self._bounded("spend write", lambda: self._redis.set(key, micros, exat=expire_at))
 
     async def flush(self) -> None:
         """Wait for the background writes in progress (tests, shutdown)."""
@@ -189,8 +194,7 @@ class RedisCounters(Counters):
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
     async def close(self) -> None:
-        await self.flush()
-        await self._redis.aclose()
+        await self.flush()  # (the link is the gateway's to close, after every user of it)
 
 
 def _text(value: Any) -> str:

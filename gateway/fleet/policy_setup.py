@@ -19,25 +19,30 @@ from gateway.fleet.policy_reload import PolicyHolder, PolicyReloader
 from gateway.fleet.routes import filter_models
 from gateway.fleet.settings_hint import SettingsHints
 from gateway.providers.base import BufferedResponse, UpstreamResponse
+from gateway.redis_link import RedisLink
 
 
-def build_counters(settings: Settings) -> Counters:
-    if settings.policy.policy_file is not None and settings.cache.session_store != "memory":
+def build_counters(settings: Settings, link: RedisLink | None) -> Counters:
+    """Redis counters through ``link`` (the replica's Redis) when a policy is in force, else in memory."""
+    if settings.policy.policy_file is not None and link is not None:
         from gateway.fleet.counters_redis import RedisCounters
 
-        return RedisCounters(settings.cache.session_store, timeout_s=settings.cache.session_store_timeout_s)
+        return RedisCounters(link)
     return MemoryCounters()
 
 
-def build_policy_gate(settings: Settings, fleet: FleetMetrics | None = None) -> PolicyGate:
-    """``fleet``: the registry's fleet series (refusals, settings hints, billing groups, group labels)."""
+def build_policy_gate(
+    settings: Settings, fleet: FleetMetrics | None = None, link: RedisLink | None = None
+) -> PolicyGate:
+    """``fleet``: the registry's fleet series (refusals, settings hints, billing groups, group labels);
+    ``link``: the replica's Redis (``GATEWAY_SESSION_STORE``), shared with the session store."""
     holder: PolicyHolder = PolicyHolder()
     if settings.policy.policy_file is not None:
         holder = PolicyReloader(settings.policy.policy_file, interval_s=settings.policy.policy_reload_s)
     tag = settings.signin.billing_group_tag
     return PolicyGate(
         holder,
-        build_counters(settings),
+        build_counters(settings, link),
         fail_closed=settings.policy.policy_counters_fail == "closed",
         on_refusal=fleet.refused if fleet is not None else None,
         groups=fleet.groups if fleet is not None else None,

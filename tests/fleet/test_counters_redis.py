@@ -24,6 +24,7 @@ from gateway.fleet.policy_file import parse_policy
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_reload import PolicyHolder
 from gateway.fleet.principal import Principal, Source
+from gateway.redis_link import RedisLink
 from gateway.streaming.usage import Usage
 from tests.support.fleet_stack import messages_request
 from tests.support.redis_server import RedisServer, running_redis
@@ -74,7 +75,7 @@ def test_a_group_pool_blocks_two_users_together_in_memory() -> None:
 
 def test_a_group_pool_blocks_two_users_together_in_redis(redis: RedisServer) -> None:
     async def run() -> None:
-        counters = RedisCounters(redis.url, timeout_s=1.0)
+        counters = RedisCounters(RedisLink(redis.url, timeout_s=1.0, on_error=lambda: None))
         try:
             await counters._redis.flushdb()
             await pool_blocks_both(
@@ -82,6 +83,7 @@ def test_a_group_pool_blocks_two_users_together_in_redis(redis: RedisServer) -> 
             )
         finally:
             await counters.close()
+            await counters._link.close()
 
     asyncio.run(run())
 
@@ -95,7 +97,7 @@ def dead_port() -> int:
 @pytest.mark.parametrize("fail_closed", [False, True])
 def test_a_counter_outage_fails_open_or_closed(fail_closed: bool) -> None:
     async def run() -> None:
-        counters = RedisCounters(f"redis://127.0.0.1:{dead_port()}/0", timeout_s=0.2)
+        counters = RedisCounters(RedisLink(f"redis://127.0.0.1:{dead_port()}/0", timeout_s=0.2, on_error=lambda: None))
         policy = Policy(parse_policy("base: {spend_caps: {daily_usd: 5}}\n", "p.yaml"))
         gate = PolicyGate(PolicyHolder(policy), counters, fail_closed=fail_closed)
         try:
@@ -112,6 +114,7 @@ def test_a_counter_outage_fails_open_or_closed(fail_closed: bool) -> None:
             }
         finally:
             await counters.close()
+            await counters._link.close()
 
     asyncio.run(run())
 
