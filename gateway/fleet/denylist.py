@@ -50,9 +50,20 @@ class Denylist:
                     await task
 
     async def _loop(self) -> None:
+        failing = False  # said once per outage, not once per second
         while True:
             await asyncio.sleep(self.sync_every_s)
             try:
                 await self.sync()
             except Exception as exc:  # a store outage: keep the last list, try again
-                log.warning("sign-in denylist sync failed: %s", type(exc).__name__)
+                if not failing:
+                    log.warning(
+                        "sign-in denylist sync failed (%s); revocations made on other replicas wait "
+                        "until it works again",
+                        type(exc).__name__,
+                    )
+                failing = True
+                continue
+            if failing:
+                log.warning("sign-in denylist sync works again")
+            failing = False

@@ -9,6 +9,7 @@ and nothing answers: what a client without socket timeouts waits on forever) and
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -21,6 +22,13 @@ from tests.fleet_signin.signin_stack import DEVICE_GRANT, signin_stack
 from tests.support.redis_server import running_redis
 
 PASSWORD = "signin-redis-pw-41d7"
+
+
+async def until_logged(caplog: pytest.LogCaptureFixture, text: str, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not any(text in record.getMessage() for record in caplog.records):
+        assert time.monotonic() < deadline, f"{text!r} never logged"
+        await asyncio.sleep(0.1)
 BOUND_S = 3.0  # two socket timeouts of 0.5 s, with room for a loaded machine
 
 
@@ -60,11 +68,14 @@ async def test_a_hung_store_gives_503s_not_hangs_and_issued_tokens_keep_working(
                 assert entered.status == 503 and "Sign-in unavailable" in entered.text, entered.text[:500]
                 # an issued access token needs no store: the API keeps serving it
                 assert (await stack.message(tokens["access_token"]))[0] == 200
+                await asyncio.sleep(2.5)  # the denylist's re-reads (every second) fail meanwhile
             finally:
                 os.kill(redis.process.pid, signal.SIGCONT)
             logged = "\n".join(record.getMessage() for record in caplog.records)
             assert "the sign-in store (Redis) failed: TimeoutError" in logged
+            assert logged.count("sign-in denylist sync failed") == 1  # once per outage, not per second
             assert PASSWORD not in logged
             status, body = await stack.refresh(tokens["refresh_token"])  # Redis answers again
             assert status == 200, body
             assert (await stack.message(body["access_token"]))[0] == 200
+            await until_logged(caplog, "sign-in denylist sync works again")
