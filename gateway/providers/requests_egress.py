@@ -29,6 +29,9 @@ class EgressRequestsSession(requests.Session):
             self.verify = self._ca_bundle
 
     def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        # the libraries' own defaults (google-auth 120 s, azure-core 300 s) would hold every request
+        # that waits for a token behind one hung token endpoint for minutes
+        kwargs["timeout"] = capped_timeout(kwargs.get("timeout"), self._egress.credential_timeout_s)
         target = url.decode() if isinstance(url, bytes) else url
         if not kwargs.get("proxies"):
             proxy = proxy_for(target, self._egress)
@@ -37,6 +40,19 @@ class EgressRequestsSession(requests.Session):
             kwargs["verify"] = self._ca_bundle
         verb = method.decode() if isinstance(method, bytes) else method
         return super().request(verb, target, *args, **kwargs)
+
+
+def capped_timeout(given: Any, bound: float) -> float | tuple[float, float]:
+    """A ``requests`` timeout (seconds, a ``(connect, read)`` pair, or ``None``: none) within ``bound``."""
+    if isinstance(given, tuple) and len(given) == 2:
+        connect, read = given
+        return (
+            bound if connect is None else min(float(connect), bound),
+            bound if read is None else min(float(read), bound),
+        )
+    if isinstance(given, int | float) and not isinstance(given, bool):
+        return min(float(given), bound)
+    return bound
 
 
 def azure_transport_options(egress: EgressSettings) -> dict[str, Any]:

@@ -58,3 +58,5 @@ class EgressSettings(Section):
     """/readyz turns not-ready after this many consecutive failed upstream-credential fetches."""
     credential_recheck_s: float = Field(30.0, alias="GATEWAY_CREDENTIAL_RECHECK_S", gt=0)
     """While not ready, /readyz retries the credential fetch at most this often, seconds."""
+    credential_timeout_s: float = Field(10.0, alias="GATEWAY_CREDENTIAL_TIMEOUT_S", gt=0, le=300)
+    """Bound on each token-endpoint call (connect, then each read) of the Google and Azure credential libraries, seconds."""
