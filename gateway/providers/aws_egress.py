@@ -49,8 +49,15 @@ class EgressSession(Session):  # type: ignore[misc]  # botocore is untyped
 
         def config(proxies: dict[str, str]) -> Config:
             # an explicit proxy mapping: botocore never reads the environment; one attempt: the
-            # gateway's retry loop decides about retries (botocore's would add up to 5 per try)
-            base = Config(proxies=proxies, retries={"total_max_attempts": 1})
+            # gateway's retry loop decides about retries (botocore's would add up to 5 per try);
+            # connect and read bounded (botocore's 60 s each would hold requests waiting for STS)
+            bound = self._egress.credential_timeout_s
+            base = Config(
+                proxies=proxies,
+                retries={"total_max_attempts": 1},
+                connect_timeout=bound,
+                read_timeout=bound,
+            )
             return base.merge(asked) if asked is not None else base
 
         client = super().create_client(service_name, *args, config=config({}), **kwargs)

@@ -59,4 +59,4 @@ class EgressSettings(Section):
     credential_recheck_s: float = Field(30.0, alias="GATEWAY_CREDENTIAL_RECHECK_S", gt=0)
     """While not ready, /readyz retries the credential fetch at most this often, seconds."""
     credential_timeout_s: float = Field(10.0, alias="GATEWAY_CREDENTIAL_TIMEOUT_S", gt=0, le=300)
-    """Bound on each token-endpoint call (connect, then each read) of the Google and Azure credential libraries, seconds."""
+    """Bound on each token-endpoint call (connect, then each read) of the Google, Azure and AWS credential libraries, seconds."""

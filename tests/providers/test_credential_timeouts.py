@@ -86,3 +86,40 @@ async def test_a_silent_google_token_endpoint_fails_the_request_within_the_bound
 )
 def test_timeouts_are_capped(given: object, bound: float, expected: object) -> None:
     assert capped_timeout(given, bound) == expected
+
+
+def test_a_silent_sts_endpoint_times_out_within_the_bound() -> None:
+    """botocore's credential clients (``EgressSession``: STS for assumed roles and web identity, SSO)
+    read with the bound, not botocore's 60 s."""
+    import socket
+    import threading
+
+    from botocore import UNSIGNED
+    from botocore.config import Config
+    from botocore.exceptions import ReadTimeoutError
+
+    from gateway.config import Settings
+    from gateway.providers.aws_egress import EgressSession
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True).start()
+    try:
+        settings = Settings.from_environ({"GATEWAY_CREDENTIAL_TIMEOUT_S": str(BOUND_S)})
+        client = EgressSession(settings.egress).create_client(
+            "sts",
+            region_name="us-east-1",
+            endpoint_url=f"http://127.0.0.1:{listener.getsockname()[1]}",
+            config=Config(signature_version=UNSIGNED),
+        )
+        assert client.meta.config.read_timeout == client.meta.config.connect_timeout == BOUND_S
+        started = time.monotonic()
+        with pytest.raises(ReadTimeoutError):
+            client.get_caller_identity()
+        assert time.monotonic() - started < BOUND_S + 3
+    finally:
+        for sock in held:
+            sock.close()
+        listener.close()
