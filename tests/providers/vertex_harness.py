@@ -70,8 +70,10 @@ def write_service_account(
     key: rsa.RSAPrivateKey | None = None,
     email: str = SERVICE_ACCOUNT,
     project_id: str | None = PROJECT,
+    path: Path | None = None,
 ) -> Path:
-    """A service-account key file as the Cloud console downloads it."""
+    """A service-account key file as the Cloud console downloads it (at ``path``: a key rotated
+    in place, as a re-mounted secret; else a new file in ``directory``)."""
     private = (key or service_account_key()).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -86,7 +88,7 @@ def write_service_account(
     }
     if project_id is not None:
         info["project_id"] = project_id
-    path = directory / f"service-account-{uuid.uuid4().hex[:12]}.json"
+    path = path or directory / f"service-account-{uuid.uuid4().hex[:12]}.json"
     path.write_text(json.dumps(info))
     return path
 
