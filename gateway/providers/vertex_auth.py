@@ -159,6 +159,12 @@ def _refused(exc: BaseException) -> bool:
     return isinstance(exc, RefreshError) and not getattr(exc, "retryable", False)
 
 
+def _renewed(key_file: GoogleKeyFile, generation: int) -> bool:
+    """Google refused the key of ``generation``: are newer credentials in use now (read from the
+    file now, or by a ``SIGHUP`` job meanwhile)?"""
+    return key_file.reload(REFUSED) or key_file.generation != generation
+
+
 def _refresher(
     fixed: Any, key_file: GoogleKeyFile | None, settings: Settings, http: Any, *, reread: bool = False
 ) -> TokenFetch:
@@ -175,10 +181,11 @@ def _refresher(
         if key_file is not None and reread:
             key_file.reload(REFUSED)
         credentials = fixed if key_file is None else key_file.credentials
+        generation = 0 if key_file is None else key_file.generation
         try:
             credentials.refresh(request)
         except (GoogleAuthError, OSError) as exc:
-            if key_file is None or reread or not _refused(exc) or not key_file.reload(REFUSED):
+            if key_file is None or reread or not _refused(exc) or not _renewed(key_file, generation):
                 log.debug("Google token refresh failed: %s", type(exc).__name__)
                 raise describe_google_failure(exc, credentials, settings) from None
             credentials = key_file.credentials  # the file changed: its new credentials, once

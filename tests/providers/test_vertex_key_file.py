@@ -20,17 +20,11 @@ thinks valid).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -38,9 +32,6 @@ from typing import Any
 import anthropic
 import pytest
 import requests
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from emulators import EmulatorConfig, ManualClock, RunningEmulator, emulator_in_thread
 from gateway.app import create_app
@@ -48,11 +39,13 @@ from gateway.metrics import GatewayMetrics
 from gateway.process import running
 from gateway.providers.vertex import VertexProvider
 from gateway.providers.vertex_auth import load_google_credentials
+from tests.providers.key_rotation import MESSAGES, MODEL, KeyRotationGateway
 from tests.providers.vertex_harness import (
     GATEWAY_KEY,
     PROJECT,
     REGION,
     SERVICE_ACCOUNT,
+    assert_no_key_material,
     gateway_settings,
     google_auth_follows,
     other_key,
@@ -60,23 +53,20 @@ from tests.providers.vertex_harness import (
     public_pem,
     service_account_key,
     token_requests,
+    token_signers,
     vertex_upstream,
     write_service_account,
 )
+from tests.support.serve_process import serve_process
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
-MODEL = "claude-haiku-4-5"
-MESSAGES: list[anthropic.types.MessageParam] = [{"role": "user", "content": "hi"}]
 VARIABLE = "GOOGLE_APPLICATION_CREDENTIALS"
 
 
-def _keys() -> dict[str, rsa.RSAPrivateKey]:
-    return {"old": service_account_key(), "new": other_key()}
-
-
-class Gateway:
-    """A Vertex gateway in this event loop, its emulator, key file and an SDK client."""
+class Gateway(KeyRotationGateway):
+    """A Vertex gateway in this event loop, its emulator and key file, and an SDK client."""
 
     def __init__(
         self,
@@ -84,24 +74,10 @@ class Gateway:
         metrics: GatewayMetrics,
         emulator: RunningEmulator,
         key_file: Path,
-        provider: VertexProvider,
     ) -> None:
-        self.client = client
-        self.metrics = metrics
+        super().__init__(client, metrics, "vertex")
         self.emulator = emulator
         self.key_file = key_file
-        self.provider = provider
-
-    async def ask(self) -> tuple[int, str]:
-        """Status and ``x-gateway-retries`` of one Messages request."""
-        try:
-            raw = await self.client.messages.with_raw_response.create(
-                model=MODEL, max_tokens=8, messages=MESSAGES
-            )
-        except anthropic.APIStatusError as exc:
-            return exc.status_code, exc.response.headers.get("x-gateway-retries", "")
-        assert (await raw.parse()).content
-        return raw.status_code, raw.headers["x-gateway-retries"]
 
     def rotate_in_google(self) -> None:
         """A new key created for the account and the old one deleted (the file not touched)."""
@@ -113,14 +89,13 @@ class Gateway:
             self.key_file.parent, self.emulator.base_url + "/token", key=other_key(), path=self.key_file
         )
 
-    def credential_retries(self) -> float:
-        value = self.metrics.registry.get_sample_value(
-            "gateway_upstream_retries_total", {"provider": "vertex", "reason": "credential_refresh"}
-        )
-        return value or 0.0
+    def rotate(self) -> None:
+        """The whole rotation: the new key in Google and in the file, the old one deleted."""
+        self.rotate_in_google()
+        self.write_new_key()
 
     def token_signers(self) -> list[str]:
-        return _token_signers(self.emulator)
+        return token_signers(self.emulator)
 
     def bearers(self) -> list[str | None]:
         return [r.header("authorization") for r in predict_requests(self.emulator)]
@@ -145,44 +120,11 @@ async def _vertex(
             anthropic.AsyncAnthropic(api_key=GATEWAY_KEY, base_url=server.base_url, max_retries=0) as client,
         ):
             key_file = Path(env[VARIABLE])
-            yield Gateway(client, metrics, emulator, key_file, provider), clock
-
-
-def _token_signers(emulator: RunningEmulator) -> list[str]:
-    """Which key (``old``/``new``) signed each assertion the token endpoint received."""
-    found = []
-    for request in emulator.requests:
-        if request.path_only != "/token":
-            continue
-        assertion = urllib.parse.parse_qs(request.body.decode())["assertion"][0]
-        header, claims, signature = assertion.split(".")
-        raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
-        for name, key in _keys().items():
-            try:
-                key.public_key().verify(
-                    raw, f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256()
-                )
-            except InvalidSignature:
-                continue
-            found.append(name)
-            break
-        else:
-            found.append("unknown")
-    return found
+            yield Gateway(client, metrics, emulator, key_file), clock
 
 
 def _key_log(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "switchyard.upstream_keys"]
-
-
-def _no_key_material(text: str) -> None:
-    """Neither key's PEM (any of its lines) nor a PEM marker appears in ``text``."""
-    assert "PRIVATE KEY" not in text
-    for key in _keys().values():
-        pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ).decode()
-        assert not [line for line in pem.splitlines()[1:-1] if line in text]
 
 
 async def test_a_rotated_key_is_read_when_the_token_refresh_is_refused(
@@ -191,8 +133,7 @@ async def test_a_rotated_key_is_read_when_the_token_refresh_is_refused(
     caplog.set_level(logging.INFO)
     async with _vertex(tmp_path, monkeypatch) as (gateway, clock):
         assert await gateway.ask() == (200, "0")
-        gateway.rotate_in_google()
-        gateway.write_new_key()
+        gateway.rotate()
         assert await gateway.ask() == (200, "0")  # the token issued before the deletion still works
         assert token_requests(gateway.emulator) == 1
         clock.advance(3601)  # it expires: its refresh with the old key is refused, the file re-read
@@ -206,7 +147,7 @@ async def test_a_rotated_key_is_read_when_the_token_refresh_is_refused(
         f"Google credentials re-read from {gateway.key_file} ({VARIABLE}, refused by Google): "
         f"new credentials for {SERVICE_ACCOUNT} in use"
     ]
-    _no_key_material(caplog.text)
+    assert_no_key_material(caplog.text)
 
 
 async def test_a_token_vertex_refuses_makes_the_gateway_read_the_file_and_retry_once(
@@ -218,8 +159,7 @@ async def test_a_token_vertex_refuses_makes_the_gateway_read_the_file_and_retry_
     frozen = time.time()
     async with _vertex(tmp_path, monkeypatch, gateway_clock=lambda: frozen) as (gateway, clock):
         assert await gateway.ask() == (200, "0")
-        gateway.rotate_in_google()
-        gateway.write_new_key()
+        gateway.rotate()
         clock.advance(3601)
         assert await gateway.ask() == (200, "1")
         assert gateway.credential_retries() == 1
@@ -235,8 +175,7 @@ async def test_requests_vertex_refuses_together_all_retry_with_one_new_token(
     frozen = time.time()
     async with _vertex(tmp_path, monkeypatch, gateway_clock=lambda: frozen) as (gateway, clock):
         assert await gateway.ask() == (200, "0")
-        gateway.rotate_in_google()
-        gateway.write_new_key()
+        gateway.rotate()
         clock.advance(3601)
         assert list(await asyncio.gather(gateway.ask(), gateway.ask(), gateway.ask())) == [(200, "1")] * 3
         assert gateway.credential_retries() == 3
@@ -274,7 +213,7 @@ async def test_a_refusal_after_another_request_got_the_new_token_reuses_it(
 
             assert list(await asyncio.gather(late(), early())) == [(old, True), (old, True)]
             assert await credentials.bearer() != old
-            assert _token_signers(emulator) == ["old", "new"]
+            assert token_signers(emulator) == ["old", "new"]
         finally:
             credentials.close()
 
@@ -284,8 +223,7 @@ async def test_requests_in_flight_when_the_token_expires_all_get_the_new_key(
 ) -> None:
     async with _vertex(tmp_path, monkeypatch) as (gateway, clock):
         assert await gateway.ask() == (200, "0")
-        gateway.rotate_in_google()
-        gateway.write_new_key()
+        gateway.rotate()
         clock.advance(3601)
         assert list(await asyncio.gather(gateway.ask(), gateway.ask(), gateway.ask())) == [(200, "0")] * 3
         assert gateway.token_signers() == ["old", "old", "new"]  # one refusal, one re-read
@@ -334,8 +272,7 @@ async def test_an_invalid_file_keeps_the_credentials_and_warns_once_per_cause(
     caplog.set_level(logging.DEBUG)
     async with _vertex(tmp_path, monkeypatch) as (gateway, clock):
         assert await gateway.ask() == (200, "0")
-        gateway.rotate_in_google()
-        gateway.write_new_key()
+        gateway.rotate()
         complete = gateway.key_file.read_text()
         gateway.key_file.write_text(complete[: len(complete) // 2])  # caught mid-write: half a key
         clock.advance(3601)
@@ -362,7 +299,7 @@ async def test_an_invalid_file_keeps_the_credentials_and_warns_once_per_cause(
         r for r in caplog.records if r.name == "switchyard.upstream_keys" and r.levelno == logging.WARNING
     ]
     assert len(warnings) == 3
-    _no_key_material(caplog.text)
+    assert_no_key_material(caplog.text)
 
 
 async def test_application_default_credentials_without_a_file_have_nothing_to_reread(
@@ -384,22 +321,16 @@ async def test_application_default_credentials_without_a_file_have_nothing_to_re
 def test_sighup_reads_the_new_key_of_a_running_process(tmp_path: Path) -> None:
     """``kill -HUP`` after the secret was updated: the next request fetches its token with the new
     key (the old one already deleted in Google), without waiting for the cached token to expire."""
-    log = tmp_path / "gateway.log"
     config = EmulatorConfig(
         vertex_projects=frozenset({PROJECT}),
         vertex_locations=frozenset({REGION}),
         vertex_tokens=frozenset(),
         vertex_service_accounts={SERVICE_ACCOUNT: public_pem(service_account_key())},
     )
-    with emulator_in_thread(config, provider="vertex") as emulator, log.open("wb") as stderr:
-        key_file = write_service_account(tmp_path, emulator.base_url + "/token")
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
+    with emulator_in_thread(config, provider="vertex") as emulator:
+        token_uri = emulator.base_url + "/token"
+        key_file = write_service_account(tmp_path, token_uri)
         environ = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-            "GATEWAY_PORT": str(port),
             "GATEWAY_API_KEYS": GATEWAY_KEY,
             "GATEWAY_PROVIDER": "vertex",
             "CLOUD_ML_REGION": REGION,
@@ -407,60 +338,32 @@ def test_sighup_reads_the_new_key_of_a_running_process(tmp_path: Path) -> None:
             "ANTHROPIC_VERTEX_BASE_URL": emulator.base_url + "/v1",
             VARIABLE: str(key_file),
         }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve"], env=environ, stdout=subprocess.DEVNULL, stderr=stderr
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _until(lambda: _reachable(url), 20)
-            assert _post(url) == (200, "0")
+        with serve_process(environ, tmp_path / "gateway.log") as gateway:
+
+            def key_lines() -> list[str]:
+                lines = [json.loads(line) for line in gateway.stderr().splitlines() if line.startswith("{")]
+                return [line["message"] for line in lines if line["logger"] == "switchyard.upstream_keys"]
+
+            assert _post(gateway.base_url) == (200, "0")
             emulator.accept_keys(vertex_service_accounts={SERVICE_ACCOUNT: public_pem(other_key())})
-            write_service_account(tmp_path, emulator.base_url + "/token", key=other_key(), path=key_file)
-            process.send_signal(signal.SIGHUP)
-            _until(lambda: len(_key_lines(log)) == 1)
-            assert _post(url) == (200, "0")  # a token from the new key: no refusal, no retry
-            process.send_signal(signal.SIGHUP)
-            _until(lambda: len(_key_lines(log)) == 2)
-            assert _post(url) == (200, "0")  # an unchanged file keeps the token
-            assert process.poll() is None
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        signers = _token_signers(emulator)
-    assert _key_lines(log) == [
-        f"Google credentials re-read from {key_file} ({VARIABLE}, SIGHUP): new credentials for "
-        f"{SERVICE_ACCOUNT} in use",
-        f"Google credentials file {key_file} ({VARIABLE}) unchanged (SIGHUP)",
-    ]
-    assert signers == ["old", "new"]
-    _no_key_material(log.read_text())
+            write_service_account(tmp_path, token_uri, key=other_key(), path=key_file)
+            gateway.process.send_signal(signal.SIGHUP)
+            wait_until(lambda: len(key_lines()) == 1)
+            assert _post(gateway.base_url) == (200, "0")  # a token from the new key: no refusal, no retry
+            gateway.process.send_signal(signal.SIGHUP)
+            wait_until(lambda: len(key_lines()) == 2)
+            assert _post(gateway.base_url) == (200, "0")  # an unchanged file keeps the token
+            assert gateway.process.poll() is None
+            assert key_lines() == [
+                f"Google credentials re-read from {key_file} ({VARIABLE}, SIGHUP): new credentials for "
+                f"{SERVICE_ACCOUNT} in use",
+                f"Google credentials file {key_file} ({VARIABLE}) unchanged (SIGHUP)",
+            ]
+            assert_no_key_material(gateway.stderr())
+        assert token_signers(emulator) == ["old", "new"]
 
 
 def _post(url: str) -> tuple[int, str]:
     body: dict[str, Any] = {"model": MODEL, "max_tokens": 8, "messages": MESSAGES}
     response = requests.post(url + "/v1/messages", json=body, headers={"x-api-key": GATEWAY_KEY}, timeout=10)
     return response.status_code, response.headers.get("x-gateway-retries", "")
-
-
-def _key_lines(log: Path) -> list[str]:
-    entries = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-    return [entry["message"] for entry in entries if entry["logger"] == "switchyard.upstream_keys"]
-
-
-def _reachable(url: str) -> bool:
-    try:
-        return requests.get(url + "/healthz", timeout=1).status_code == 200
-    except requests.ConnectionError:
-        return False
-
-
-def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout_s} s")
-        time.sleep(0.02)
