@@ -83,7 +83,7 @@ class TokenCache:
         async with self._lock:
             token = self._token
             if token is None or not self.fresh():
-                token = await self._fetch_locked()
+                token = await self._fetch_locked(self._fetch)
             return token
 
     async def refresh(self, fetch: TokenFetch | None = None) -> bool:
@@ -100,12 +100,11 @@ class TokenCache:
             previous = self._token
             return await self._fetch_locked(fetch or self._fetch) != previous
 
-    async def _fetch_locked(self, fetch: TokenFetch | None = None) -> str:
+    async def _fetch_locked(self, fetch: TokenFetch) -> str:
         loop = asyncio.get_running_loop()
         fetched_at = self._clock()
-        call = fetch or self._fetch
         try:
-            token, expires_at = await loop.run_in_executor(None, self._serialized_fetch, call)
+            token, expires_at = await loop.run_in_executor(None, self._serialized_fetch, fetch)
         except CredentialFailure as failure:
             if self.health is not None:
                 self.health.failed(failure.message)

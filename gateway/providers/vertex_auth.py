@@ -38,9 +38,9 @@ log = logging.getLogger("switchyard.vertex_auth")
 
 T = TypeVar("T")
 
-# the access token the current task's last attempt went out with: a request Vertex refused with a
-# token another request has replaced since retries with the new one, without a fetch of its own
-_SENT: ContextVar[str | None] = ContextVar("switchyard_google_token_sent", default=None)
+# the token cache and access token the current task's last attempt went out with: a request Vertex
+# refused with a token another request has replaced since retries with the new one, no fetch of its own
+_SENT: ContextVar[tuple[TokenCache, str] | None] = ContextVar("switchyard_google_token_sent", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class GoogleCredentials:
 
         Notes it as the token this task's attempt goes out with (one context-variable set)."""
         token = await _mapped(self.tokens.token())
-        _SENT.set(token)
+        _SENT.set((self.tokens, token))
         return token
 
     async def refresh(self) -> bool:
@@ -71,7 +71,7 @@ class GoogleCredentials:
         one, already in use (another request refused with it got it) or fetched now, after the
         credentials file was read again (new credentials if its content changed)."""
         sent = _SENT.get()
-        if sent is not None and self.tokens.cached != sent:
+        if sent is not None and sent[0] is self.tokens and self.tokens.cached != sent[1]:
             return True
         return await _mapped(self.tokens.refresh(self.refetch))
 
