@@ -10,6 +10,15 @@ most one hour apart; 5 minutes of clock skew tolerated). The answer is
 ``{"access_token", "expires_in", "token_type": "Bearer"}``; the token is accepted by the Vertex
 routes until ``vertex_token_lifetime_s`` later on the emulator's clock. Errors use the OAuth shape
 ``{"error", "error_description"}`` with Google's wording.
+
+A key is deleted by replacing the account's public key (``RunningEmulator.accept_keys``): from then
+on an assertion signed with the old key is refused with ``invalid_grant`` / ``Invalid JWT
+Signature.``, which Google's "Using OAuth 2.0 for Server to Server Applications" lists (section
+"Error codes", https://developers.google.com/identity/protocols/oauth2/service-account) for an
+assertion signed with a key not associated with the service account, or a key that was deleted,
+disabled or has expired. The access tokens issued before stay valid until they expire: "Deleting a
+service account key does not revoke short-lived credentials that have been issued based on the
+service account key" (IAM REST reference, ``projects.serviceAccounts.keys.delete``).
 """
 
 from __future__ import annotations
@@ -82,7 +91,7 @@ def verify_assertion(
         raise OAuthError("invalid_grant", "Invalid JWT Signature.")
     try:
         key.verify(_b64url(parts[2]), f"{parts[0]}.{parts[1]}".encode(), padding.PKCS1v15(), hashes.SHA256())
-    except InvalidSignature:
+    except InvalidSignature:  # not the account's key, or a deleted one (Google's error table, above)
         raise OAuthError("invalid_grant", "Invalid JWT Signature.") from None
     if claims.get("aud") not in audiences:
         raise OAuthError("invalid_grant", "Invalid JWT: Failed audience check.")

@@ -16,7 +16,7 @@ import logging
 import signal
 import ssl
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
@@ -79,9 +79,15 @@ class RunningEmulator:
         foundry_api_keys: frozenset[str] | None = None,
         foundry_entra_tokens: frozenset[str] | None = None,
         vertex_tokens: frozenset[str] | None = None,
+        vertex_service_accounts: Mapping[str, str] | None = None,
     ) -> None:
         """Accept these credentials, and no other, from the next request on (those not given are
-        kept): a key rotated in the provider's console, the old one refused at once."""
+        kept): a key rotated in the provider's console, the old one refused at once.
+
+        ``vertex_service_accounts`` (``client_email`` -> public key PEM) replaces the keys the
+        token endpoint verifies assertions with: a service-account key created and the old one
+        deleted. Access tokens already issued stay valid until they expire, as Google documents
+        for a deleted key (see :mod:`.google_oauth`)."""
         state = get_state(self.app)
         config = state.config
         state.config = replace(
@@ -92,6 +98,9 @@ class RunningEmulator:
                 config.foundry_entra_tokens if foundry_entra_tokens is None else foundry_entra_tokens
             ),
             vertex_tokens=config.vertex_tokens if vertex_tokens is None else vertex_tokens,
+            vertex_service_accounts=(
+                config.vertex_service_accounts if vertex_service_accounts is None else vertex_service_accounts
+            ),
         )
 
     def set_fault(self, spec: str, key: str = "standing") -> None:

@@ -220,7 +220,8 @@ def serve(settings: Settings) -> None:
 
         def hangup() -> None:
             # kill -HUP re-reads GATEWAY_API_KEYS_FILE, GATEWAY_POLICY_FILE and the upstream key
-            # files (GATEWAY_FOUNDRY_API_KEY_FILE, GATEWAY_BEDROCK_BEARER_TOKEN_FILE) now (never exits)
+            # files (GATEWAY_FOUNDRY_API_KEY_FILE, GATEWAY_BEDROCK_BEARER_TOKEN_FILE, Vertex's
+            # GOOGLE_APPLICATION_CREDENTIALS, that one in the executor) now (never exits)
             if reloader is not None:
                 reloader.reload(SIGHUP)
             if policy is not None:

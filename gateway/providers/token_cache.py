@@ -55,6 +55,16 @@ class TokenCache:
         """When the cached token expires (Unix seconds), or ``None`` before the first fetch."""
         return self._expires_at if self._token is not None else None
 
+    @property
+    def cached(self) -> str | None:
+        """The token in the cache (fresh or not), ``None`` before the first fetch or after
+        :meth:`invalidate`."""
+        return self._token
+
+    def invalidate(self) -> None:
+        """Forget the cached token: the next :meth:`token` fetches one (new credentials are in use)."""
+        self._token = None
+
     def fresh(self) -> bool:
         """Whether the cached token may still be used (present and not within the margin).
 
@@ -73,27 +83,28 @@ class TokenCache:
         async with self._lock:
             token = self._token
             if token is None or not self.fresh():
-                token = await self._fetch_locked()
+                token = await self._fetch_locked(self._fetch)
             return token
 
-    async def refresh(self) -> bool:
+    async def refresh(self, fetch: TokenFetch | None = None) -> bool:
         """Fetch a new token now (the upstream rejected the cached one); ``True`` if it changed.
 
         Requests rejected together share one fetch: a caller that waited for the lock while
-        another refreshed gets that result without fetching again.
+        another refreshed gets that result without fetching again. ``fetch``: the call to make
+        this time instead of the usual one (say, one that re-reads a credentials file first).
         """
         generation = self.refreshes
         async with self._lock:
             if self.refreshes != generation:
                 return True
             previous = self._token
-            return await self._fetch_locked() != previous
+            return await self._fetch_locked(fetch or self._fetch) != previous
 
-    async def _fetch_locked(self) -> str:
+    async def _fetch_locked(self, fetch: TokenFetch) -> str:
         loop = asyncio.get_running_loop()
         fetched_at = self._clock()
         try:
-            token, expires_at = await loop.run_in_executor(None, self._serialized_fetch)
+            token, expires_at = await loop.run_in_executor(None, self._serialized_fetch, fetch)
         except CredentialFailure as failure:
             if self.health is not None:
                 self.health.failed(failure.message)
@@ -104,6 +115,6 @@ class TokenCache:
         self.refreshes += 1
         return token
 
-    def _serialized_fetch(self) -> tuple[str, float]:
+    def _serialized_fetch(self, fetch: TokenFetch) -> tuple[str, float]:
         with self._thread_lock:
-            return self._fetch()
+            return fetch()

@@ -9,7 +9,9 @@ Details: docs/internals/gateway-providers.md
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -28,6 +30,8 @@ from gateway.providers.vertex_auth import GoogleCredentials, load_google_credent
 from gateway.providers.vertex_discovery import vertex_fetcher
 from gateway.providers.vertex_errors import vertex_error_response
 from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool, read_error_body
+
+log = logging.getLogger("switchyard.upstream_keys")
 
 VERTEX_API_VERSION: Final = "vertex-2023-10-16"
 _NOT_TO_VERTEX: Final = frozenset({"anthropic-version", "anthropic-beta", "content-type"})
@@ -86,6 +90,7 @@ class VertexProvider(Provider):
         self._credentials: GoogleCredentials | None = None
         self._project = settings.vertex.project_id or ""
         self._pool = UpstreamPool()
+        self._reloads: set[asyncio.Task[bool]] = set()  # SIGHUP re-reads of the credentials file
         self.catalogue: ModelCatalogue | None = (
             ModelCatalogue(
                 vertex_fetcher(
@@ -119,6 +124,8 @@ class VertexProvider(Provider):
             await self.catalogue.start()
 
     async def close(self) -> None:
+        for task in self._reloads:
+            task.cancel()
         if self.catalogue is not None:
             await self.catalogue.close()
         await self._pool.close()
@@ -153,10 +160,27 @@ class VertexProvider(Provider):
         }
 
     async def refresh_credentials(self) -> bool:
-        """Vertex rejected the access token (revoked, or expired early): fetch a new one."""
+        """Vertex rejected the access token (revoked, or expired early): fetch a new one, after
+        re-reading GOOGLE_APPLICATION_CREDENTIALS' file (new credentials if it changed)."""
         if self._credentials is None:
             return False
         return await self._credentials.refresh()
+
+    def reload_key_file(self) -> bool | None:
+        """``SIGHUP``: re-read GOOGLE_APPLICATION_CREDENTIALS' file in the default executor (its log
+        line says what was found) and answer ``False`` at once; ``None`` without a file (ADC)."""
+        credentials = self._credentials
+        if credentials is None or credentials.key_file is None:
+            return None
+        task = asyncio.get_running_loop().create_task(credentials.reload_file())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloaded)
+        return False
+
+    def _reloaded(self, task: asyncio.Task[bool]) -> None:
+        self._reloads.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.warning("Google credentials file not re-read (SIGHUP): %s", type(error).__name__)
 
     def frame(self, shaped: Shaped) -> Framed:
         model = shaped.upstream_model

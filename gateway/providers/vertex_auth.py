@@ -1,7 +1,8 @@
 """Google credentials for Vertex AI: Application Default Credentials through google-auth.
 
 google-auth is imported inside functions (a gateway without Vertex never loads it); its refresh
-runs in the default executor, one at a time, through the gateway's egress settings.
+runs in the default executor, one at a time, through the gateway's egress settings. Credentials
+from a file are re-read when Google refuses them and on ``SIGHUP`` (:mod:`.google_key_file`).
 
 Details: docs/internals/gateway-providers.md
 """
@@ -13,22 +14,33 @@ import datetime
 import logging
 import math
 import time
-import warnings
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from gateway.config import ConfigError, Settings
 from gateway.egress import classify_sync, host_port
 from gateway.providers.credentials_health import CredentialFailure, CredentialHealth
+from gateway.providers.google_key_file import (
+    CLOUD_PLATFORM_SCOPE,
+    REFUSED,
+    SIGHUP,
+    VARIABLE,
+    GoogleKeyFile,
+    UnusableFile,
+    load_file,
+)
 from gateway.providers.token_cache import TokenCache, TokenFetch
 from gateway.transport import proxy_for
 
 log = logging.getLogger("switchyard.vertex_auth")
 
-CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
-
 T = TypeVar("T")
+
+# the token cache and access token the current task's last attempt went out with: a request Vertex
+# refused with a token another request has replaced since retries with the new one, no fetch of its own
+_SENT: ContextVar[tuple[TokenCache, str] | None] = ContextVar("switchyard_google_token_sent", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,18 +51,40 @@ class GoogleCredentials:
     source: str
     tokens: TokenCache
     http: Any = None  # the requests session of the token calls (closed with the provider)
+    key_file: GoogleKeyFile | None = None  # GOOGLE_APPLICATION_CREDENTIALS' file (None: ADC)
+    refetch: TokenFetch | None = None  # the fetch after Vertex refused a token (reads the file first)
 
     def close(self) -> None:
         if self.http is not None:
             self.http.close()
 
     async def bearer(self) -> str:
-        """A valid access token, refreshed when due; failures become Anthropic-shaped errors."""
-        return await _mapped(self.tokens.token())
+        """A valid access token, refreshed when due; failures become Anthropic-shaped errors.
+
+        Notes it as the token this task's attempt goes out with (one context-variable set)."""
+        token = await _mapped(self.tokens.token())
+        _SENT.set((self.tokens, token))
+        return token
 
     async def refresh(self) -> bool:
-        """Fetch a new token now (Vertex rejected the cached one); ``True`` if it changed."""
-        return await _mapped(self.tokens.refresh())
+        """Vertex rejected the token this task sent: ``True`` if the next attempt goes with another
+        one, already in use (another request refused with it got it) or fetched now, after the
+        credentials file was read again (new credentials if its content changed)."""
+        sent = _SENT.get()
+        if sent is not None and sent[0] is self.tokens and self.tokens.cached != sent[1]:
+            return True
+        return await _mapped(self.tokens.refresh(self.refetch))
+
+    async def reload_file(self) -> bool:
+        """``SIGHUP``: re-read the credentials file off the event loop; with new credentials, the
+        cached token (minted with the old key) is dropped so the next request uses the new key."""
+        key_file = self.key_file
+        if key_file is None:
+            return False
+        changed = await asyncio.get_running_loop().run_in_executor(None, key_file.reload, SIGHUP)
+        if changed:
+            self.tokens.invalidate()
+        return changed
 
 
 async def _mapped(call: Awaitable[T]) -> T:
@@ -118,19 +152,48 @@ def _expiry_seconds(expiry: datetime.datetime | None) -> float:
     return expiry.timestamp()
 
 
-def _refresher(credentials: Any, settings: Settings, http: Any) -> TokenFetch:
+def _refused(exc: BaseException) -> bool:
+    """Whether the token endpoint refused the credential itself (not a network or Google failure)."""
+    from google.auth.exceptions import RefreshError
+
+    return isinstance(exc, RefreshError) and not getattr(exc, "retryable", False)
+
+
+def _renewed(key_file: GoogleKeyFile, generation: int) -> bool:
+    """Google refused the key of ``generation``: are newer credentials in use now (read from the
+    file now, or by a ``SIGHUP`` job meanwhile)?"""
+    return key_file.reload(REFUSED) or key_file.generation != generation
+
+
+def _refresher(
+    fixed: Any, key_file: GoogleKeyFile | None, settings: Settings, http: Any, *, reread: bool = False
+) -> TokenFetch:
+    """The blocking token fetch of ``key_file``'s credentials (``fixed``'s without a file).
+
+    With a file: read it first (``reread``: Vertex refused a token), or after the token endpoint
+    refused the key; new content means new credentials, tried at once (once per fetch)."""
     from google.auth.exceptions import GoogleAuthError
     from google.auth.transport.requests import Request
 
     request = Request(session=http)
 
     def fetch() -> tuple[str, float]:
+        if key_file is not None and reread:
+            key_file.reload(REFUSED)
+        credentials = fixed if key_file is None else key_file.credentials
+        generation = 0 if key_file is None else key_file.generation
         try:
             credentials.refresh(request)
         except (GoogleAuthError, OSError) as exc:
-            failure = describe_google_failure(exc, credentials, settings)
-            log.debug("Google token refresh failed: %s", type(exc).__name__)
-            raise failure from None
+            if key_file is None or reread or not _refused(exc) or not _renewed(key_file, generation):
+                log.debug("Google token refresh failed: %s", type(exc).__name__)
+                raise describe_google_failure(exc, credentials, settings) from None
+            credentials = key_file.credentials  # the file changed: its new credentials, once
+            try:
+                credentials.refresh(request)
+            except (GoogleAuthError, OSError) as again:
+                log.debug("Google token refresh with the re-read file failed: %s", type(again).__name__)
+                raise describe_google_failure(again, credentials, settings) from None
         token = credentials.token
         if not isinstance(token, str) or not token:
             raise CredentialFailure(f"{PREFIX}: the refresh returned no access token")
@@ -139,27 +202,23 @@ def _refresher(credentials: Any, settings: Settings, http: Any) -> TokenFetch:
     return fetch
 
 
-def _load(settings: Settings) -> tuple[Any, str | None, str]:
+def _load(settings: Settings) -> tuple[Any, str | None, str, GoogleKeyFile | None]:
     """Blocking: find the credentials (ADC may probe the metadata server)."""
     import google.auth
     from google.auth import exceptions
 
     path = settings.vertex.credentials_file
+    if path is not None:
+        try:
+            loaded = load_file(path)
+        except UnusableFile as exc:
+            raise ConfigError(f"{VARIABLE}: no usable Google credentials for Vertex AI: {exc}") from None
+        return loaded.credentials, loaded.project_id, VARIABLE, GoogleKeyFile(path, loaded)
     try:
-        if path is not None:
-            # The operator's own file, loaded the way google.auth.default() loads the same variable
-            # (which also silences the warning about files from untrusted sources).
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                credentials, project = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
-                    str(path), scopes=[CLOUD_PLATFORM_SCOPE]
-                )
-            return credentials, project, "GOOGLE_APPLICATION_CREDENTIALS"
         credentials, project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
     except exceptions.GoogleAuthError as exc:
-        variable = "GOOGLE_APPLICATION_CREDENTIALS"
-        raise ConfigError(f"{variable}: no usable Google credentials for Vertex AI: {exc}") from None
-    return credentials, project, "application default credentials"
+        raise ConfigError(f"{VARIABLE}: no usable Google credentials for Vertex AI: {exc}") from None
+    return credentials, project, "application default credentials", None
 
 
 async def load_google_credentials(
@@ -167,7 +226,7 @@ async def load_google_credentials(
 ) -> GoogleCredentials:
     """Load ADC off the event loop; raise ``ConfigError`` when there are none."""
     loop = asyncio.get_running_loop()
-    credentials, project, source = await loop.run_in_executor(None, _load, settings)
+    credentials, project, source, key_file = await loop.run_in_executor(None, _load, settings)
     from gateway.providers.requests_egress import EgressRequestsSession
 
     http = EgressRequestsSession(settings.egress)
@@ -175,8 +234,10 @@ async def load_google_credentials(
         project_id=project or None,
         source=source,
         http=http,
+        key_file=key_file,
+        refetch=None if key_file is None else _refresher(credentials, key_file, settings, http, reread=True),
         tokens=TokenCache(
-            _refresher(credentials, settings, http),
+            _refresher(credentials, key_file, settings, http),
             clock=clock,
             health=CredentialHealth.for_egress(settings.egress),
         ),

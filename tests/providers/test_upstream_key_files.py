@@ -37,41 +37,15 @@ from gateway.providers.bedrock import BedrockProvider
 from gateway.providers.foundry import FoundryProvider
 from tests.providers.bedrock_harness import apply_aws_env, bedrock_upstream
 from tests.providers.foundry_harness import foundry_upstream
+from tests.providers.key_rotation import MESSAGES, MODEL
+from tests.providers.key_rotation import KeyRotationGateway as Gateway
 
 pytestmark = pytest.mark.timeout(60)
 
 GATEWAY_KEY = "sk-gw-key-files"
-MODEL = "claude-sonnet-4-5"
-MESSAGES: list[anthropic.types.MessageParam] = [{"role": "user", "content": "hi"}]
 FOUNDRY_KEY = "foundry-key-original-0001"
 NEW_FOUNDRY_KEY = "foundry-key-rotated-0002"
 NEW_BEDROCK_KEY = "bedrock-api-key-rotated-0002"
-
-
-class Gateway:
-    """A gateway in this event loop, its metrics, and an SDK client (no SDK retries)."""
-
-    def __init__(self, client: anthropic.AsyncAnthropic, metrics: GatewayMetrics, provider: str) -> None:
-        self.client = client
-        self.metrics = metrics
-        self.provider = provider
-
-    async def ask(self) -> tuple[int, str]:
-        """Status and ``x-gateway-retries`` of one Messages request."""
-        try:
-            raw = await self.client.messages.with_raw_response.create(
-                model=MODEL, max_tokens=8, messages=MESSAGES
-            )
-        except anthropic.APIStatusError as exc:
-            return exc.status_code, exc.response.headers.get("x-gateway-retries", "")
-        assert (await raw.parse()).content
-        return raw.status_code, raw.headers["x-gateway-retries"]
-
-    def credential_retries(self) -> float:
-        value = self.metrics.registry.get_sample_value(
-            "gateway_upstream_retries_total", {"provider": self.provider, "reason": "credential_refresh"}
-        )
-        return value or 0.0
 
 
 @contextlib.asynccontextmanager

@@ -339,5 +339,24 @@ async def test_token_endpoint_rejects_an_unknown_key(tmp_path: Path) -> None:
             await _in_thread(_credentials(path).refresh, google.auth.transport.requests.Request())
 
 
+async def test_a_deleted_key_is_refused_and_its_tokens_stay_valid(tmp_path: Path) -> None:
+    """A key rotated in the emulator's configuration (a new key created, the old one deleted):
+    assertions signed with the old key get Google's ``invalid_grant`` / ``Invalid JWT Signature.``,
+    the new key's are accepted, and a token issued before the deletion still works until it
+    expires (deleting a key does not revoke the short-lived credentials issued with it)."""
+    async with run_emulator(_config(), provider="vertex") as emu:
+        old = _credentials(write_service_account(tmp_path, emu.base_url + "/token"))
+        await _in_thread(old.refresh, google.auth.transport.requests.Request())
+        emu.accept_keys(vertex_service_accounts={SERVICE_ACCOUNT: public_pem(other_key())})
+        with pytest.raises(google.auth.exceptions.RefreshError, match="Invalid JWT Signature") as info:
+            await _in_thread(old.refresh, google.auth.transport.requests.Request())
+        assert info.value.args[1]["error"] == "invalid_grant"
+        issued_before = _client(emu, access_token=old.token)
+        assert (await issued_before.messages.create(model=MODEL, max_tokens=16, messages=USER)).content
+        new = _credentials(write_service_account(tmp_path, emu.base_url + "/token", key=other_key()))
+        await _in_thread(new.refresh, google.auth.transport.requests.Request())
+        assert new.token.startswith("ya29.emu-") and new.token != old.token
+
+
 async def _in_thread(function: Any, *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, function, *args)

@@ -15,10 +15,12 @@ yields its base URL.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import functools
 import json
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -26,8 +28,9 @@ from typing import Any
 
 import anthropic
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from emulators import EmulatorConfig, RunningEmulator, run_emulator
 from emulators.clock import Clock
@@ -70,8 +73,10 @@ def write_service_account(
     key: rsa.RSAPrivateKey | None = None,
     email: str = SERVICE_ACCOUNT,
     project_id: str | None = PROJECT,
+    path: Path | None = None,
 ) -> Path:
-    """A service-account key file as the Cloud console downloads it."""
+    """A service-account key file as the Cloud console downloads it (at ``path``: a key rotated
+    in place, as a re-mounted secret; else a new file in ``directory``)."""
     private = (key or service_account_key()).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -86,7 +91,7 @@ def write_service_account(
     }
     if project_id is not None:
         info["project_id"] = project_id
-    path = directory / f"service-account-{uuid.uuid4().hex[:12]}.json"
+    path = path or directory / f"service-account-{uuid.uuid4().hex[:12]}.json"
     path.write_text(json.dumps(info))
     return path
 
@@ -104,6 +109,40 @@ def google_auth_follows(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
 def token_requests(emulator: RunningEmulator) -> int:
     """How many times the emulator's OAuth token endpoint was called."""
     return sum(1 for r in emulator.requests if r.path_only == "/token")
+
+
+def token_signers(emulator: RunningEmulator) -> list[str]:
+    """Which key signed each assertion the token endpoint received: ``old``
+    (:func:`service_account_key`), ``new`` (:func:`other_key`) or ``unknown``."""
+    keys = {"old": service_account_key(), "new": other_key()}
+    found = []
+    for request in emulator.requests:
+        if request.path_only != "/token":
+            continue
+        assertion = urllib.parse.parse_qs(request.body.decode())["assertion"][0]
+        header, claims, signature = assertion.split(".")
+        raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+        signed = f"{header}.{claims}".encode()
+        found.append(next((name for name, key in keys.items() if _verifies(key, raw, signed)), "unknown"))
+    return found
+
+
+def _verifies(key: rsa.RSAPrivateKey, signature: bytes, data: bytes) -> bool:
+    try:
+        key.public_key().verify(signature, data, padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        return False
+    return True
+
+
+def assert_no_key_material(text: str) -> None:
+    """Neither test key's PEM (any of its lines) nor a PEM marker appears in ``text``."""
+    assert "PRIVATE KEY" not in text
+    for key in (service_account_key(), other_key()):
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+        assert not [line for line in pem.splitlines()[1:-1] if line in text]
 
 
 def predict_requests(emulator: RunningEmulator) -> list[Any]:

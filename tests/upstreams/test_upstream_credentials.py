@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,9 @@ from typing import Any
 import anthropic
 import pytest
 
-from emulators import RunningEmulator
+from emulators import EmulatorConfig, ManualClock, RunningEmulator, service_accounts
 from emulators.bedrock_config import BedrockOptions
-from emulators.upstreams import emulated_upstream
+from emulators.upstreams import VERTEX_ACCOUNT, VERTEX_PROJECT, emulated_upstream
 from gateway.app import create_app
 from gateway.config import ConfigError, Settings
 from gateway.process import RunningServer, running
@@ -124,19 +125,11 @@ async def test_two_accounts_and_an_api_key_file_serve_at_once(
         _accounts(tmp_path, monkeypatch) as (gateway, emulators),
         anthropic.AsyncAnthropic(api_key=CLIENT_KEY, base_url=gateway.base_url, max_retries=0) as client,
     ):
-
-        async def served_by() -> str:
-            raw = await client.messages.with_raw_response.create(
-                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
-            )
-            assert (await raw.parse()).content
-            return raw.headers["x-gateway-upstream"]
-
-        assert await served_by() == "account-a"
+        assert await _served_by(client) == ("account-a", "0")
         emulators["account-a"].set_fault(STORM)
-        assert await served_by() == "account-b"
+        assert (await _served_by(client))[0] == "account-b"
         emulators["account-b"].set_fault(STORM)
-        assert await served_by() == "account-c"
+        assert (await _served_by(client))[0] == "account-c"
         # each account's emulator saw only its own credential, each signature verified (a 403
         # would have moved the request on, and shown up here as a second signer)
         assert _signers(emulators["account-a"]) == [ACCOUNT_A[0]] * 3  # 1 served, then 2 tried (529)
@@ -252,6 +245,15 @@ async def test_two_vertex_accounts_and_a_foundry_key_file(tmp_path: Path) -> Non
         assert answered == ["vertex-a", "vertex-b", "foundry"]
 
 
+async def _served_by(client: anthropic.AsyncAnthropic) -> tuple[str, str]:
+    """``x-gateway-upstream`` and ``x-gateway-retries`` of one successful Messages request."""
+    raw = await client.messages.with_raw_response.create(
+        model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert (await raw.parse()).content
+    return raw.headers["x-gateway-upstream"], raw.headers["x-gateway-retries"]
+
+
 async def test_each_upstreams_key_file_is_re_read_when_its_upstream_refuses_the_key(tmp_path: Path) -> None:
     """Two Foundry upstreams, a key file each: a key rotated in one upstream (its emulator's own
     configuration) and its file is read anew at the refusal, by that upstream only; the request is
@@ -273,25 +275,18 @@ async def test_each_upstreams_key_file_is_re_read_when_its_upstream_refuses_the_
         ]
         client = await _client_of_gateway(stack, tmp_path, upstreams)
 
-        async def served_by() -> tuple[str, str]:
-            raw = await client.messages.with_raw_response.create(
-                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
-            )
-            assert (await raw.parse()).content
-            return raw.headers["x-gateway-upstream"], raw.headers["x-gateway-retries"]
-
         def rotate(name: str) -> None:
             new = f"{name}-rotated-key-0002"
             emulated[name].emulator.accept_keys(foundry_api_keys=frozenset({new}))
             files[name].write_text(new + "\n")
 
         rotate("foundry-a")
-        assert await served_by() == ("foundry-a", "1")
-        assert await served_by() == ("foundry-a", "0")
+        assert await _served_by(client) == ("foundry-a", "1")
+        assert await _served_by(client) == ("foundry-a", "0")
         assert emulated["foundry-b"].emulator.requests == []  # a refused key moved nothing
         emulated["foundry-a"].emulator.set_fault(STORM)  # from now on, foundry-b serves
         rotate("foundry-b")
-        assert await served_by() == ("foundry-b", "1")
+        assert await _served_by(client) == ("foundry-b", "1")
         sent = {
             name: [r.header("x-api-key") for r in emulated[name].emulator.requests if r.method == "POST"]
             for name in emulated
@@ -304,3 +299,37 @@ async def test_each_upstreams_key_file_is_re_read_when_its_upstream_refuses_the_
                 "foundry-b-rotated-key-0002",
             ],
         }
+
+
+async def test_each_vertex_upstreams_credentials_file_is_re_read_when_its_token_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Two Vertex upstreams, a service-account key file each: one account's key is rotated (a new
+    key in its emulator's configuration, the old one deleted, the new JSON written over its file)
+    and that emulator's clock moves past the token's expiry, so Vertex refuses the token. That
+    upstream alone reads its file again and serves the request after one credential retry: no
+    failover, no restart."""
+    async with contextlib.AsyncExitStack() as stack:
+        emulated, clocks = {}, {}
+        for name in ("vertex-a", "vertex-b"):
+            (tmp_path / name).mkdir()
+            clocks[name] = ManualClock(time.time())  # google-auth signs with the real time
+            config = EmulatorConfig(clock=clocks[name])
+            emulated[name] = await stack.enter_async_context(
+                emulated_upstream("vertex", tmp_path / name, config)
+            )
+        upstreams = [{**entry(emulated[name]), "name": name} for name in ("vertex-a", "vertex-b")]
+        client = await _client_of_gateway(stack, tmp_path, upstreams)
+
+        assert await _served_by(client) == ("vertex-a", "0")
+        emulator = emulated["vertex-a"].emulator
+        token_uri = emulator.base_url + "/token"
+        rotated = service_accounts.generate(VERTEX_PROJECT, VERTEX_ACCOUNT, token_uri)
+        emulator.accept_keys(vertex_service_accounts={VERTEX_ACCOUNT: rotated.public_key_pem})
+        rotated.write(Path(emulated["vertex-a"].env["GOOGLE_APPLICATION_CREDENTIALS"]))
+        clocks["vertex-a"].advance(3601)  # the token issued with the old key has expired there
+        assert await _served_by(client) == ("vertex-a", "1")
+        assert await _served_by(client) == ("vertex-a", "0")
+        assert emulated["vertex-b"].emulator.requests == []  # a refused token moved nothing
+        tokens = [r for r in emulator.requests if r.path_only == "/token"]
+        assert len(tokens) == 2  # the old key's, then the re-read file's
