@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 from gateway.config_checks import REDIS_SCHEMES
+from gateway.settings.prompt_cache import CacheSettings
 
 log = logging.getLogger("switchyard.session_store")
 
@@ -26,9 +27,11 @@ MAX_BACKOFF_S: Final = 30.0
 T = TypeVar("T")
 
 
-def link_for(url: str, timeout_s: float, on_error: Callable[[], None]) -> RedisLink | None:
+def link_for(cache: CacheSettings, on_error: Callable[[], None]) -> RedisLink | None:
     """The link to ``GATEWAY_SESSION_STORE`` when it names a Redis, else ``None`` (state in memory)."""
-    return RedisLink(url, timeout_s=timeout_s, on_error=on_error) if url.startswith(REDIS_SCHEMES) else None
+    if not cache.session_store.startswith(REDIS_SCHEMES):
+        return None
+    return RedisLink(cache.session_store, timeout_s=cache.session_store_timeout_s, on_error=on_error)
 
 
 def redis_client(url: str, timeout_s: float) -> Any:

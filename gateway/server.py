@@ -91,12 +91,8 @@ class Gateway:
         )
         metrics.prime(provider.name, self.keys)
         self.team_slots.prime(self.keys.teams)
-        # one Redis client and outage back-off for the session store and the upstream state
-        self.redis_link = link_for(
-            settings.cache.session_store,
-            settings.cache.session_store_timeout_s,
-            metrics.session_store_errors.inc,
-        )
+        # one Redis client and outage back-off for sessions, upstream state and fleet counters
+        self.redis_link = link_for(settings.cache, metrics.session_store_errors.inc)
         store = build_store(settings.cache, self.redis_link, teams=lambda: len(self.keys.teams))
         self.cache = CachePipeline(
             settings.cache,

@@ -100,16 +100,11 @@ class SigninService:
 
     @classmethod
     async def build(
-        cls,
-        settings: SigninSettings,
-        session_store: str,
-        clock: Callable[[], float],
-        egress: EgressSettings,
+        cls, settings: SigninSettings, session_store: str, clock: Callable[[], float], egress: EgressSettings,
         store_timeout_s: float = 0.25,
-    ) -> SigninService:
-        """``session_store``: ``GATEWAY_SESSION_STORE`` (a Redis URL shares sign-in state too; every
-        call to it bounded by ``store_timeout_s``, ``GATEWAY_SESSION_STORE_TIMEOUT_S``, per socket
-        operation); ``egress``: how the IdP is reached (proxy, CA bundle), as the upstream is."""
+    ) -> SigninService:  # fmt: skip
+        """``session_store``: ``GATEWAY_SESSION_STORE`` (a Redis URL shares sign-in state too, each
+        socket operation within ``store_timeout_s``); ``egress``: how the IdP is reached."""
         assert settings.oidc_issuer is not None and settings.public_url is not None
         store: SigninStore
         if session_store.startswith(("redis://", "rediss://", "unix://")):
