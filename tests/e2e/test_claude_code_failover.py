@@ -23,6 +23,7 @@ replays the signed thinking blocks in later requests, as a real session with thi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import uuid
@@ -48,7 +49,9 @@ GATEWAY_KEY = "sk-gw-claude-code-failover"
 # the history it replays when the answer's model differs from the one it asked for (with the alias
 # ``claude-sonnet-4-5`` on Bedrock, as it does in its own Bedrock mode), 2.1.332 keeps them.
 MODEL = "claude-sonnet-4-5-20250929"
-THINKING = {"MAX_THINKING_TOKENS": "2048"}
+# the CLI's own retries off: an error the gateway let through is not hidden by a CLI retry (and a
+# failing run ends in seconds, not after ten backed-off retries)
+CLI_VARS = {"MAX_THINKING_TOKENS": "2048", "CLAUDE_CODE_MAX_RETRIES": "0"}
 TOOL_PROMPT = "[[scenario:tool_use]] [[tool:Bash]] run the command"
 RETURN_AFTER_S = 300.0
 STORM = "fail_first=1000000:529,retry_after_ms=1"
@@ -118,7 +121,7 @@ class Pair:
 
     def env(self) -> dict[str, str]:
         return claude_env(
-            self.home, ANTHROPIC_BASE_URL=self.gateway.base_url, ANTHROPIC_API_KEY=GATEWAY_KEY, **THINKING
+            self.home, ANTHROPIC_BASE_URL=self.gateway.base_url, ANTHROPIC_API_KEY=GATEWAY_KEY, **CLI_VARS
         )
 
     def samples(self, name: str) -> Iterator[tuple[dict[str, str], float]]:
@@ -290,3 +293,53 @@ async def test_claude_code_session_survives_a_failover(
         assert len(model_calls(pair.primary.requests)) > served_before
         assert pair.metric(moves, **{"from": secondary, "to": primary, "reason": "return"}) == 1
         assert not [b for body in _bodies(pair.primary)[served_before:] for b in _thinking_blocks(body)]
+
+
+# The tool waits for the test: the primary answered the tool call, and fails before the tool result
+# goes back. The moved request's last assistant turn is then a tool call whose thinking block (from
+# the primary) is left out, so thinking must be off for it: with thinking on, the API refuses a final
+# assistant turn of a tool loop that does not start with a thinking block ("When `thinking` is
+# enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set
+# of `tool_use` and `tool_result` blocks)", as reported in n8n-io/n8n#22550 and
+# anthropics/claude-code#20705).
+WAITING_TOOL_PROMPT = (
+    "[[scenario:tool_use]] [[tool:Bash]] "
+    '[[input:Bash {"command": "touch waiting; until test -e go; do sleep 0.1; done; echo moved-mid-loop"}]] '
+    "run it"
+)
+
+
+@pytest.mark.parametrize("version", versions_under_test())
+async def test_a_move_inside_the_tool_loop(
+    version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    binary = cli(version)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    case = CASES[0]
+    async with two_upstreams(case, tmp_path, monkeypatch) as pair:
+        args = ("-p", WAITING_TOOL_PROMPT, "--session-id", str(uuid.uuid4()), "--model", MODEL,
+                "--allowedTools", "Bash", "--max-turns", "4")  # fmt: skip
+        run = asyncio.create_task(run_claude(binary, args, pair.env(), workdir, timeout_s=90))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not (workdir / "waiting").exists():  # the tool runs: the tool call was answered
+            assert not run.done(), run.result().describe()
+            assert loop.time() < deadline, "the tool never ran"
+            await asyncio.sleep(0.05)
+        await pair.fail_primary()
+        (workdir / "go").touch()
+        result = _ok(await run)
+        assert "moved-mid-loop" in result["result"]  # the tool's output reached the model and back
+        tool_call = _bodies(pair.primary)[0]
+        assert tool_call.get("thinking", {}).get("type") == "enabled"
+        moved = _bodies(pair.secondary)
+        assert len(moved) == 1, moved
+        last_assistant = [m for m in moved[0]["messages"] if m["role"] == "assistant"][-1]
+        assert [b["type"] for b in last_assistant["content"]][-1] == "tool_use"
+        assert not _thinking_blocks(moved[0])
+        assert moved[0].get("thinking", {"type": "disabled"})["type"] == "disabled"
+        assert pair.metric("gateway_session_moves_total") == 1
+        assert (
+            pair.metric("gateway_cache_breaks_total", provider=case.secondary, reason="upstream_changed") == 1
+        )
