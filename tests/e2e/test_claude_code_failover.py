@@ -9,11 +9,15 @@ For the captures' version (2.1.197) and the newest 2.1.x, one ``claude -p`` sess
    session resumes (``--resume``): the secondary serves it, the session moved exactly once, the move
    is the cache break ``upstream_changed``, and the CLI saw no error. The secondary's emulator
    accepted every request (its own cited rules) and none carried a thinking block or signature the
-   primary produced (``gateway/upstreams/signatures.py``);
+   primary produced (``gateway/upstreams/signatures.py``; checked on the wire: the emulators do not
+   verify signatures);
 3. the primary recovers (its breaker closed) and the next turn still goes to the secondary, where
    the session's cache now is;
 4. once the session was idle past ``affinity.return_after_s`` (the gateway's injected wall clock),
    the next turn returns to the primary.
+
+``test_a_move_inside_the_tool_loop``: the primary fails while the CLI runs the tool it asked for,
+so the tool result goes to the secondary after a tool call whose thinking block is left out.
 
 Thinking: in first-party mode Claude Code asks Opus for ``adaptive`` thinking, which the scripted
 model answers without thinking blocks; with ``MAX_THINKING_TOKENS`` and a model without adaptive
