@@ -11,6 +11,7 @@ import json
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -55,27 +56,40 @@ def _turn(gateway: GatewayProcess, session: str | None, text: str) -> anthropic.
     )
 
 
+def replicas_env(
+    tmp_path: Path,
+    upstreams: list[EmulatedUpstream],
+    redis_url: str,
+    sections: dict[str, Any],
+    **extra: str,
+) -> dict[str, str]:
+    """The environment of replicas routing every model over ``upstreams`` in order (the file's
+    ``sections``: breaker, failover...), sharing state in ``redis_url``."""
+    path = tmp_path / "upstreams.json"
+    entries = [entry(u) for u in upstreams]
+    routes = [{"models": ["*"], "upstreams": [e["name"] for e in entries]}]
+    path.write_text(json.dumps({"upstreams": entries, "routes": routes, **sections}))
+    return {
+        "GATEWAY_API_KEYS": CLIENT_KEY,
+        "GATEWAY_METRICS_API_KEYS": METRICS_KEY,
+        "GATEWAY_UPSTREAMS_FILE": str(path),
+        "GATEWAY_SESSION_STORE": redis_url,
+        "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
+        "GATEWAY_LOG_LEVEL": "WARNING",
+        **extra,
+    }
+
+
 def test_two_processes_agree_on_breakers_and_placements(tmp_path: Path, redis_server: RedisServer) -> None:
     thread = LoopThread()
     try:
         primary = thread.enter(emulated_upstream("anthropic", tmp_path))
         second = thread.enter(emulated_upstream("foundry", tmp_path))
-        upstreams = {
-            "upstreams": [entry(primary), entry(second)],
-            "routes": [{"models": ["*"], "upstreams": ["primary", "foundry"]}],
+        sections = {
             "breaker": {"failures": 2, "window_s": 60, "open_s": 120, "sync_s": 0},
             "failover": {"same_upstream_retries": 1},
         }
-        path = tmp_path / "upstreams.json"
-        path.write_text(json.dumps(upstreams))
-        env = {
-            "GATEWAY_API_KEYS": CLIENT_KEY,
-            "GATEWAY_METRICS_API_KEYS": METRICS_KEY,
-            "GATEWAY_UPSTREAMS_FILE": str(path),
-            "GATEWAY_SESSION_STORE": redis_server.url,
-            "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
-            "GATEWAY_LOG_LEVEL": "WARNING",
-        }
+        env = replicas_env(tmp_path, [primary, second], redis_server.url, sections)
         with (
             serve_process(env, tmp_path / "a.log") as a,
             serve_process(env, tmp_path / "b.log") as b,

@@ -14,7 +14,6 @@ follows.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
@@ -27,8 +26,7 @@ from emulators.upstreams import EmulatedUpstream, emulated_upstream
 from tests.support.redis_server import RedisServer, running_redis
 from tests.support.serve_process import GatewayProcess, serve_process
 from tests.support.threaded import LoopThread
-from tests.upstreams.harness import CLIENT_KEY, entry
-from tests.upstreams.test_shared_state import METRICS_KEY, _metric, _turn
+from tests.upstreams.test_shared_state import _metric, _turn, replicas_env
 
 pytestmark = pytest.mark.timeout(120)
 PASSWORD = "redis-pw-9f3c1e"
@@ -78,27 +76,20 @@ def test_replicas_fail_over_on_their_own_while_redis_is_down_and_share_again_aft
     try:
         primary = thread.enter(emulated_upstream("anthropic", tmp_path))
         second = thread.enter(emulated_upstream("foundry", tmp_path))
-        upstreams = {
-            "upstreams": [entry(primary), entry(second)],
-            "routes": [{"models": ["*"], "upstreams": ["primary", "foundry"]}],
-            # a breaker out of reach: each move below is the request's own, not a skipped upstream
+        sections = {  # a breaker out of reach: each move below is the request's own
             "breaker": {"failures": 1000, "window_s": 60, "open_s": 120, "sync_s": 0},
             "failover": {"same_upstream_retries": 0},
         }
-        path = tmp_path / "upstreams.json"
-        path.write_text(json.dumps(upstreams))
         policy = tmp_path / "policy.yaml"  # spend counters in the same Redis (fail open while it hangs)
         policy.write_text("base: {spend_caps: {daily_usd: 1000}}\n")
-        env = {
-            "GATEWAY_API_KEYS": CLIENT_KEY,
-            "GATEWAY_METRICS_API_KEYS": METRICS_KEY,
-            "GATEWAY_UPSTREAMS_FILE": str(path),
-            "GATEWAY_SESSION_STORE": redis_server.url,
-            "GATEWAY_SESSION_STORE_TIMEOUT_S": "0.5",
-            "GATEWAY_POLICY_FILE": str(policy),
-            "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
-            "GATEWAY_LOG_LEVEL": "WARNING",
-        }
+        env = replicas_env(
+            tmp_path,
+            [primary, second],
+            redis_server.url,
+            sections,
+            GATEWAY_SESSION_STORE_TIMEOUT_S="0.5",
+            GATEWAY_POLICY_FILE=str(policy),
+        )
         with (
             serve_process(env, tmp_path / "a.log") as a,
             serve_process(env, tmp_path / "b.log") as b,
