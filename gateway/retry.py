@@ -254,8 +254,14 @@ async def with_retry(
 
         if status in (401, 403) and error is None and refresh_credentials is not None and not refreshed:
             refreshed = True
-            if await refresh_credentials():
-                assert response is not None
+            assert response is not None
+            try:
+                renewed = await refresh_credentials()
+            except GatewayError as failed:  # no new credential to be had: why is the answer, as any error
+                response.close()
+                yield RetryResult(None, failed, retries, switched_to, current, _refused(failed))
+                return
+            if renewed:
                 response.close()
                 yield RetryStatus(retries + 1, "credential_refresh", 0.0)
                 retries += 1

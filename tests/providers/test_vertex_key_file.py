@@ -260,7 +260,8 @@ async def test_an_unchanged_file_after_a_vertex_refusal_is_not_retried(
         assert await gateway.ask() == (200, "0")
         gateway.rotate_in_google()
         clock.advance(3601)
-        assert (await gateway.ask())[0] == 401
+        # the token refresh is refused too: that refusal is the answer, headed like any other
+        assert await gateway.ask() == (401, "0")
         assert gateway.credential_retries() == 0
         assert gateway.token_signers() == ["old", "old"]  # the refresh's one fetch, refused
         assert len(predict_requests(gateway.emulator)) == 2  # no second attempt
