@@ -53,6 +53,10 @@ def redis_client(url: str, timeout_s: float) -> Any:
     )
 
 
+class RedisUnavailable(Exception):
+    """Redis is in its back-off, or a call failed (the message names how, never the URL)."""
+
+
 class RedisLink:
     """The client (``redis``) and the shared back-off; ``run`` wraps one call in both."""
 
@@ -94,19 +98,26 @@ class RedisLink:
     def succeeded(self) -> None:
         self._backoff = FIRST_BACKOFF_S
 
-    async def run(self, action: str, call: Callable[[], Awaitable[T]]) -> T | None:
-        """``call()``'s result within two timeouts (connect and command), or ``None`` when Redis is
-        in its back-off or the call failed (any Redis or network error: never the request's)."""
+    async def call(self, action: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``'s result within two timeouts (connect and command); ``RedisUnavailable`` when
+        Redis is in its back-off or the call failed (which starts or continues the back-off)."""
         if not self.available():
-            return None
+            raise RedisUnavailable("Redis in its back-off")
         try:
             async with asyncio.timeout(self.timeout_s * 2):
                 result = await call()
-        except Exception as exc:
+        except Exception as exc:  # any Redis or network failure, or the bound
             self.failed(action, exc)
-            return None
+            raise RedisUnavailable(type(exc).__name__) from None
         self.succeeded()
         return result
+
+    async def run(self, action: str, call: Callable[[], Awaitable[T]]) -> T | None:
+        """As :meth:`call`, with ``None`` for an unavailable Redis (never the request's failure)."""
+        try:
+            return await self.call(action, call)
+        except RedisUnavailable:
+            return None
 
     async def close(self) -> None:
         try:

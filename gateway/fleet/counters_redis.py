@@ -22,7 +22,7 @@ from gateway.fleet.counters import (
     CountersUnavailable,
     Refused,
 )
-from gateway.redis_link import RedisLink
+from gateway.redis_link import RedisLink, RedisUnavailable
 
 log = logging.getLogger("switchyard.fleet.counters")
 T = TypeVar("T")
@@ -113,18 +113,11 @@ class RedisCounters(Counters):
         self._record_failing = False
 
     async def _bounded(self, action: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``call()`` within two timeouts; ``CountersUnavailable`` in the back-off or on a failure
-        (which starts or continues the link's back-off)."""
-        if not self._link.available():
-            raise CountersUnavailable("Redis in its back-off")
+        """``call()`` through the link (bounded, in its back-off); ``CountersUnavailable`` if not."""
         try:
-            async with asyncio.timeout(self._timeout_s * 2):
-                result = await call()
-        except Exception as exc:  # any Redis or network failure, or a timeout
-            self._link.failed(action, exc)
-            raise CountersUnavailable(f"{type(exc).__name__}") from None
-        self._link.succeeded()
-        return result
+            return await self._link.call(action, call)
+        except RedisUnavailable as exc:
+            raise CountersUnavailable(str(exc)) from None
 
     async def admit(self, now: float, checks: Checks, token: str) -> Admitted | Refused:
         spend, rates, slots = checks.spend, checks.rates, checks.slots
