@@ -33,6 +33,7 @@ from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
 from gateway.settings.upstream_egress import EgressSettings
+from gateway.upstream_protocol import use_response_handler
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +260,7 @@ def open_upstream(base_url: str, egress: EgressSettings) -> Upstream:
         enable_cleanup_closed=False,
         ttl_dns_cache=60,
     )
+    use_response_handler(connector, asyncio.get_running_loop())  # no resume call per chunk read
     timeout = aiohttp.ClientTimeout(
         total=None,
         connect=None,
