@@ -14,6 +14,7 @@ from aiohttp import web
 from gateway.config import Settings
 from gateway.errors import UpstreamTimeout
 from gateway.transport import Upstream, open_upstream
+from tests.support.local_app import serving
 
 
 @pytest.fixture
@@ -31,16 +32,11 @@ async def slow_server() -> AsyncIterator[tuple[str, asyncio.Event]]:
     app = web.Application()
     app.router.add_post("/hold", hold)
     app.router.add_post("/now", now)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}", release
-    finally:
-        release.set()
-        await runner.cleanup()
+    async with serving(app) as base_url:
+        try:
+            yield base_url, release
+        finally:
+            release.set()
 
 
 def _upstream(base_url: str, first_byte_s: float) -> Upstream:
@@ -87,4 +83,3 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancellation(
         assert waiting.cancelled()
     finally:
         await upstream.close()
-

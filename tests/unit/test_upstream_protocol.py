@@ -18,6 +18,7 @@ from aiohttp.client_proto import ResponseHandler as AiohttpResponseHandler
 from gateway.config import Settings
 from gateway.transport import Upstream, open_upstream
 from gateway.upstream_protocol import ResponseHandler
+from tests.support.local_app import serving
 
 CHUNKS = 60  # a 50-delta stream's events, one HTTP chunk each
 BIG_CHUNKS = 4096  # 4 MiB in 1 KiB chunks: far past the 64 KiB read buffer, so reading pauses
@@ -61,14 +62,8 @@ async def server() -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_get("/chunks/{count}/{size}", chunks)
     app.router.add_get("/gzip", gzipped)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as base_url:
+        yield base_url
 
 
 @pytest.fixture
