@@ -126,6 +126,12 @@ def _run_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pin the gateway and the pass-through to CPU 0 and everything else to the rest",
     )
+    p.add_argument(
+        "--no-idle-qos",
+        dest="idle_qos",
+        action="store_false",
+        help="do not hold idle CPUs out of halt (/dev/cpu_dma_latency = 0) during the run",
+    )
     p.add_argument("--startup-timeout", type=float, default=30.0)
     p.add_argument("--json", dest="json_out", help="also write the results as JSON to this file")
     p.add_argument("--keep-gateway-log", action="store_true", help="keep the gateway's output file")
@@ -223,6 +229,7 @@ def _main_run(argv: Sequence[str]) -> int:
         event_delay=a.event_delay,
         loadgen_procs=a.loadgen_procs,
         pin=a.pin,
+        idle_qos=a.idle_qos,
         startup_timeout=a.startup_timeout,
         json_out=a.json_out,
         keep_gateway_log=a.keep_gateway_log,

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import evloop, payloads, processes, procinfo
+from bench import cpu_idle, evloop, payloads, processes, procinfo
 from bench.loadgen import LoadConfig, LoadSamples
 from bench.report import (
     DIRECT,
@@ -65,6 +65,7 @@ class BenchOptions:
     event_delay: float = 0.0
     loadgen_procs: int = 1
     pin: bool = False  # gateway and pass-through on CPU 0, upstream + load generators on the others
+    idle_qos: bool = True  # hold idle CPUs out of halt for the run (bench.cpu_idle)
     startup_timeout: float = 30.0
     json_out: str | None = None
     keep_gateway_log: bool = False  # the logs are always kept when the run fails
@@ -192,8 +193,9 @@ def _measure_cells(
     return cells, noise
 
 
-def _environment(opts: BenchOptions) -> dict[str, Any]:
+def _environment(opts: BenchOptions, idle: str) -> dict[str, Any]:
     return {
+        "idle_qos": idle,
         "cpus": os.cpu_count(),
         "usable_cpus": sorted(os.sched_getaffinity(0)),
         "python": sys.version.split()[0],
@@ -236,9 +238,15 @@ def cells_json(cells: list[Cell], label: str) -> list[dict[str, Any]]:
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
     """Run the whole benchmark, print the report on stdout, and return it as a JSON-able dict."""
+    with cpu_idle.idle_latency_held(opts.idle_qos) as idle:
+        _log(f"idle CPUs: PM QoS latency request {idle}")
+        return _run_bench(opts, idle)
+
+
+def _run_bench(opts: BenchOptions, idle: str) -> dict[str, Any]:
     target_cpus, other_cpus = _cpu_sets(opts.pin)
     label = "target" if opts.target else "gateway"
-    result: dict[str, Any] = {"environment": _environment(opts), "label": label}
+    result: dict[str, Any] = {"environment": _environment(opts, idle), "label": label}
     upstream: subprocess.Popen[bytes] | None = None
     servers: list[Server] = []
     ok = False
@@ -326,6 +334,7 @@ def render(result: dict[str, Any], tables: str, targets: str, label: str) -> str
     lines = [
         f"switchyard bench: {env['cpus']} CPUs, python {env['python']} on {env['event_loop']}, "
         f"{env['loadgen_processes']} load generator process(es), {pinning},",
+        f"  idle CPUs: PM QoS latency request {env['idle_qos']},",
         f"  {env['rounds']} round(s) x {env['duration_s']:g}s per target and cell after {env['warmup_s']:g}s "
         f"warm-up each, {env['stream_deltas']} deltas/stream, upstream event delay {env['event_delay_s']:g}s",
         f"{label}: {result['target_url']}   pass-through: {result['passthrough_url']}   "
