@@ -16,6 +16,9 @@ Default procedure (``make bench``):
    CPU per request, the gateway / pass-through ratios and the latency added over direct; print the
    tables and issue 12's targets.
 
+The whole run holds idle CPUs out of halt when it may (:mod:`bench.cpu_idle`; ``--no-idle-qos``
+turns that off), so c=1 latencies are the targets' and not a virtual machine's wake-ups.
+
 With ``target`` set, the gateway spawn is skipped and that running URL is measured instead (its
 CPU, start-up and memory are read only if its pid is given); the pass-through still runs.
 """
