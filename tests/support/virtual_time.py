@@ -36,7 +36,7 @@ import struct
 import termios
 import time
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -77,8 +77,8 @@ class _JumpingSelector(selectors.DefaultSelector):
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """A selector event loop whose ``time()`` only moves when every task waits on a timer."""
 
-    def __init__(self) -> None:
-        self._now = time.monotonic()
+    def __init__(self, start: float | None = None) -> None:
+        self._now = time.monotonic() if start is None else start  # ``start``: for the loop's own tests
         self._jobs = 0  # executor jobs and connects under way
         self.jumped_s = 0.0  # virtual seconds skipped so far
         super().__init__(_JumpingSelector(self._no_jobs, self._advance))
@@ -90,8 +90,13 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         return self._jobs == 0
 
     def _advance(self, seconds: float) -> None:
-        self._now += seconds
-        self.jumped_s += seconds
+        target = self._now + seconds
+        # land on the due timer's own deadline: now + (when - now) can round to just short of it
+        scheduled = cast("list[asyncio.TimerHandle]", self.__dict__.get("_scheduled", []))
+        if scheduled and 0.0 < scheduled[0].when() - target < 1e-6:
+            target = scheduled[0].when()
+        self.jumped_s += target - self._now
+        self._now = target
 
     def _job_finished(self) -> None:
         self._jobs -= 1

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+import pytest
+
 from tests.support.virtual_time import VirtualTimeLoop, unsent_bytes
 
 T = TypeVar("T")
@@ -29,8 +31,30 @@ def test_a_long_sleep_costs_no_real_time() -> None:
         return loop.time() - before
 
     started = time.monotonic()
-    assert run(main) >= 30
+    # exactly the sleep, up to float rounding: (t + 30) - t need not be 30.0 for every clock value t
+    assert run(main) == pytest.approx(30, abs=1e-9)
     assert time.monotonic() - started < 5
+
+
+def test_a_timer_fires_at_its_deadline_never_before() -> None:
+    """The jump lands on the timer's own deadline, so the callback never reads a clock short of it.
+    ``now + (when - now)`` can round below ``when`` once the wait is longer than the clock's value
+    (a freshly booted machine's monotonic clock, a long timeout): from a clock of 1 ms, each wait
+    here is three times the clock."""
+
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        early: list[float] = []
+        for _ in range(12):
+            deadline = loop.time() * 4 + 1 / 3
+            fired = loop.create_future()
+            loop.call_at(deadline, fired.set_result, None)
+            await fired
+            early.append(deadline - loop.time())
+        return early
+
+    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(start=0.001)) as runner:
+        assert max(runner.run(main())) <= 0
 
 
 def test_a_frozen_process_does_not_trip_a_timeout() -> None:
