@@ -15,8 +15,8 @@ states with no exit latency only (polling); closing the file withdraws the reque
 ``tuned``'s latency-performance profile sets ``force_latency``). It applies to every target of
 the run alike. The polling itself is idle time, charged to no process, but the wake-ups it
 avoids were charged to the processes: every target's CPU per request drops, the floor's most in
-relative terms, so the gateway / pass-through ratios rise (README, "Idle CPUs"). Needs write access to the device (root); otherwise the run goes on without it
-and the report says why.
+relative terms, so the gateway / pass-through ratios rise (README, "Idle CPUs"). Needs write
+access to the device (root); otherwise the run goes on without it and the report says why.
 """
 
 from __future__ import annotations
