@@ -270,6 +270,7 @@ def open_upstream(base_url: str, egress: EgressSettings) -> Upstream:
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
+        cookie_jar=aiohttp.DummyCookieJar(),  # shared by every tenant: no upstream cookie is kept
         auto_decompress=True,
         trust_env=False,
         skip_auto_headers=("User-Agent",),

@@ -52,7 +52,9 @@ class IdpHttp:
                 sock_connect=min(self._egress.upstream_connect_timeout_s, self._total_s),
                 sock_read=self._total_s,
             )
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False)
+            self._session = aiohttp.ClientSession(  # shared by every sign-in: no IdP cookie is kept
+                connector=connector, timeout=timeout, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     def proxy_for(self, url: str) -> str | None:

@@ -116,7 +116,11 @@ class OtlpForwarder:
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=max(1, self.max_inflight * len(self.destinations)))
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self.timeout, trust_env=False, auto_decompress=False
+            connector=connector,
+            timeout=self.timeout,
+            trust_env=False,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # every tenant's exports: no collector cookie is kept
         )
 
     async def close(self, grace_s: float = 2.0) -> None:

@@ -194,6 +194,28 @@ async def test_in_flight_cap_and_timeouts_bound_a_stalled_collector() -> None:
             await forwarder.close()
 
 
+async def test_a_collectors_cookie_is_not_sent_with_later_exports() -> None:
+    # one session forwards every tenant's exports: a cookie set on one answer must not be replayed
+    # (reached as ``localhost``: aiohttp's default jar keeps a host name's cookies, not an IP's)
+    async def answer(request: web.Request) -> web.Response:
+        response = web.Response()
+        response.set_cookie("route", "collector-7")
+        return response
+
+    async with collector(answer) as sink:
+        url = sink.url.replace("127.0.0.1", "localhost")
+        forwarder, metrics = forwarder_for(url, Clock())
+        await forwarder.start()
+        try:
+            for _ in range(2):
+                forwarder.submit(Signal.METRICS, b"\x0a\x00", "application/x-protobuf", None)
+                await settle(forwarder)
+            assert count(metrics, url, "delivered") == 2
+            assert [r.headers.get("cookie") for r in sink.received] == [None, None]
+        finally:
+            await forwarder.close()
+
+
 def test_header_syntax_and_labels() -> None:
     assert parse_headers("a=1, B = x%20y ,") == {"a": "1", "B": "x y"}
     with pytest.raises(ValueError) as info:
