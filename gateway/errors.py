@@ -79,6 +79,11 @@ class GatewayError(Exception):
         self.headers: dict[str, str] = dict(headers or {})
         self.retryable = False  # whether the gateway's own retry loop may try again
 
+    def advising(self, *, retry: bool) -> GatewayError:
+        """This error, telling the client whether to retry (``x-should-retry``)."""
+        self.should_retry = retry
+        return self
+
     def body(self, request_id: str | None = None) -> bytes:
         return error_body(self.error_type, self.message, request_id)
 

@@ -23,7 +23,6 @@ from gateway.errors import GatewayError, error_body, error_type_for_status, erro
 from gateway.outcome import Outcome
 from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.streaming.guard import (
-    UPSTREAM_BROKEN,
     DeadlinePassed,
     GuardedReader,
     HoldBack,
@@ -40,6 +39,7 @@ from gateway.streaming.scan import MAX_EVENT_BYTES, events_end
 from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver, usage_from_message
 from gateway.streaming.watchdog import IdleAction
+from gateway.upstream_body import read_answer
 from gateway.write_stall import WriteStall, stall_failure
 
 log = logging.getLogger("switchyard.relay")
@@ -334,10 +334,10 @@ class StreamRelay:
                 exc.status, exc.error_type, f"{failure.reason}; non-streaming fallback failed: {exc.message}"
             )
         try:
-            body = await answer.read()
-        except UPSTREAM_BROKEN:
+            body = await read_answer(answer)
+        except GatewayError as exc:  # cut off, or too long
             return await self._fail_before_content(
-                502, "api_error", f"{failure.reason}; non-streaming fallback lost its connection"
+                exc.status, exc.error_type, f"{failure.reason}; non-streaming fallback failed: {exc.message}"
             )
         finally:
             answer.close()
@@ -379,7 +379,15 @@ async def relay_buffered(
     *,
     observe_usage: bool,
 ) -> web.Response:
-    body = await upstream.read()
+    """``upstream``'s whole answer as one response; ``read_answer``'s 502 when it cannot be read
+    (the upstream's error type in ``outcome``, ``extra_headers`` on the error)."""
+    try:
+        body = await read_answer(upstream)
+    except GatewayError as exc:
+        outcome.error_type = exc.error_type
+        for name, value in extra_headers.items():
+            exc.headers.setdefault(name, value)
+        raise
     outcome.status = upstream.status
     if upstream.status == 200 and observe_usage:
         outcome.usage, outcome.stop_reason = usage_from_message(body)

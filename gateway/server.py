@@ -268,12 +268,11 @@ class Gateway:
                     metrics.inflight_streams.dec()
                     if outcome.error_type is not None:  # an error event or a broken stream
                         scope.upstream_error = outcome.error_type
-            answer = await relay_buffered(
-                upstream, extra, outcome, observe_usage=operation is Operation.MESSAGES
-            )
-            if upstream.status >= 400:  # relayed as the upstream sent it
+            observe = operation is Operation.MESSAGES
+            try:
+                return await relay_buffered(upstream, extra, outcome, observe_usage=observe)
+            finally:  # an error relayed as the upstream sent it, or its answer cut off or too long
                 scope.upstream_error = outcome.error_type
-            return answer
         finally:
             outcome.upstream_done_at = self.clock()
             upstream.close()

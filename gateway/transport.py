@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import logging
 import ssl
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
 from gateway.settings.upstream_egress import EgressSettings
+from gateway.upstream_body import read_bounded
 from gateway.upstream_protocol import use_response_handler
 
 
@@ -46,6 +46,7 @@ class Upstream:
 
     first_byte_timeout_s: float
     ca_bundle: Path | None = None
+    max_body_bytes: int = 32 * 1024 * 1024  # a whole (non-streaming) answer: GATEWAY_MAX_UPSTREAM_BODY_BYTES
 
     async def request(
         self,
@@ -124,12 +125,14 @@ class _Expiry:
 
 
 class HttpUpstreamResponse(UpstreamResponse):
-    """An aiohttp response relayed as it is (first-party wire format)."""
+    """An aiohttp response relayed as it is (first-party wire format); ``read`` takes at most
+    ``max_body_bytes`` (:func:`read_bounded`)."""
 
-    __slots__ = ("_response", "headers", "is_event_stream", "status")
+    __slots__ = ("_max_body_bytes", "_response", "headers", "is_event_stream", "status")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, max_body_bytes: int) -> None:
         self._response = response
+        self._max_body_bytes = max_body_bytes
         self.status = response.status
         self.headers = relayable_response_headers(response.headers.items())
         self.is_event_stream = response.content_type == "text/event-stream"
@@ -138,7 +141,7 @@ class HttpUpstreamResponse(UpstreamResponse):
         return self._response.content.iter_any()  # aiohttp's own iterator: no generator around it
 
     async def read(self) -> bytes:
-        return await self._response.read()
+        return await read_bounded(self._response, self._max_body_bytes)
 
     def close(self) -> None:
         self._response.release()
@@ -151,28 +154,6 @@ class HttpUpstreamResponse(UpstreamResponse):
 
     def read_ready(self) -> bytes | None:
         return self._response.content.read_nowait() or None  # b"": nothing buffered
-
-
-async def read_error_body(response: aiohttp.ClientResponse, provider: str, request_id: str) -> bytes:
-    """The body of a non-2xx upstream answer, or ``b""`` when the connection drops while reading it.
-
-    The status line is the upstream's answer: a 401 whose body was cut stays a 401 (mapped by its
-    status), never a retryable "upstream unreachable" that would mask it (and, for a one-off
-    error, turn into a success on the retry). The response is released either way.
-    """
-    try:
-        return await response.read()
-    except (aiohttp.ClientError, OSError) as exc:
-        logging.getLogger("switchyard.transport").warning(
-            "%s error body lost (status %d, request %s): %s",
-            provider,
-            response.status,
-            request_id,
-            type(exc).__name__,
-        )
-        return b""
-    finally:
-        response.release()
 
 
 def build_ssl_context(egress: EgressSettings, *, client_cert: bool = True) -> ssl.SSLContext:
@@ -282,6 +263,7 @@ def open_upstream(base_url: str, egress: EgressSettings) -> Upstream:
         proxy=proxy_for(base_url, egress),
         first_byte_timeout_s=egress.first_byte_timeout_s,
         ca_bundle=egress.ca_bundle,
+        max_body_bytes=egress.upstream_max_body_bytes,
     )
 
 

@@ -20,6 +20,7 @@ from gateway.fleet.routes import filter_models
 from gateway.fleet.settings_hint import SettingsHints
 from gateway.providers.base import BufferedResponse, UpstreamResponse
 from gateway.redis_link import RedisLink
+from gateway.upstream_body import read_answer
 
 
 def build_counters(settings: Settings, link: RedisLink | None) -> Counters:
@@ -57,7 +58,7 @@ async def filtered_listing(upstream: UpstreamResponse, rules: ModelRules) -> Ups
     if rules.unrestricted or upstream.status != 200:
         return upstream
     try:
-        body = await upstream.read()
+        body = await read_answer(upstream)  # a cut or oversized page: 502, as when unfiltered
     finally:
         upstream.close()
     filtered = filter_models(body, rules)

@@ -76,15 +76,17 @@ class AnthropicProvider(Provider):
 
     async def list_models(self, headers: list[tuple[str, str]], query: str) -> UpstreamResponse:
         path = "/v1/models" + (f"?{query}" if query else "")  # the client's raw query, escapes kept
-        response = await self._connection().request(
+        upstream = self._connection()
+        response = await upstream.request(
             "GET", path, headers=self._with_auth(list(headers)), encoded_path=True
         )
-        return HttpUpstreamResponse(response)
+        return HttpUpstreamResponse(response, upstream.max_body_bytes)
 
     async def _post(self, request: PreparedRequest) -> UpstreamResponse:
         headers = self._with_auth(list(request.headers))
-        response = await self._connection().request("POST", request.path, headers=headers, body=request.body)
-        return HttpUpstreamResponse(response)
+        upstream = self._connection()
+        response = await upstream.request("POST", request.path, headers=headers, body=request.body)
+        return HttpUpstreamResponse(response, upstream.max_body_bytes)
 
     def _with_auth(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         if self._auth is None:

@@ -34,7 +34,8 @@ from gateway.providers.preparation import (
     first_party_headers,
 )
 from gateway.providers.token_cache import TokenCache, TokenFetch
-from gateway.transport import HttpUpstreamResponse, UpstreamPool, read_error_body
+from gateway.transport import HttpUpstreamResponse, UpstreamPool
+from gateway.upstream_body import read_error_body
 
 
 def foundry_base_url(settings: Settings) -> str | None:
@@ -165,11 +166,12 @@ class FoundryProvider(Provider):
             self._key_file.sent()
         elif self._entra is not None:
             auth = [("authorization", f"Bearer {await self._entra.bearer()}")]
-        response = await self._pool.require().request(
+        upstream = self._pool.require()
+        response = await upstream.request(
             "POST", request.path, headers=[*request.headers, *auth], body=request.body
         )
         if 200 <= response.status < 300:
-            return HttpUpstreamResponse(response)
+            return HttpUpstreamResponse(response, upstream.max_body_bytes)
         raw = await read_error_body(response, "foundry", request.request_id)
         return foundry_error_response(
             response.status, raw, response.headers.items(), request.request_id, request.model

@@ -29,7 +29,8 @@ from gateway.providers.preparation import Framed, Preparer, Shaped
 from gateway.providers.vertex_auth import GoogleCredentials, load_google_credentials
 from gateway.providers.vertex_discovery import vertex_fetcher
 from gateway.providers.vertex_errors import vertex_error_response
-from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool, read_error_body
+from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
+from gateway.upstream_body import read_error_body
 
 log = logging.getLogger("switchyard.upstream_keys")
 
@@ -209,7 +210,7 @@ class VertexProvider(Provider):
             "POST", request.path, headers=headers, body=request.body, encoded_path=True
         )
         if 200 <= response.status < 300:
-            return HttpUpstreamResponse(response)
+            return HttpUpstreamResponse(response, upstream.max_body_bytes)
         raw = await read_error_body(response, "vertex", request.request_id)
         return vertex_error_response(
             response.status, raw, response.headers.items(), request.request_id, request.model

@@ -54,6 +54,9 @@ class EgressSettings(Section):
     """TCP/TLS connect timeout, seconds."""
     first_byte_timeout_s: float = Field(600.0, alias="GATEWAY_FIRST_BYTE_TIMEOUT_S", gt=0)
     """Wait for the upstream's response headers, seconds; then `504 timeout_error`."""
+    upstream_max_body_bytes: int = Field(32 * 1024 * 1024, alias="GATEWAY_MAX_UPSTREAM_BODY_BYTES", gt=0)
+    """Largest non-streaming upstream answer the gateway reads (decoded bytes); beyond it
+    `502 api_error`. Streams are relayed as they come, unbounded in length."""
     credential_failures_not_ready: int = Field(3, alias="GATEWAY_CREDENTIAL_FAILURES_NOT_READY", ge=1)
     """/readyz turns not-ready after this many consecutive failed upstream-credential fetches."""
     credential_recheck_s: float = Field(30.0, alias="GATEWAY_CREDENTIAL_RECHECK_S", gt=0)

@@ -32,7 +32,6 @@ from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Pr
 from gateway.providers.factory import build_provider
 from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, with_retry
 from gateway.streaming.guard import (
-    UPSTREAM_BROKEN,
     GuardedReader,
     HoldBack,
     Idle,
@@ -46,6 +45,7 @@ from gateway.streaming.guard import (
 from gateway.streaming.replay import message_to_sse
 from gateway.streaming.sse import SSEParser
 from gateway.streaming.watchdog import IdleAction
+from gateway.upstream_body import read_answer
 from loop.callers.errors import error_event, error_event_from_body
 from loop.deps import ModelStreamItem
 from loop.events import StatusEvent
@@ -236,10 +236,10 @@ class ProviderModelCaller:
             )
             return
         try:
-            body = await answer.read()
-        except UPSTREAM_BROKEN:
+            body = await read_answer(answer)
+        except GatewayError as exc:  # cut off, or too long
             yield error_event(
-                "api_error", f"{failure.reason}; non-streaming fallback lost its connection", 502
+                exc.error_type, f"{failure.reason}; non-streaming fallback failed: {exc.message}", exc.status
             )
             return
         finally:

@@ -135,7 +135,7 @@ async def test_an_aiohttp_stream_arrives_whole_whether_buffered_or_waited_for(pa
         async with aiohttp.ClientSession() as session, session.get(url) as response:
             if not pause:
                 await response.content.wait_eof()  # everything received before the first read
-            upstream = HttpUpstreamResponse(response)
+            upstream = HttpUpstreamResponse(response, 32 * 1024 * 1024)
             reader = GuardedReader(upstream, CALM)
             got: list[bytes] = []
             async with contextlib.aclosing(reader.read()) as stream:
@@ -163,7 +163,7 @@ async def test_an_aiohttp_stream_cut_after_buffered_bytes_is_a_stream_failure() 
         async with aiohttp.ClientSession() as session, session.get(url) as response:
             with contextlib.suppress(aiohttp.ClientPayloadError):
                 await response.content.wait_eof()
-            reader = GuardedReader(HttpUpstreamResponse(response), CALM)
+            reader = GuardedReader(HttpUpstreamResponse(response, 32 * 1024 * 1024), CALM)
             with pytest.raises(StreamFailure) as info:
                 await _drain(reader)
         assert info.value.reason.startswith("upstream connection lost")
