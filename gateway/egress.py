@@ -32,6 +32,7 @@ class EgressKind(enum.StrEnum):
     TLS = "tls"
     UNREACHABLE = "unreachable"
     TIMEOUT = "timeout"
+    INVALID_ANSWER = "invalid_answer"  # not valid HTTP: an oversized header, a bad status line or framing
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +148,9 @@ def classify_aiohttp(
     where = host_port(target)
     if isinstance(exc, aiohttp.ClientHttpProxyError):
         return proxy_refusal(exc.status, exc.message, host_port(proxy), where)
+    if isinstance(exc, aiohttp.ClientResponseError):  # aiohttp's parser refused what came back
+        reason = scrub(exc.message).split(":", 1)[0].strip()[:120]  # its name, not the bytes it quotes
+        return EgressFailure(EgressKind.INVALID_ANSWER, f"{where} answered with invalid HTTP: {reason}", True)
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return tls_verify_failed(where, _verify_detail(exc.certificate_error), ca_bundle)
     if isinstance(exc, aiohttp.ClientSSLError):

@@ -32,7 +32,7 @@ from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
 from gateway.settings.upstream_egress import EgressSettings
-from gateway.upstream_body import read_bounded
+from gateway.upstream_body import DEFAULT_BODY_LIMITS, BodyLimits, read_bounded
 from gateway.upstream_protocol import use_response_handler
 
 
@@ -46,7 +46,7 @@ class Upstream:
 
     first_byte_timeout_s: float
     ca_bundle: Path | None = None
-    max_body_bytes: int = 32 * 1024 * 1024  # a whole (non-streaming) answer: GATEWAY_MAX_UPSTREAM_BODY_BYTES
+    body_limits: BodyLimits = DEFAULT_BODY_LIMITS  # of a whole (non-streaming) answer
 
     async def request(
         self,
@@ -59,9 +59,10 @@ class Upstream:
     ) -> aiohttp.ClientResponse:
         """Send one request and wait for the response headers (bounded by the first-byte timeout).
 
-        Connection failures become 502 and a timeout 504, as Anthropic-shaped gateway errors; a
-        proxy or TLS failure is an :class:`~gateway.egress.EgressError` naming what failed (see
-        :mod:`gateway.egress`), without the proxy's credentials.
+        Connection failures and answers that are not valid HTTP become 502 and a timeout 504, as
+        Anthropic-shaped gateway errors; a proxy or TLS failure is an
+        :class:`~gateway.egress.EgressError` naming what failed (see :mod:`gateway.egress`),
+        without the proxy's credentials.
         ``encoded_path``: ``path`` is already percent-encoded and goes on the wire as it is (by
         default escapes of reserved characters such as ``%3B`` would be decoded).
         """
@@ -84,7 +85,7 @@ class Upstream:
                     f"upstream did not answer within {self.first_byte_timeout_s:g}s"
                 ) from None
             raise
-        except (aiohttp.ClientConnectionError, aiohttp.ClientHttpProxyError, OSError) as exc:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientResponseError, OSError) as exc:
             failure = classify_aiohttp(exc, proxy=self.proxy, target=self.base_url, ca_bundle=self.ca_bundle)
             raise EgressError(failure) from None
         finally:
@@ -126,13 +127,13 @@ class _Expiry:
 
 class HttpUpstreamResponse(UpstreamResponse):
     """An aiohttp response relayed as it is (first-party wire format); ``read`` takes at most
-    ``max_body_bytes`` (:func:`read_bounded`)."""
+    its ``limits`` (:func:`read_bounded`)."""
 
-    __slots__ = ("_max_body_bytes", "_response", "headers", "is_event_stream", "status")
+    __slots__ = ("_limits", "_response", "headers", "is_event_stream", "status")
 
-    def __init__(self, response: aiohttp.ClientResponse, max_body_bytes: int) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, limits: BodyLimits) -> None:
         self._response = response
-        self._max_body_bytes = max_body_bytes
+        self._limits = limits
         self.status = response.status
         self.headers = relayable_response_headers(response.headers.items())
         self.is_event_stream = response.content_type == "text/event-stream"
@@ -141,7 +142,7 @@ class HttpUpstreamResponse(UpstreamResponse):
         return self._response.content.iter_any()  # aiohttp's own iterator: no generator around it
 
     async def read(self) -> bytes:
-        return await read_bounded(self._response, self._max_body_bytes)
+        return await read_bounded(self._response, self._limits)
 
     def close(self) -> None:
         self._response.release()
@@ -263,7 +264,7 @@ def open_upstream(base_url: str, egress: EgressSettings) -> Upstream:
         proxy=proxy_for(base_url, egress),
         first_byte_timeout_s=egress.first_byte_timeout_s,
         ca_bundle=egress.ca_bundle,
-        max_body_bytes=egress.upstream_max_body_bytes,
+        body_limits=BodyLimits(egress.upstream_max_body_bytes, egress.upstream_read_timeout_s),
     )
 
 

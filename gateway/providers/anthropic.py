@@ -80,13 +80,13 @@ class AnthropicProvider(Provider):
         response = await upstream.request(
             "GET", path, headers=self._with_auth(list(headers)), encoded_path=True
         )
-        return HttpUpstreamResponse(response, upstream.max_body_bytes)
+        return HttpUpstreamResponse(response, upstream.body_limits)
 
     async def _post(self, request: PreparedRequest) -> UpstreamResponse:
         headers = self._with_auth(list(request.headers))
         upstream = self._connection()
         response = await upstream.request("POST", request.path, headers=headers, body=request.body)
-        return HttpUpstreamResponse(response, upstream.max_body_bytes)
+        return HttpUpstreamResponse(response, upstream.body_limits)
 
     def _with_auth(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         if self._auth is None:

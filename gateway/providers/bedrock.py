@@ -36,7 +36,7 @@ from gateway.providers.model_listing import describe_model_map
 from gateway.providers.preparation import Framed, Preparer, Shaped
 from gateway.streaming.eventstream import EventStreamResponse, EventStreamToSSE
 from gateway.transport import Upstream, UpstreamPool
-from gateway.upstream_body import ERROR_BODY_LIMIT, UpstreamBodyTooLarge, read_bounded, read_error_body
+from gateway.upstream_body import UpstreamBodyTooLarge, read_bounded, read_error_body
 
 log = logging.getLogger("switchyard.bedrock")
 
@@ -183,7 +183,9 @@ class BedrockProvider(Provider):
             log.warning("CountTokens unreachable (request %s): %s", request.request_id, exc.message)
             return not_supported("token counting failed upstream; estimate locally")
         try:
-            raw = await read_bounded(response, ERROR_BODY_LIMIT)  # {"inputTokens": N}
+            raw = await read_bounded(
+                response, self._connection().body_limits.for_errors()
+            )  # {"inputTokens": N}
         except aiohttp.ClientError:
             raw = b""
         finally:
@@ -224,13 +226,13 @@ class BedrockProvider(Provider):
     async def _buffered(self, response: aiohttp.ClientResponse, request: PreparedRequest) -> BufferedResponse:
         if response.status == 200:
             try:
-                body = await read_bounded(response, self._connection().max_body_bytes)
+                body = await read_bounded(response, self._connection().body_limits)
             except UpstreamBodyTooLarge as exc:
                 raise UpstreamUnavailable(str(exc), retryable=False) from None
             except (aiohttp.ClientError, OSError):
                 raise UpstreamUnavailable("upstream connection lost while reading the response") from None
             return BufferedResponse(200, body, _relayed_headers(response, response.content_type or JSON))
-        body = await read_error_body(response, "bedrock", request.request_id)
+        body = await read_error_body(response, self._connection().body_limits, "bedrock", request.request_id)
         return http_error(
             response.status,
             list(response.headers.items()),

@@ -171,8 +171,8 @@ class FoundryProvider(Provider):
             "POST", request.path, headers=[*request.headers, *auth], body=request.body
         )
         if 200 <= response.status < 300:
-            return HttpUpstreamResponse(response, upstream.max_body_bytes)
-        raw = await read_error_body(response, "foundry", request.request_id)
+            return HttpUpstreamResponse(response, upstream.body_limits)
+        raw = await read_error_body(response, upstream.body_limits, "foundry", request.request_id)
         return foundry_error_response(
             response.status, raw, response.headers.items(), request.request_id, request.model
         )

@@ -210,8 +210,8 @@ class VertexProvider(Provider):
             "POST", request.path, headers=headers, body=request.body, encoded_path=True
         )
         if 200 <= response.status < 300:
-            return HttpUpstreamResponse(response, upstream.max_body_bytes)
-        raw = await read_error_body(response, "vertex", request.request_id)
+            return HttpUpstreamResponse(response, upstream.body_limits)
+        raw = await read_error_body(response, upstream.body_limits, "vertex", request.request_id)
         return vertex_error_response(
             response.status, raw, response.headers.items(), request.request_id, request.model
         )

@@ -57,6 +57,9 @@ class EgressSettings(Section):
     upstream_max_body_bytes: int = Field(32 * 1024 * 1024, alias="GATEWAY_MAX_UPSTREAM_BODY_BYTES", gt=0)
     """Largest non-streaming upstream answer the gateway reads (decoded bytes); beyond it
     `502 api_error`. Streams are relayed as they come, unbounded in length."""
+    upstream_read_timeout_s: float = Field(60.0, alias="GATEWAY_UPSTREAM_READ_TIMEOUT_S", gt=0)
+    """Longest silence of an upstream sending a whole (non-streaming) answer, once its headers came;
+    then `504 timeout_error`. Streams have the idle watchdog instead."""
     credential_failures_not_ready: int = Field(3, alias="GATEWAY_CREDENTIAL_FAILURES_NOT_READY", ge=1)
     """/readyz turns not-ready after this many consecutive failed upstream-credential fetches."""
     credential_recheck_s: float = Field(30.0, alias="GATEWAY_CREDENTIAL_RECHECK_S", gt=0)

@@ -17,6 +17,7 @@ from aiohttp import web
 from gateway.providers.base import UpstreamResponse
 from gateway.streaming.guard import DeadlinePassed, GuardedReader, Idle, StreamFailure, StreamSettings
 from gateway.transport import HttpUpstreamResponse
+from gateway.upstream_body import BodyLimits
 
 CALM = StreamSettings(
     idle_warning_s=60.0, idle_timeout_s=120.0, ping_every_s=float("inf"), nonstreaming_fallback=True
@@ -135,7 +136,7 @@ async def test_an_aiohttp_stream_arrives_whole_whether_buffered_or_waited_for(pa
         async with aiohttp.ClientSession() as session, session.get(url) as response:
             if not pause:
                 await response.content.wait_eof()  # everything received before the first read
-            upstream = HttpUpstreamResponse(response, 32 * 1024 * 1024)
+            upstream = HttpUpstreamResponse(response, BodyLimits())
             reader = GuardedReader(upstream, CALM)
             got: list[bytes] = []
             async with contextlib.aclosing(reader.read()) as stream:
@@ -163,7 +164,7 @@ async def test_an_aiohttp_stream_cut_after_buffered_bytes_is_a_stream_failure() 
         async with aiohttp.ClientSession() as session, session.get(url) as response:
             with contextlib.suppress(aiohttp.ClientPayloadError):
                 await response.content.wait_eof()
-            reader = GuardedReader(HttpUpstreamResponse(response, 32 * 1024 * 1024), CALM)
+            reader = GuardedReader(HttpUpstreamResponse(response, BodyLimits()), CALM)
             with pytest.raises(StreamFailure) as info:
                 await _drain(reader)
         assert info.value.reason.startswith("upstream connection lost")

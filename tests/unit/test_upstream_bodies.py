@@ -1,12 +1,14 @@
-"""A whole (non-streaming) upstream answer that cannot be read: cut off before its end, or longer
-than ``GATEWAY_MAX_UPSTREAM_BODY_BYTES``, declared or not, compressed or not.
+"""Upstream answers the gateway cannot use as they are: a whole (non-streaming) answer cut off
+before its end, longer than ``GATEWAY_MAX_UPSTREAM_BODY_BYTES`` (declared or not, compressed or
+not) or stalled for ``GATEWAY_UPSTREAM_READ_TIMEOUT_S``; an answer that is not valid HTTP.
 
 The upstream is a raw TCP server on loopback (it must send what a well-behaved HTTP server never
-would: a short body under a longer ``Content-Length``, a chunked body without end); the client is
-aiohttp against the whole gateway. Each is the upstream's failure: an Anthropic-shaped ``502
-api_error`` counted in ``gateway_upstream_errors_total``, with ``x-should-retry`` saying whether
-a retry can help, and no traceback; an oversized answer is not read past the limit. A body within
-the limit, chunked and gzip-compressed, still arrives whole.
+would: a short body under a longer ``Content-Length``, a chunked body without end, a bad status
+line); the client is aiohttp against the whole gateway. Each is the upstream's failure: an
+Anthropic-shaped 502 ``api_error`` (504 ``timeout_error`` for the stall) counted in
+``gateway_upstream_errors_total``, with ``x-should-retry`` saying whether a retry can help, and no
+traceback; an oversized answer is not read past the limit. A body within the limit, chunked and
+gzip-compressed, still arrives whole.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.timeout(60)
 
 KEY = "sk-gw-bodies"
 LIMIT = 64 * 1024
+READ_TIMEOUT_S = 0.5
 MESSAGE: dict[str, Any] = {
     "id": "msg_bodies",
     "type": "message",
@@ -115,6 +118,7 @@ def gateway(env: dict[str, str], metrics: GatewayMetrics) -> Any:
             "GATEWAY_API_KEYS": KEY,
             "GATEWAY_MAX_RETRIES": "0",
             "GATEWAY_MAX_UPSTREAM_BODY_BYTES": str(LIMIT),
+            "GATEWAY_UPSTREAM_READ_TIMEOUT_S": str(READ_TIMEOUT_S),
             **env,
         }
     )
@@ -125,8 +129,8 @@ def first_party(upstream: RawUpstream) -> dict[str, str]:
     return {"ANTHROPIC_API_KEY": "sk-upstream", "ANTHROPIC_BASE_URL": upstream.url}
 
 
-def upstream_errors(metrics: GatewayMetrics, provider: str = "anthropic") -> float:
-    labels = {"provider": provider, "type": "api_error"}
+def upstream_errors(metrics: GatewayMetrics, provider: str = "anthropic", kind: str = "api_error") -> float:
+    labels = {"provider": provider, "type": kind}
     return metrics.registry.get_sample_value("gateway_upstream_errors_total", labels) or 0.0
 
 
@@ -245,3 +249,57 @@ async def test_bedrock_answers_are_bounded_too(
     assert f"exceeds {LIMIT} bytes" in body["error"]["message"]
     assert headers["x-should-retry"] == "false"
     assert upstream_errors(metrics, "bedrock") == 1
+
+
+async def test_an_answer_that_stalls_mid_body_is_a_504_after_the_read_timeout(upstream: RawUpstream) -> None:
+    async def stalled(writer: asyncio.StreamWriter) -> None:
+        upstream.head(writer, "content-length: 5000")
+        await upstream.body(writer, b'{"id": "msg_stalled", ')
+        await asyncio.sleep(30)  # the rest would come far too late
+
+    upstream.answer = stalled
+    metrics = GatewayMetrics()
+    async with gateway(first_party(upstream), metrics) as server:
+        started = asyncio.get_running_loop().time()
+        status, headers, body = await ask(server)
+        waited = asyncio.get_running_loop().time() - started
+    assert status == 504 and body["error"]["type"] == "timeout_error", body
+    assert "went silent" in body["error"]["message"] and headers["x-should-retry"] == "true"
+    assert READ_TIMEOUT_S <= waited < READ_TIMEOUT_S + 5
+    assert upstream_errors(metrics, kind="timeout_error") == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (b"HTTZ/9 nonsense\r\n\r\n", "Bad status line"),
+        (
+            b"HTTP/1.1 200 OK\r\nx-big: " + b"a" * 100_000 + b"\r\ncontent-length: 2\r\n\r\n{}",
+            "Got more than",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            "Invalid character in chunk size",
+        ),
+    ],
+    ids=["bad-status-line", "oversized-header", "bad-chunk-size"],
+)
+async def test_an_answer_that_is_not_http_is_a_502(
+    upstream: RawUpstream, caplog: pytest.LogCaptureFixture, answer: bytes, reason: str
+) -> None:
+    async def invalid(writer: asyncio.StreamWriter) -> None:
+        await upstream.body(writer, answer)
+        writer.close()
+
+    upstream.answer = invalid
+    metrics = GatewayMetrics()
+    with caplog.at_level(logging.ERROR):
+        async with gateway(first_party(upstream), metrics) as server:
+            status, headers, body = await ask(server)
+    assert status == 502 and body["error"]["type"] == "api_error", body
+    message = body["error"]["message"]
+    assert "answered with invalid HTTP" in message and reason in message
+    assert "aaaa" not in message and "nonsense" not in message  # named, not quoted
+    assert headers["x-should-retry"] == "true"
+    assert upstream_errors(metrics) == 1
+    assert not [r for r in caplog.records if "unhandled error" in r.getMessage()]
