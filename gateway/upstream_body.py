@@ -18,7 +18,13 @@ from dataclasses import dataclass, replace
 
 import aiohttp
 
-from gateway.errors import UpstreamTimeout, UpstreamUnavailable
+from gateway.errors import (
+    GatewayError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    error_body,
+    error_type_for_status,
+)
 from gateway.providers.base import UpstreamResponse
 from gateway.streaming.guard import UPSTREAM_BROKEN
 
@@ -77,18 +83,27 @@ async def read_bounded(response: aiohttp.ClientResponse, limits: BodyLimits) -> 
 async def read_answer(upstream: UpstreamResponse) -> bytes:
     """The whole body of a non-streaming answer. One cut off before its end, or longer than the
     gateway reads (``GATEWAY_MAX_UPSTREAM_BODY_BYTES``), is the upstream's failure: a 502
-    ``api_error`` (``x-should-retry: true`` for the cut, ``false`` for the size); silence is a 504."""
+    ``api_error`` (``x-should-retry: true`` for the cut, ``false`` for the size); silence is a 504.
+    An error answer (4xx/5xx) keeps its status though: its unreadable body is replaced by an
+    Anthropic error body of ours, typed by the status."""
     try:
         return await upstream.read()
-    except TimeoutError:  # (an OSError: before UPSTREAM_BROKEN)
-        raise UpstreamTimeout("the upstream went silent while sending its answer").advising(
-            retry=True
-        ) from None
-    except UpstreamBodyTooLarge as exc:
-        raise UpstreamUnavailable(str(exc), retryable=False).advising(retry=False) from None
-    except UPSTREAM_BROKEN as exc:
-        message = f"the upstream's answer was cut off before its end ({type(exc).__name__})"
-        raise UpstreamUnavailable(message).advising(retry=True) from None
+    except UPSTREAM_BROKEN as exc:  # (TimeoutError and UpstreamBodyTooLarge among them)
+        failure = unreadable(exc)
+    if upstream.status >= 400:
+        message = f"the upstream answered {upstream.status}; {failure.message}"
+        return error_body(error_type_for_status(upstream.status), message)
+    raise failure
+
+
+def unreadable(exc: BaseException) -> GatewayError:
+    """The gateway's error for an answer whose body could not be read (``read_answer``)."""
+    if isinstance(exc, TimeoutError):
+        return UpstreamTimeout("the upstream went silent while sending its answer").advising(retry=True)
+    if isinstance(exc, UpstreamBodyTooLarge):
+        return UpstreamUnavailable(str(exc), retryable=False).advising(retry=False)
+    message = f"the upstream's answer was cut off before its end ({type(exc).__name__})"
+    return UpstreamUnavailable(message).advising(retry=True)
 
 
 async def read_error_body(

@@ -177,7 +177,7 @@ class ProviderModelCaller:
         failure before any content event becomes one non-streaming request replayed as events
         (the held-back ``message_start`` is dropped, so the loop sees one well-formed stream)."""
         if response.status != 200:
-            yield error_event_from_body(response.status, await response.read())
+            yield error_event_from_body(response.status, await read_answer(response))  # 4xx/5xx: no raise
             return
         held: HoldBack[dict[str, Any]] = HoldBack()
         finished = False

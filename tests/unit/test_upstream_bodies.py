@@ -303,3 +303,21 @@ async def test_an_answer_that_is_not_http_is_a_502(
     assert headers["x-should-retry"] == "true"
     assert upstream_errors(metrics) == 1
     assert not [r for r in caplog.records if "unhandled error" in r.getMessage()]
+
+
+async def test_an_error_answer_cut_off_keeps_its_status(upstream: RawUpstream) -> None:
+    async def cut_overloaded(writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 529 Overloaded\r\ncontent-type: application/json\r\ncontent-length: 5000\r\n\r\n"
+        )
+        await upstream.body(writer, b'{"type": "error", "error": {"type": "overloaded_error", ')
+        writer.close()
+
+    upstream.answer = cut_overloaded
+    metrics = GatewayMetrics()
+    async with gateway(first_party(upstream), metrics) as server:
+        status, _, body = await ask(server)
+    assert status == 529, body  # the status line said what failed; the body is ours
+    assert body["error"]["type"] == "overloaded_error"
+    assert "answered 529" in body["error"]["message"] and "cut off" in body["error"]["message"]
+    assert upstream_errors(metrics, kind="overloaded_error") == 1
