@@ -22,6 +22,7 @@ from gateway.config import Settings
 from gateway.connection_events import RateLimitedLog
 from gateway.connections import ConnectionLimits, auto_max_connections
 from gateway.process import RunningServer, running
+from tests.support.local_app import serving_raw
 from tests.support.log_lines import LogLines
 
 CLIENT_KEY = "sk-client-conn"
@@ -50,13 +51,11 @@ class SilentUpstream:
 @asynccontextmanager
 async def silent_upstream() -> AsyncIterator[SilentUpstream]:
     upstream = SilentUpstream()
-    server = await asyncio.start_server(upstream._hold, "127.0.0.1", 0)
-    upstream.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    try:
-        yield upstream
-    finally:
-        upstream.release()
-        server.close()
+    async with serving_raw(upstream._hold) as upstream.url:
+        try:
+            yield upstream
+        finally:
+            upstream.release()
 
 
 @asynccontextmanager

@@ -31,6 +31,7 @@ from gateway.config import Settings
 from gateway.metrics import GatewayMetrics
 from gateway.process import RunningServer, running
 from tests.providers.bedrock_harness import apply_aws_env, isolated_aws_files
+from tests.support.local_app import serving_raw
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,13 +91,8 @@ class RawUpstream:
 @pytest.fixture
 async def upstream() -> AsyncIterator[RawUpstream]:
     raw = RawUpstream()
-    server = await asyncio.start_server(raw.handle, "127.0.0.1", 0)
-    raw.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    try:
+    async with serving_raw(raw.handle) as raw.url:
         yield raw
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 async def ask(server: RunningServer, path: str = "/v1/messages") -> tuple[int, dict[str, str], Any]:
