@@ -33,6 +33,7 @@ class EgressKind(enum.StrEnum):
     UNREACHABLE = "unreachable"
     TIMEOUT = "timeout"
     INVALID_ANSWER = "invalid_answer"  # not valid HTTP: an oversized header, a bad status line or framing
+    REDIRECT = "redirect"  # a 3xx: never followed, never relayed (a client would take its key there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,18 @@ def tls_verify_failed(target: str, detail: str, ca_bundle: Path | None) -> Egres
         EgressKind.TLS_VERIFY,
         f"TLS verification failed for {target}: {detail} (checked against {trust_store(ca_bundle)})",
         retryable=False,
+    )
+
+
+def redirected(target: str, status: int, location: str | None) -> EgressFailure:
+    """A 3xx from an upstream: the gateway follows no redirect and relays none. Relayed, a client that
+    follows redirects would send its gateway key and prompt to ``location``; the Messages API never
+    redirects, so the base URL (or a proxy in the way) is wrong. Only the target's host is named."""
+    to = f" to {host_port(location)}" if location and "://" in location else ""
+    return EgressFailure(
+        EgressKind.REDIRECT,
+        f"{target} answered {status}, redirecting{to}; the gateway does not follow redirects (check the base URL)",
+        False,
     )
 
 

@@ -27,7 +27,7 @@ import yarl
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from gateway.egress import EgressError, classify_aiohttp, host_port, proxy_refusal
+from gateway.egress import EgressError, classify_aiohttp, host_port, proxy_refusal, redirected
 from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
@@ -99,6 +99,11 @@ class Upstream:
                 407, response.reason, host_port(self.proxy), host_port(self.base_url), tunnel=False
             )
             raise EgressError(failure)
+        if 300 <= response.status < 400:
+            response.release()
+            raise EgressError(
+                redirected(host_port(self.base_url), response.status, response.headers.get("location"))
+            )
         return response
 
     async def close(self) -> None:

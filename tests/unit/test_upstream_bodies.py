@@ -103,6 +103,7 @@ async def ask(server: RunningServer, path: str = "/v1/messages") -> tuple[int, d
             f"{server.base_url}{path}",
             json=body,
             headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"},
+            allow_redirects=False,  # a redirect the gateway relayed would show as such
         ) as response,
     ):
         return response.status, dict(response.headers), orjson.loads(await response.read())
@@ -317,3 +318,28 @@ async def test_an_error_answer_cut_off_keeps_its_status(upstream: RawUpstream) -
     assert body["error"]["type"] == "overloaded_error"
     assert "answered 529" in body["error"]["message"] and "cut off" in body["error"]["message"]
     assert upstream_errors(metrics, kind="overloaded_error") == 1
+
+
+@pytest.mark.parametrize("status", [301, 307, 308])
+async def test_a_redirect_is_neither_followed_nor_relayed(upstream: RawUpstream, status: int) -> None:
+    # e.g. an http:// base URL answered with a redirect to https://: relayed, a client that follows
+    # redirects (the Python SDK does) would take its gateway key and prompt to the Location
+    arrived: list[int] = []
+
+    async def redirect(writer: asyncio.StreamWriter) -> None:
+        arrived.append(1)
+        location = "https://elsewhere.example:8443/v1/messages?key=secret-in-query"
+        lines = [f"HTTP/1.1 {status} Moved", f"location: {location}", "content-length: 0"]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        await writer.drain()
+
+    upstream.answer = redirect
+    metrics = GatewayMetrics()
+    async with gateway(first_party(upstream), metrics) as server:
+        status_seen, headers, body = await ask(server)
+    assert status_seen == 502 and body["error"]["type"] == "api_error", body
+    message = body["error"]["message"]
+    assert f"answered {status}" in message and "elsewhere.example:8443" in message
+    assert "secret-in-query" not in message and "location" not in headers
+    assert headers["x-should-retry"] == "false" and len(arrived) == 1  # not followed, not retried
+    assert upstream_errors(metrics) == 1
