@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 
 from gateway.config import Settings
-from gateway.errors import ClientInputError, GatewayError, UpstreamUnavailable, error_body
+from gateway.errors import ClientInputError, GatewayError, error_body
 from gateway.provider_names import ProviderName
 from gateway.providers.base import BufferedResponse, Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.bedrock_auth import BearerAuth, BedrockAuth, SigV4ChainAuth
@@ -35,8 +35,9 @@ from gateway.providers.model_discovery import ModelCatalogue
 from gateway.providers.model_listing import describe_model_map
 from gateway.providers.preparation import Framed, Preparer, Shaped
 from gateway.streaming.eventstream import EventStreamResponse, EventStreamToSSE
+from gateway.streaming.guard import UPSTREAM_BROKEN
 from gateway.transport import Upstream, UpstreamPool
-from gateway.upstream_body import UpstreamBodyTooLarge, read_bounded, read_error_body
+from gateway.upstream_body import read_bounded, read_error_body, unreadable
 
 log = logging.getLogger("switchyard.bedrock")
 
@@ -227,10 +228,8 @@ class BedrockProvider(Provider):
         if response.status == 200:
             try:
                 body = await read_bounded(response, self._connection().body_limits)
-            except UpstreamBodyTooLarge as exc:
-                raise UpstreamUnavailable(str(exc), retryable=False) from None
-            except (aiohttp.ClientError, OSError):
-                raise UpstreamUnavailable("upstream connection lost while reading the response") from None
+            except UPSTREAM_BROKEN as exc:  # cut, too long or stalled: retried unless too long
+                raise unreadable(exc) from None
             return BufferedResponse(200, body, _relayed_headers(response, response.content_type or JSON))
         body = await read_error_body(response, self._connection().body_limits, "bedrock", request.request_id)
         return http_error(

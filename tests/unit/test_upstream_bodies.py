@@ -222,14 +222,7 @@ async def test_an_answer_within_the_limit_arrives_whole(upstream: RawUpstream) -
     assert upstream_errors(metrics) == 0
 
 
-async def test_bedrock_answers_are_bounded_too(
-    upstream: RawUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async def declared(writer: asyncio.StreamWriter) -> None:
-        upstream.head(writer, f"content-length: {LIMIT * 2}")
-        await upstream.body(writer, b" " * (LIMIT * 2))
-
-    upstream.answer = declared
+def bedrock(upstream: RawUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     env = {
         "GATEWAY_PROVIDER": "bedrock",
         "AWS_REGION": "us-east-1",
@@ -239,13 +232,41 @@ async def test_bedrock_answers_are_bounded_too(
         **isolated_aws_files(tmp_path),
     }
     apply_aws_env(monkeypatch, env)  # botocore reads its credentials from the environment
+    return env
+
+
+async def test_bedrock_answers_are_bounded_too(
+    upstream: RawUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def declared(writer: asyncio.StreamWriter) -> None:
+        upstream.head(writer, f"content-length: {LIMIT * 2}")
+        await upstream.body(writer, b" " * (LIMIT * 2))
+
+    upstream.answer = declared
     metrics = GatewayMetrics()
-    async with gateway(env, metrics) as server:
+    async with gateway(bedrock(upstream, tmp_path, monkeypatch), metrics) as server:
         status, headers, body = await ask(server)
     assert status == 502 and body["error"]["type"] == "api_error", body
     assert f"exceeds {LIMIT} bytes" in body["error"]["message"]
     assert headers["x-should-retry"] == "false"
     assert upstream_errors(metrics, "bedrock") == 1
+
+
+async def test_a_bedrock_answer_that_stalls_is_a_504(
+    upstream: RawUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def stalled(writer: asyncio.StreamWriter) -> None:
+        upstream.head(writer, "content-length: 5000")
+        await upstream.body(writer, b'{"id": "msg_stalled", ')
+        await asyncio.sleep(30)
+
+    upstream.answer = stalled
+    metrics = GatewayMetrics()
+    async with gateway(bedrock(upstream, tmp_path, monkeypatch), metrics) as server:
+        status, headers, body = await ask(server)
+    assert status == 504 and body["error"]["type"] == "timeout_error", body
+    assert "went silent" in body["error"]["message"] and headers["x-should-retry"] == "true"
+    assert upstream_errors(metrics, "bedrock", kind="timeout_error") == 1
 
 
 async def test_an_answer_that_stalls_mid_body_is_a_504_after_the_read_timeout(upstream: RawUpstream) -> None:
