@@ -42,7 +42,14 @@ from aiohttp.typedefs import Handler
 from .bedrock_body import parse_object, validate_invoke
 from .bedrock_config import BEDROCK_STATE_KEY, BedrockOptions, BedrockState, get_bedrock_state
 from .bedrock_control import CONTROL_PATHS, handle_control
-from .bedrock_exceptions import BedrockError, from_api_error, stream_code, stream_member, validation
+from .bedrock_exceptions import (
+    BedrockError,
+    exception_for_status,
+    from_api_error,
+    stream_code,
+    stream_member,
+    validation,
+)
 from .bedrock_frames import chunk_frame, exception_frame
 from .bedrock_models import resolve_foundation_model, resolve_model
 from .bedrock_sigv4 import authenticate
@@ -222,6 +229,9 @@ async def _stream(
             await response.write(frame)
             sent += 1
             if not await faults.after_event(sent, request, config.clock, None):  # no pings on Bedrock
+                failure = faults.stream_error(sent)  # ``overloaded_after``: the overload as a frame
+                if failure is not None:
+                    await response.write(_exception_frame(stream_member(exception_for_status(529))))
                 break
         await response.write_eof()
     except ConnectionResetError:

@@ -22,7 +22,8 @@ counting directives, so "fail twice, then succeed" works across a client's retri
                                only (later ones are answered normally)
 ``overloaded_after=N``         stream N events, then the API's ``error`` event
                                ``overloaded_error`` and the end of the body (HTTP 200 already
-                               sent: an overload in the middle of a stream, after content)
+                               sent: an overload in the middle of a stream; before any
+                               content when N stops short of the first content event)
 ``model=NAME``                 apply the other directives only to requests for model NAME (the
                                body's ``model``, or the model in the URL path); others are
                                answered normally, and do not count
@@ -31,8 +32,9 @@ counting directives, so "fail twice, then succeed" works across a client's retri
 The mid-stream error is the shape Anthropic publishes for errors during a stream ("Error events"
 in https://docs.claude.com/en/docs/build-with-claude/streaming: ``event: error`` with data
 ``{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}``, sent "when
-Anthropic is overloaded" where a non-streaming request would get a 529). First-party SSE only
-(Bedrock reports stream errors as event-stream exceptions: not emulated).
+Anthropic is overloaded" where a non-streaming request would get a 529). On Bedrock the
+overload is the stream exception frame ``serviceUnavailableException`` (its ``ResponseStream``
+member for the 503 Bedrock answers an overload with, ``bedrock_exceptions``).
 
 Event counts include every event the wire format sends (``message_start``, ``ping`` ...).
 Stalls sleep on the emulator's clock, so tests use short durations or a manual clock.

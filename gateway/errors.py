@@ -36,6 +36,26 @@ ERROR_TYPE_BY_STATUS: Final[Mapping[int, str]] = {
 }
 
 
+STATUS_BY_ERROR_TYPE: Final[Mapping[str, int]] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+"""error.type -> the status the first-party API answers it with (its "HTTP errors" table)."""
+
+
+def status_for_error_type(error_type: str) -> int:
+    """The status an error of ``error_type`` comes with (500 for a type not in the table)."""
+    return STATUS_BY_ERROR_TYPE.get(error_type, 500)
+
+
 def error_type_for_status(status: int) -> str:
     if status in ERROR_TYPE_BY_STATUS:
         return ERROR_TYPE_BY_STATUS[status]

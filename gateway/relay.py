@@ -30,6 +30,7 @@ from gateway.streaming.guard import (
     Recovery,
     StreamFailure,
     ended_early,
+    error_before_content,
     not_an_event_stream,
     recovery,
 )
@@ -119,6 +120,8 @@ class StreamRelay:
                         now = clock()
                         outcome.relay_busy_s += now - started
                         if not held.content_forwarded:
+                            if observer.error_type is not None and not observer.content_seen:
+                                raise error_before_content(observer.error_type, observer.error_message)
                             if not await self._forward(item):
                                 if data:
                                     reader.data_received(now)
@@ -297,8 +300,8 @@ class StreamRelay:
         )
         decision = recovery(
             content_forwarded=self._held.content_forwarded,
-            finished=self._observer.finished,
-            fallback_enabled=self._fallback is not None,
+            finished=self._observer.message_stopped,  # (an error event before content is ``failure``)
+            fallback_enabled=self._fallback is not None and failure.fallback,
         )
         if decision is Recovery.ERROR_EVENT:
             await self._error_event(

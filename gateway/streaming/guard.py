@@ -19,6 +19,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
 
+from gateway.errors import status_for_error_type
 from gateway.providers.base import UpstreamResponse
 from gateway.streaming.watchdog import IdleAction, IdleWatchdog
 
@@ -42,11 +43,14 @@ class StreamSettings:
 class StreamFailure(Exception):
     """The upstream stream broke, stalled or was not a stream; ``reason`` says which."""
 
-    def __init__(self, reason: str, error_type: str = "api_error", status: int = 502) -> None:
+    def __init__(
+        self, reason: str, error_type: str = "api_error", status: int = 502, *, fallback: bool = True
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.error_type = error_type
         self.status = status
+        self.fallback = fallback  # a non-streaming retry may help (not for a request the upstream refused)
 
     @property
     def event_error_type(self) -> str:
@@ -76,6 +80,23 @@ def ended_early() -> StreamFailure:
 
 def stalled(silent_s: float) -> StreamFailure:
     return StreamFailure(f"upstream stream stalled: no data for {silent_s:.0f}s", "timeout_error", 504)
+
+
+TRANSIENT_STREAM_ERRORS: Final = frozenset({"overloaded_error", "api_error"})
+"""``error`` event types worth one non-streaming retry when they come before any content."""
+
+
+def error_before_content(error_type: str, message: str) -> StreamFailure:
+    """The upstream sent an ``error`` event before any content event (right after ``message_start``,
+    say). Held back, nothing of the stream has reached the client, so it gets the answer a
+    non-streaming request would have had: Anthropic sends this event "where a non-streaming request
+    would get a 529" (streaming docs, "Error events"). A transient type (``overloaded_error``,
+    ``api_error``) is a failure like a stream cut before content (one non-streaming retry when
+    that is on); any other is the plain HTTP error of its type, the upstream's message kept.
+    A 200 carrying only an ``error`` event is not retried by the SDKs; a 529 is."""
+    transient = error_type in TRANSIENT_STREAM_ERRORS
+    reason = f"upstream sent {error_type} before any content: {message}" if transient else message
+    return StreamFailure(reason, error_type, status_for_error_type(error_type), fallback=transient)
 
 
 class Recovery(enum.Enum):

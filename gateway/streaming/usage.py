@@ -111,6 +111,7 @@ class StreamObserver:
     __slots__ = (
         "_scanner",
         "clock",
+        "error_message",
         "error_type",
         "finished",
         "first_content_at",
@@ -125,6 +126,7 @@ class StreamObserver:
         self.usage = Usage()
         self.stop_reason: str | None = None
         self.error_type: str | None = None
+        self.error_message = ""  # the ``error`` event's own message, when one came
         self.first_content_at: float | None = None
         self.message_started = False
         self.message_stopped = False
@@ -183,7 +185,9 @@ class StreamObserver:
         else:  # error
             error = _decode(data).get("error")
             kind = error.get("type") if isinstance(error, dict) else None
+            message = error.get("message") if isinstance(error, dict) else None
             self.error_type = kind if isinstance(kind, str) and kind else "api_error"
+            self.error_message = message if isinstance(message, str) else ""
             self.finished = True
 
 

@@ -39,6 +39,7 @@ from gateway.streaming.guard import (
     StreamFailure,
     StreamSettings,
     ended_early,
+    error_before_content,
     not_an_event_stream,
     recovery,
 )
@@ -203,6 +204,8 @@ class ProviderModelCaller:
                         if not isinstance(data, dict):
                             continue
                         kind = data.get("type")
+                        if kind == "error" and not held.content_forwarded:
+                            raise _error_before_content(data)
                         final = kind in ("message_stop", "error")
                         finished = finished or final
                         content = kind in ("content_block_start", "content_block_delta")
@@ -217,7 +220,7 @@ class ProviderModelCaller:
         decision = recovery(
             content_forwarded=held.content_forwarded,
             finished=finished,
-            fallback_enabled=self._guard.nonstreaming_fallback,
+            fallback_enabled=self._guard.nonstreaming_fallback and failure.fallback,
         )
         if decision is Recovery.ERROR_EVENT:
             yield error_event(failure.event_error_type, failure.reason)
@@ -257,6 +260,16 @@ class ProviderModelCaller:
             for event in parser.feed(frame):
                 if event.event != "ping":
                     yield orjson.loads(event.data)
+
+
+def _error_before_content(event: dict[str, Any]) -> StreamFailure:
+    """An ``error`` event before any content event (``guard.error_before_content``)."""
+    error = event.get("error")
+    kind = error.get("type") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return error_before_content(
+        kind if isinstance(kind, str) and kind else "api_error", message if isinstance(message, str) else ""
+    )
 
 
 def _decoded(data: str | bytes) -> Any:

@@ -65,6 +65,13 @@ CASES = [
         ("s", "n"),
     ),
     Case("truncated_after_content", "truncate_after=5", "truncate_after=4", "error", ("s",)),
+    Case(  # message_start (and a ping), then the API's overloaded_error event: nothing reached the client
+        "overloaded_before_content",
+        "overloaded_after=2,first=1",
+        "overloaded_after=1,first=1",
+        "message",
+        ("s", "n"),
+    ),
     Case("reset_before_answer", "reset,first=1", "reset,first=1", "message", ("s", "s")),
     Case("reset_mid_stream", "reset_after=5", "reset_after=4", "error", ("s",)),
     Case("overloaded_3x_then_ok", "fail_first=3:529", "fail_first=3:529", "message", ("s", "s", "s", "s")),
