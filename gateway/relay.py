@@ -1,10 +1,11 @@
-"""Relaying an upstream answer to the client, observing usage on the way.
+"""Relaying an upstream stream to the client, observing usage on the way (whole answers:
+:mod:`gateway.relay_whole`).
 
-Buffered answers (non-streaming, count_tokens, errors) are relayed as they are. ``StreamRelay``
-passes a stream's chunks through unchanged, holds back what precedes the first content event (so
-a stream failing before content is replaced by a non-streaming retry), runs the idle watchdog and
-the write-stall bound, and ends a broken or drained stream with an SSE ``error`` event: never a 200
-without ``message_stop`` or ``error`` (README, "Resilience", has the rules).
+``StreamRelay`` passes a stream's chunks through unchanged, holds back what precedes the first
+content event (so a stream failing before content is replaced by a non-streaming retry, or handed
+back to the several-upstreams path to fail over), runs the idle watchdog and the write-stall bound,
+and ends a broken or drained stream with an SSE ``error`` event: never a 200 without
+``message_stop`` or ``error`` (README, "Resilience", has the rules).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import orjson
 from aiohttp import web
 
 from gateway.drain import DRAIN_KEY, SHUTDOWN_MESSAGE
-from gateway.errors import GatewayError, error_body, error_type_for_status, error_type_of
+from gateway.errors import GatewayError, error_body, error_type_for_status
 from gateway.outcome import Outcome
 from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.streaming.guard import (
     DeadlinePassed,
     GuardedReader,
+    HandedBack,
     HoldBack,
     Idle,
     Recovery,
@@ -38,7 +40,7 @@ from gateway.streaming.guard import StreamSettings as StreamSettings  # re-expor
 from gateway.streaming.replay import message_to_sse
 from gateway.streaming.scan import MAX_EVENT_BYTES, events_end
 from gateway.streaming.sse import PING_EVENT, encode_event
-from gateway.streaming.usage import StreamObserver, usage_from_message
+from gateway.streaming.usage import StreamObserver
 from gateway.streaming.watchdog import IdleAction
 from gateway.upstream_body import read_answer
 from gateway.write_stall import WriteStall, stall_failure
@@ -73,8 +75,10 @@ class StreamRelay:
         on_idle: Callable[[IdleAction], None],
         clock: Callable[[], float] = time.monotonic,
         provider: str = "",
+        hand_back: bool = False,
     ) -> None:
         self._provider = provider
+        self._hand_back = hand_back  # a retryable failure before any byte is sent: ``HandedBack``
         self._request = request
         self._client = client
         self._outcome = outcome
@@ -303,6 +307,8 @@ class StreamRelay:
             finished=self._observer.message_stopped,  # (an error event before content is ``failure``)
             fallback_enabled=self._fallback is not None and failure.fallback,
         )
+        if self._hand_back and failure.fallback and self._response is None:
+            raise HandedBack(failure)  # (no error event: ``_response`` is None, nothing was sent)
         if decision is Recovery.ERROR_EVENT:
             await self._error_event(
                 failure.event_error_type,
@@ -373,29 +379,3 @@ class StreamRelay:
         outcome.first_content_at = observer.first_content_at
         if outcome.error_type is None:
             outcome.error_type = observer.error_type
-
-
-async def relay_buffered(
-    upstream: UpstreamResponse,
-    extra_headers: dict[str, str],
-    outcome: Outcome,
-    *,
-    observe_usage: bool,
-) -> web.Response:
-    """``upstream``'s whole answer as one response; ``read_answer``'s 502 when it cannot be read
-    (the upstream's error type in ``outcome``, ``extra_headers`` on the error)."""
-    try:
-        body = await read_answer(upstream)
-    except GatewayError as exc:
-        outcome.error_type = exc.error_type
-        for name, value in extra_headers.items():
-            exc.headers.setdefault(name, value)
-        raise
-    outcome.status = upstream.status
-    if upstream.status == 200 and observe_usage:
-        outcome.usage, outcome.stop_reason = usage_from_message(body)
-    elif upstream.status >= 400:
-        outcome.error_type = error_type_of(body, upstream.status)  # the upstream's own word
-    response = web.Response(status=upstream.status, body=body, headers=upstream.headers)  # copied in C
-    response.headers.update(extra_headers)
-    return response

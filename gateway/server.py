@@ -34,7 +34,8 @@ from gateway.pricing import load_price_table
 from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
 from gateway.redis_link import link_for
-from gateway.relay import StreamRelay, StreamSettings, relay_buffered
+from gateway.relay import StreamRelay, StreamSettings
+from gateway.relay_whole import relay_buffered
 from gateway.request_ids import new_request_id
 from gateway.request_preparation import RequestPreparation
 from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop
@@ -119,7 +120,6 @@ class Gateway:
         self.metrics.prime(self.provider.name, ring)
         self.team_slots.prime(ring.teams)
 
-    # -- health and operations -------------------------------------------------------------
     # -- API --------------------------------------------------------------------------------
     async def messages(self, request: web.Request) -> web.StreamResponse:
         return await self._handle(request, Operation.MESSAGES, self.provider.messages)
@@ -209,10 +209,12 @@ class Gateway:
         retrying: ClientRetries,
         retry_key: RequestKey,
         upstream_name: str | None = None,
+        hand_back: bool = False,
     ) -> web.StreamResponse:
         """Answer the client from the retry loop's outcome: the error, or the upstream's answer
         relayed (a stream through ``StreamRelay``, with its non-streaming fallback on ``send``).
-        ``upstream_name``: the named upstream that answered (several upstreams: ``x-gateway-upstream``)."""
+        Several upstreams: ``upstream_name`` answered (``x-gateway-upstream``); ``hand_back``: a
+        stream failing before any byte was sent raises ``HandedBack`` (to fail over)."""
         client = scope.client
         assert client is not None
         operation = client.operation
@@ -260,6 +262,7 @@ class Gateway:
                     on_idle=lambda action: metrics.stream_idle.labels(provider, action.value).inc(),
                     clock=self.clock,
                     provider=provider,
+                    hand_back=hand_back,
                 )
                 metrics.inflight_streams.inc()
                 try:

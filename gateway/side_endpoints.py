@@ -10,7 +10,7 @@ from gateway.fleet.policy_setup import filtered_listing
 from gateway.inbound import forwardable_headers, raw_query
 from gateway.metrics import EXPOSITION_CONTENT_TYPE
 from gateway.outcome import Outcome
-from gateway.relay import relay_buffered
+from gateway.relay_whole import relay_buffered
 from gateway.server import Gateway
 
 

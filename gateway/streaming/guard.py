@@ -59,6 +59,15 @@ class StreamFailure(Exception):
         return self.error_type if self.error_type != "timeout_error" else "api_error"
 
 
+class HandedBack(Exception):
+    """A stream failed before anything reached the client, one a retry may help, and its caller
+    asked to get it back instead of the fallback (several upstreams: the next one is tried)."""
+
+    def __init__(self, failure: StreamFailure) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+
 class DeadlinePassed(Exception):
     """The deadline future given to ``GuardedReader`` completed while the stream was open."""
 

@@ -1,6 +1,7 @@
 """The request path over several upstreams: route, keep the session on its cache, fail over.
 
-Failover is decided before anything is relayed: once the answer's headers reach the client the
+Failover is decided before anything reaches the client (a stream failing before its first content
+event, still held back, is handed back by the relay): once bytes of the answer are sent, the
 request stays where it is. Every candidate failed: ``529 overloaded_error`` with ``retry-after``.
 
 Details: docs/internals/gateway-upstreams.md
@@ -31,9 +32,11 @@ from gateway.request_preparation import RequestPreparation
 from gateway.retry import RetryResult, RetryStatus
 from gateway.retry_budget import ClientRetries, policy_for
 from gateway.retry_memory import RequestKey
+from gateway.streaming.guard import HandedBack
 from gateway.upstreams.affinity import Placement, PlacementMap
 from gateway.upstreams.breaker import BreakerBoard
 from gateway.upstreams.config import UpstreamsConfig
+from gateway.upstreams.failures import failover_reason, forget_stream, stream_failover_reason
 from gateway.upstreams.health import ActiveProbe, PassiveHealth
 from gateway.upstreams.metrics import UpstreamMetrics
 from gateway.upstreams.router import Plan, Router
@@ -61,29 +64,15 @@ class Upstream:
         return self.provider.messages if operation is Operation.MESSAGES else self.provider.count_tokens
 
 
-def failover_reason(attempt: RetryResult[PreparedRequest]) -> str | None:
-    """Why the request should move on from this upstream, or ``None`` to answer with this outcome."""
-    if attempt.error is not None:
-        status = attempt.error.status
-        if isinstance(attempt.error, ClientInputError):
-            return None
-    elif attempt.response is not None:
-        status = attempt.response.status
-    else:  # pragma: no cover - a RetryResult holds one or the other
-        return None
-    if status in (401, 403):  # the gateway's own credential for this upstream is refused or unobtainable
-        return "credentials"
-    if status == 429:
-        return "status_429"
-    if status == 529:
-        return "status_529"
-    if attempt.error is not None and status == 502:
-        return "connection_error"
-    if attempt.error is not None and status == 504:
-        return "timeout"
-    if status >= 500:
-        return "status_5xx"
-    return None
+@dataclass(frozen=True, slots=True)
+class _AnswerContext:
+    """What relaying a chosen upstream's answer needs from ``exchange`` besides the attempt."""
+
+    plan: Plan
+    placement: Placement | None
+    failures: dict[str, str]  # upstream -> why it was left (filled in as candidates fail)
+    retrying: ClientRetries
+    retry_key: RequestKey
 
 
 class UpstreamSet:
@@ -194,6 +183,7 @@ class UpstreamSet:
         failures: dict[str, str] = dict.fromkeys(plan.skipped, "breaker_open")
         refused: ClientInputError | None = None
         tried = 0
+        answer_context = _AnswerContext(plan, placement, failures, retrying, retry_key)
         gateway.metrics.inflight_requests.inc()
         try:
             outcome.upstream_started_at = gateway.clock()
@@ -248,7 +238,15 @@ class UpstreamSet:
                     await self.breakers.success(name)
                     self.health.observe(name, ok=True)
                     served, context = upstream, prepared.cache
-                    break
+                    if last:
+                        break
+                    try:  # a stream refused or cut before any byte was sent comes back: next one
+                        return await self._answer(request, scope, attempt, served, answer_context)
+                    except HandedBack as back:
+                        served = context = None
+                        reason = stream_failover_reason(back.failure)
+                        forget_stream(scope)
+                        log.info("upstream %s stream failed before content: %s", name, back.failure.reason)
                 self.metrics.failures.labels(name, reason).inc()
                 await self.breakers.failure(name)
                 self.health.observe(name, ok=False)
@@ -276,19 +274,7 @@ class UpstreamSet:
                 outcome.status, outcome.error_type, outcome.failure = 529, "overloaded_error", error.message
                 scope.upstream_error = "overloaded_error"
                 raise error
-            await self._place(session_id, team, served, failures, plan, attempt, placement)
-            scope.provider = served.kind.value
-            outcome.upstream = served.name
-            return await gateway._respond(
-                request,
-                scope,
-                attempt,
-                served.send(operation),
-                served.kind.value,
-                retrying,
-                retry_key,
-                served.name if self._upstream_header else None,
-            )
+            return await self._answer(request, scope, attempt, served, answer_context, last=True)
         finally:
             gateway.metrics.inflight_requests.dec()
             if context is not None and served is not None:
@@ -300,6 +286,36 @@ class UpstreamSet:
                     self.metrics.move_writes.labels(served.name).inc(
                         outcome.usage.cache_creation_input_tokens
                     )
+
+    async def _answer(
+        self,
+        request: web.Request,
+        scope: RequestScope,
+        attempt: RetryResult[PreparedRequest],
+        served: Upstream,
+        context: _AnswerContext,
+        *,
+        last: bool = False,
+    ) -> web.StreamResponse:
+        """Place the session on ``served`` and relay its answer (``HandedBack`` unless ``last``)."""
+        client, gateway = scope.client, self.gateway
+        assert client is not None
+        session_id = client.session_id if client.operation is Operation.MESSAGES else None
+        plan, placement, failures = context.plan, context.placement, context.failures
+        await self._place(session_id, scope.team, served, failures, plan, attempt, placement)
+        scope.provider = served.kind.value
+        scope.outcome.upstream = served.name
+        return await gateway._respond(
+            request,
+            scope,
+            attempt,
+            served.send(client.operation),
+            served.kind.value,
+            context.retrying,
+            context.retry_key,
+            served.name if self._upstream_header else None,
+            hand_back=not last,
+        )
 
     async def _place(
         self,

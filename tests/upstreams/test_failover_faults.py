@@ -130,6 +130,42 @@ async def test_primary_failures_fail_over_before_any_content(
         assert fleet.metric("gateway_upstream_failures_total", upstream="primary", reason=reason) >= 1
 
 
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("overloaded_after=2", "status_529"),  # message_start, ping, then the API's overloaded_error event
+        ("truncate_after=2", "connection_error"),  # a 200 stream that ends before any content
+    ],
+)
+async def test_a_stream_failing_before_content_fails_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str, reason: str
+) -> None:
+    """Held back, nothing of the primary's stream reached the client: the next upstream answers
+    (not the primary's non-streaming fallback), the sessions move once and stay, and the client
+    sees one 200, no upstream error."""
+    sections = {"failover": {"same_upstream_retries": 0}}
+    async with four_upstreams(
+        tmp_path, monkeypatch, sections=sections, providers=("anthropic", "vertex")
+    ) as fleet:
+        sessions = [fleet.client(f"s-{i}") for i in range(4)]
+        await asyncio.gather(*(_turn(c, "first", stream=True) for c in sessions))
+        assert fleet.served("primary") == 4
+        fleet.emulators["primary"].set_fault(fault)
+        results = await asyncio.gather(*(_turn(c, "second", stream=True) for c in sessions))
+        assert all(m.stop_reason == "end_turn" and m.content for m in results)  # lost 0
+        assert fleet.served("primary") == 8 and fleet.served("vertex") == 4  # no fallback call on primary
+        assert fleet.metric("gateway_upstream_failures_total", upstream="primary", reason=reason) == 4
+        moves = {"from": "primary", "to": "vertex", "reason": reason}
+        assert fleet.metric("gateway_session_moves_total", **moves) == 4
+        await _turn(sessions[0], "third", stream=True)  # moved, it stays
+        assert fleet.served("primary") == 8 and fleet.served("vertex") == 5
+        ok = {"model": MODEL, "stream": "true", "status_class": "2xx"}
+        assert fleet.metric("gateway_requests_total", provider="anthropic", **ok) == 4
+        assert fleet.metric("gateway_requests_total", provider="vertex", **ok) == 5
+        for kind in ("overloaded_error", "api_error"):
+            assert fleet.metric("gateway_upstream_errors_total", provider="anthropic", type=kind) == 0
+
+
 async def test_connection_refused_upstream_is_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,41 @@
+"""Relaying a whole upstream answer (non-streaming, count_tokens, errors) as one response.
+
+The body is read within the body bounds (:func:`gateway.upstream_body.read_answer`) and passed on
+as it came; a non-streaming Message's usage is observed for accounting, an error's type kept.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.errors import GatewayError, error_type_of
+from gateway.outcome import Outcome
+from gateway.providers.base import UpstreamResponse
+from gateway.streaming.usage import usage_from_message
+from gateway.upstream_body import read_answer
+
+
+async def relay_buffered(
+    upstream: UpstreamResponse,
+    extra_headers: dict[str, str],
+    outcome: Outcome,
+    *,
+    observe_usage: bool,
+) -> web.Response:
+    """``upstream``'s whole answer as one response; ``read_answer``'s 502 when it cannot be read
+    (the upstream's error type in ``outcome``, ``extra_headers`` on the error)."""
+    try:
+        body = await read_answer(upstream)
+    except GatewayError as exc:
+        outcome.error_type = exc.error_type
+        for name, value in extra_headers.items():
+            exc.headers.setdefault(name, value)
+        raise
+    outcome.status = upstream.status
+    if upstream.status == 200 and observe_usage:
+        outcome.usage, outcome.stop_reason = usage_from_message(body)
+    elif upstream.status >= 400:
+        outcome.error_type = error_type_of(body, upstream.status)  # the upstream's own word
+    response = web.Response(status=upstream.status, body=body, headers=upstream.headers)  # copied in C
+    response.headers.update(extra_headers)
+    return response
