@@ -26,6 +26,7 @@ from gateway.providers.base import ClientRequest, UpstreamResponse
 from gateway.streaming.guard import (
     DeadlinePassed,
     GuardedReader,
+    HandBack,
     HandedBack,
     HoldBack,
     Idle,
@@ -75,10 +76,10 @@ class StreamRelay:
         on_idle: Callable[[IdleAction], None],
         clock: Callable[[], float] = time.monotonic,
         provider: str = "",
-        hand_back: bool = False,
+        hand_back: HandBack | None = None,
     ) -> None:
         self._provider = provider
-        self._hand_back = hand_back  # a retryable failure before any byte is sent: ``HandedBack``
+        self._hand_back = hand_back  # until the stream commits (``_prepare``)
         self._request = request
         self._client = client
         self._outcome = outcome
@@ -217,6 +218,9 @@ class StreamRelay:
     # -- writing to the client --------------------------------------------------------------------
     async def _prepare(self) -> web.StreamResponse:
         if self._response is None:
+            if (hand_back := self._hand_back) is not None:  # committed: bytes go to the client now
+                self._hand_back = None
+                await hand_back.on_commit()
             response = _EventStreamResponse(status=200)
             response.headers.extend(self._headers)
             if self._outcome.nonstreaming_fallback:
@@ -307,8 +311,9 @@ class StreamRelay:
             finished=self._observer.message_stopped,  # (an error event before content is ``failure``)
             fallback_enabled=self._fallback is not None and failure.fallback,
         )
-        if self._hand_back and failure.fallback and self._response is None:
-            raise HandedBack(failure)  # (no error event: ``_response`` is None, nothing was sent)
+        hand_back = self._hand_back
+        if hand_back is not None and self._response is None and hand_back.wanted(failure):
+            raise HandedBack(failure)  # nothing was sent (not even a ping: ``_response`` is None)
         if decision is Recovery.ERROR_EVENT:
             await self._error_event(
                 failure.event_error_type,

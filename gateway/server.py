@@ -41,6 +41,7 @@ from gateway.request_preparation import RequestPreparation
 from gateway.retry import ModelFallback, RetryPolicy, RetryResult, RetryStatus, Stop
 from gateway.retry_budget import ClientRetries, final_headers, policy_for
 from gateway.retry_memory import RequestKey, RetryMemory
+from gateway.streaming.guard import HandBack
 from gateway.transport import TeamSlots
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("switchyard.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Send = Callable[[PreparedRequest], Awaitable[UpstreamResponse]]
 
 
 class Gateway:
@@ -131,7 +133,7 @@ class Gateway:
         self,
         request: web.Request,
         operation: Operation,
-        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
+        send: Send,
     ) -> web.StreamResponse:
         scope = request[SCOPE_KEY]  # opened by the accounting middleware, closed by ``_close``
         outcome = scope.outcome
@@ -159,12 +161,7 @@ class Gateway:
                 outcome.failure = f"internal error: {type(exc).__name__}"
             raise
 
-    async def _exchange(
-        self,
-        request: web.Request,
-        scope: RequestScope,
-        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
-    ) -> web.StreamResponse:
+    async def _exchange(self, request: web.Request, scope: RequestScope, send: Send) -> web.StreamResponse:
         client = scope.client
         assert client is not None
         retry_key = RequestKey(scope.team, client)  # the client's own bytes, before any reshaping
@@ -204,17 +201,17 @@ class Gateway:
         request: web.Request,
         scope: RequestScope,
         attempt: RetryResult[PreparedRequest],
-        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
+        send: Send,
         provider: str,
         retrying: ClientRetries,
         retry_key: RequestKey,
         upstream_name: str | None = None,
-        hand_back: bool = False,
+        hand_back: HandBack | None = None,
     ) -> web.StreamResponse:
         """Answer the client from the retry loop's outcome: the error, or the upstream's answer
         relayed (a stream through ``StreamRelay``, with its non-streaming fallback on ``send``).
         Several upstreams: ``upstream_name`` answered (``x-gateway-upstream``); ``hand_back``: a
-        stream failing before any byte was sent raises ``HandedBack`` (to fail over)."""
+        stream failing before any byte was sent may raise ``HandedBack`` (to fail over)."""
         client = scope.client
         assert client is not None
         operation = client.operation
@@ -298,7 +295,7 @@ class Gateway:
 
     async def _attempt(
         self,
-        send: Callable[[PreparedRequest], Awaitable[UpstreamResponse]],
+        send: Send,
         prepared: PreparedRequest,
         outcome: Outcome,
         retrying: ClientRetries,

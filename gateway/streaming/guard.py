@@ -13,7 +13,7 @@ import collections
 import contextlib
 import enum
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -60,12 +60,22 @@ class StreamFailure(Exception):
 
 
 class HandedBack(Exception):
-    """A stream failed before anything reached the client, one a retry may help, and its caller
-    asked to get it back instead of the fallback (several upstreams: the next one is tried)."""
+    """A stream failed before anything reached the client, one its caller asked to get back (see
+    ``HandBack``) instead of the fallback or an error: several upstreams try the next one."""
 
     def __init__(self, failure: StreamFailure) -> None:
         super().__init__(failure.reason)
         self.failure = failure
+
+
+@dataclass(frozen=True, slots=True)
+class HandBack:
+    """Several upstreams: which failures before content the relay hands back (``wanted``), and
+    what is done when the stream commits instead (``on_commit``: its first bytes are about to go
+    to the client; from then on the request stays on this upstream)."""
+
+    wanted: Callable[[StreamFailure], bool]
+    on_commit: Callable[[], Awaitable[None]]
 
 
 class DeadlinePassed(Exception):

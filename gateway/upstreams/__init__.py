@@ -23,6 +23,7 @@ from gateway.upstreams.breaker import BreakerBoard
 from gateway.upstreams.config import FILE_VARIABLE, upstreams_of
 from gateway.upstreams.failover import UpstreamSet
 from gateway.upstreams.metrics import UpstreamMetrics
+from gateway.upstreams.upstream import build_upstreams
 
 if TYPE_CHECKING:
     from gateway.server import Gateway
@@ -76,7 +77,7 @@ def build(
     else:
         breakers = BreakerBoard(names, config.breaker, clock=clock, on_change=metrics.breaker_changed)
         placements = PlacementMap(affinity.max_sessions, affinity.idle_s, clock=clock)
-    upstreams = UpstreamSet.build_upstreams(
+    upstreams = build_upstreams(
         config, dict(providers), gateway.cache.store, gateway.metrics.observe_cache_break
     )
     return UpstreamSet(gateway, config, upstreams, breakers, placements, metrics, clock=clock)

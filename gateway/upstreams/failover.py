@@ -12,27 +12,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from gateway.accounting import RequestScope
-from gateway.cache.pipeline import CacheContext, CachePipeline
-from gateway.cache.session_store import SessionStore
+from gateway.cache.pipeline import CacheContext
 from gateway.errors import ClientInputError, GatewayError
 from gateway.provider_names import ProviderName
-from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider, UpstreamResponse
-from gateway.request_preparation import RequestPreparation
+from gateway.providers.base import ClientRequest, Operation, PreparedRequest
 from gateway.retry import RetryResult, RetryStatus
 from gateway.retry_budget import ClientRetries, policy_for
 from gateway.retry_memory import RequestKey
-from gateway.streaming.guard import HandedBack
+from gateway.streaming.guard import HandBack, HandedBack
 from gateway.upstreams.affinity import Placement, PlacementMap
 from gateway.upstreams.breaker import BreakerBoard
 from gateway.upstreams.config import UpstreamsConfig
@@ -41,27 +38,12 @@ from gateway.upstreams.health import ActiveProbe, PassiveHealth
 from gateway.upstreams.metrics import UpstreamMetrics
 from gateway.upstreams.router import Plan, Router
 from gateway.upstreams.signatures import strip_thinking
+from gateway.upstreams.upstream import Upstream
 
 if TYPE_CHECKING:
     from gateway.server import Gateway
 
 log = logging.getLogger("switchyard.upstreams")
-
-Send = Callable[[PreparedRequest], Awaitable[UpstreamResponse]]
-
-
-@dataclass(frozen=True, slots=True)
-class Upstream:
-    """One named upstream: its provider and its own cache step and preparation."""
-
-    name: str
-    kind: ProviderName
-    provider: Provider
-    cache: CachePipeline
-    preparation: RequestPreparation
-
-    def send(self, operation: Operation) -> Send:
-        return self.provider.messages if operation is Operation.MESSAGES else self.provider.count_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,25 +88,6 @@ class UpstreamSet:
         self.clock = clock  # wall-clock seconds (placements and breakers are shared by replicas)
         # internal upstream names reach clients only when the operator asks (GATEWAY_UPSTREAM_HEADER)
         self._upstream_header = gateway.settings.selection.upstream_header
-
-    @staticmethod
-    def build_upstreams(
-        config: UpstreamsConfig,
-        providers: dict[str, Provider],
-        store: SessionStore,
-        on_break: Callable[[str, str], None],
-    ) -> dict[str, Upstream]:
-        built: dict[str, Upstream] = {}
-        for spec in config.upstreams:
-            provider = providers[spec.name]
-            kind = spec.provider.value
-            cache = CachePipeline(
-                spec.settings.cache, kind, store, on_break=functools.partial(on_break, kind)
-            )
-            built[spec.name] = Upstream(
-                spec.name, spec.provider, provider, cache, RequestPreparation(cache, provider)
-            )
-        return built
 
     def _client_for(
         self, client: ClientRequest, upstream: Upstream, history_kind: ProviderName | None
@@ -204,7 +167,8 @@ class UpstreamSet:
                 except BaseException:
                     self.breakers.release(name)
                     raise
-                last = index == len(plan.candidates) - 1
+                # the last one that can be tried now gets the whole retry budget and keeps its fallback
+                last = not any(map(self.breakers.available, plan.candidates[index + 1 :]))
                 policy = base_policy
                 if not last and policy.max_retries > self.config.failover.same_upstream_retries:
                     policy = dataclasses.replace(
@@ -234,17 +198,18 @@ class UpstreamSet:
                         self.metrics.failures.labels(name, event.reason).inc()
                         await self.breakers.failure(name)
                 reason = failover_reason(attempt)
-                if reason is None:
+                if reason is None and last:
                     await self.breakers.success(name)
                     self.health.observe(name, ok=True)
                     served, context = upstream, prepared.cache
-                    if last:
-                        break
-                    try:  # a stream refused or cut before any byte was sent comes back: next one
-                        return await self._answer(request, scope, attempt, served, answer_context)
+                    break
+                if reason is None:  # more to try: a stream failing before its first byte comes back
+                    served, context = upstream, prepared.cache
+                    try:
+                        return await self._answer(request, scope, attempt, served, answer_context, last=False)
                     except HandedBack as back:
                         served = context = None
-                        reason = stream_failover_reason(back.failure)
+                        reason = stream_failover_reason(back.failure) or "status_5xx"
                         forget_stream(scope)
                         log.info("upstream %s stream failed before content: %s", name, back.failure.reason)
                 self.metrics.failures.labels(name, reason).inc()
@@ -274,7 +239,7 @@ class UpstreamSet:
                 outcome.status, outcome.error_type, outcome.failure = 529, "overloaded_error", error.message
                 scope.upstream_error = "overloaded_error"
                 raise error
-            return await self._answer(request, scope, attempt, served, answer_context, last=True)
+            return await self._answer(request, scope, attempt, served, answer_context)
         finally:
             gateway.metrics.inflight_requests.dec()
             if context is not None and served is not None:
@@ -295,27 +260,49 @@ class UpstreamSet:
         served: Upstream,
         context: _AnswerContext,
         *,
-        last: bool = False,
+        last: bool = True,
     ) -> web.StreamResponse:
-        """Place the session on ``served`` and relay its answer (``HandedBack`` unless ``last``)."""
-        client, gateway = scope.client, self.gateway
-        assert client is not None
+        """Relay ``served``'s answer, the session placed on it. Unless ``last``, a stream that fails
+        before its first byte is sent is handed back (``HandedBack``): ``served`` counts as a
+        success (breaker, health) and the session is placed only once the stream commits."""
+        client, gateway, name = scope.client, self.gateway, served.name
+        assert client is not None and (attempt.response is not None or attempt.error is not None)
         session_id = client.session_id if client.operation is Operation.MESSAGES else None
-        plan, placement, failures = context.plan, context.placement, context.failures
-        await self._place(session_id, scope.team, served, failures, plan, attempt, placement)
         scope.provider = served.kind.value
-        scope.outcome.upstream = served.name
-        return await gateway._respond(
-            request,
-            scope,
-            attempt,
-            served.send(client.operation),
-            served.kind.value,
-            context.retrying,
-            context.retry_key,
-            served.name if self._upstream_header else None,
-            hand_back=not last,
-        )
+        scope.outcome.upstream = name
+        committed = last
+
+        async def commit() -> None:
+            nonlocal committed
+            if not committed:
+                committed = True
+                await self.breakers.success(name)
+                self.health.observe(name, ok=True)
+            await self._place(
+                session_id, scope.team, served, context.failures, context.plan, attempt, context.placement
+            )
+
+        hand_back = None
+        streaming = client.stream and attempt.response is not None and attempt.response.status == 200
+        if last or not streaming:  # nothing to hand back: committed now
+            await commit()
+        else:
+            hand_back = HandBack(lambda failure: stream_failover_reason(failure) is not None, commit)
+        try:
+            return await gateway._respond(
+                request,
+                scope,
+                attempt,
+                served.send(client.operation),
+                served.kind.value,
+                context.retrying,
+                context.retry_key,
+                name if self._upstream_header else None,
+                hand_back=hand_back,
+            )
+        finally:
+            if not committed:  # handed back, answered without relaying the stream, or the client left
+                self.breakers.release(name)  # (a half-open probe slot is not kept)
 
     async def _place(
         self,

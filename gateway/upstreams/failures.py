@@ -41,19 +41,31 @@ def failover_reason(attempt: RetryResult[PreparedRequest]) -> str | None:
     return None
 
 
-def stream_failover_reason(failure: StreamFailure) -> str:
-    """The failover reason of a stream handed back before content, as its status would have been."""
-    if failure.status == 529:
+def stream_failover_reason(failure: StreamFailure) -> str | None:
+    """The failover reason of a stream that failed before its first content event, read from the
+    status its failure stands for as ``failover_reason`` reads an answer's (``None``: answer it)."""
+    status = failure.status
+    if status in (401, 403):
+        return "credentials"
+    if status == 429:
+        return "status_429"
+    if status == 529:
         return "status_529"
-    if failure.status == 504:
+    if status == 502:
+        return "connection_error"
+    if status == 504:
         return "timeout"
-    return "connection_error" if failure.status == 502 else "status_5xx"
+    return "status_5xx" if status >= 500 else None
 
 
 def forget_stream(scope: RequestScope) -> None:
-    """Drop what a stream handed back before content left in the request's outcome (its
-    ``message_start`` usage, its error): the next upstream's answer is the request's."""
+    """Drop what a stream handed back before content left on the request (its upstream, its
+    ``message_start`` usage, its error, its idle events): the next upstream's answer is the
+    request's, accounted once."""
     outcome = scope.outcome
     outcome.status, outcome.error_type, outcome.failure = 0, None, None
     outcome.usage, outcome.stop_reason, outcome.first_content_at = Usage(), None, None
-    scope.upstream_error = None
+    outcome.upstream, outcome.upstream_request_id, outcome.upstream_done_at = None, None, None
+    outcome.idle_events.clear()
+    outcome.nonstreaming_fallback = False
+    scope.provider = scope.upstream_error = None
