@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -18,27 +19,44 @@ from gateway.logging_setup import configure_logging
 log = logging.getLogger("switchyard")
 
 
-def _settings() -> Settings:
-    """The one place the process environment is read."""
-    return Settings.from_environ(os.environ, serving=True)
+FLAG_VARIABLES = {"host": "GATEWAY_HOST", "port": "GATEWAY_PORT"}
+"""``serve``'s flags and the variables they override (validated as those are)."""
+
+
+@contextlib.contextmanager
+def _naming(flags: Mapping[str, str]) -> Iterator[None]:
+    """A configuration problem with a variable a flag gave (``flags``: variable -> flag) names
+    the flag too: ``--port (GATEWAY_PORT): ...``."""
+    try:
+        yield
+    except ConfigError as exc:
+        lines = (
+            next(
+                (f"{flag} ({v}){line[len(v) :]}" for v, flag in flags.items() if line.startswith(f"{v}:")),
+                line,
+            )
+            for line in exc.problems
+        )
+        raise ConfigError(*lines) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    settings = _settings()
-    if args.host is not None or args.port is not None:
-        listener = settings.listener.model_copy(
-            update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-        )
-        settings = settings.model_copy(update={"listener": listener})
-    settings.require_startable()
-    if settings.selection.upstreams_file is not None:  # several upstreams (issue 18): validated before serving
-        from gateway.upstreams.config import upstreams_of
+    environ = dict(os.environ)  # the one place the process environment is read
+    flags = {FLAG_VARIABLES[f]: f"--{f}" for f in FLAG_VARIABLES if getattr(args, f) is not None}
+    for variable, flag in flags.items():  # the flags take the place of their variables
+        environ[variable] = str(getattr(args, flag[2:]))
+    with _naming(flags):
+        settings = Settings.from_environ(environ, serving=True)
+        settings.require_startable()
+        if settings.selection.upstreams_file is not None:  # several upstreams: validated before serving
+            from gateway.upstreams.config import upstreams_of
 
-        upstreams_of(settings)
-    from gateway.process import check_listen, serve  # aiohttp: only once the settings are good
+            upstreams_of(settings)
+        from gateway.process import check_listen, serve  # aiohttp: only once the settings are good
+
+        check_listen(settings.listener.host, settings.listener.port)
     from gateway.startup_summary import public_summary
 
-    check_listen(settings.listener.host, settings.listener.port)
     configure_logging(settings.observability.log_level)
     summary = public_summary(settings)
     log.info("configuration %s", orjson.dumps(summary).decode())
@@ -86,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", default=None, help="overrides GATEWAY_HOST")
-    serve.add_argument("--port", type=int, default=None, help="overrides GATEWAY_PORT")
+    serve.add_argument("--port", default=None, help="overrides GATEWAY_PORT")
     serve.set_defaults(func=cmd_serve)
 
     agent = sub.add_parser(

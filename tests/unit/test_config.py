@@ -121,6 +121,30 @@ def test_cli_reports_one_line_naming_the_variable() -> None:
     assert lines[0].startswith("switchyard: configuration error: GATEWAY_PORT:")
 
 
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--port", "70000"], "--port (GATEWAY_PORT): Input should be less than or equal to 65535"),
+        (["--port", "-1"], "--port (GATEWAY_PORT): Input should be greater than or equal to 0"),
+        (["--port", "80x"], "--port (GATEWAY_PORT): Input should be a valid integer"),
+        (["--host", "no-such-host.invalid"], "--host (GATEWAY_HOST): cannot resolve 'no-such-host.invalid'"),
+    ],
+)
+def test_serve_flags_are_checked_as_their_variables(flags: list[str], line: str) -> None:
+    """``--port 70000`` once started on port 4464 (70000 mod 65536), and ``--port -1`` was blamed on
+    GATEWAY_HOST: the flags bypassed validation."""
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", *flags],
+        env={"GATEWAY_API_KEYS": "k", "ANTHROPIC_API_KEY": "sk-x", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"switchyard: configuration error: {line}")
+
+
 def test_cli_refuses_open_gateway() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve"],
