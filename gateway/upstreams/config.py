@@ -40,6 +40,16 @@ GLOBAL_ONLY: Final = frozenset(
 )
 
 
+def _as_text(value: Any) -> Any:
+    """A YAML/JSON scalar as environment text: ``true``/``false`` for booleans, numbers as written
+    (``3``, ``0.5``); anything else as it is (a string stays, a list fails validation)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,6 +64,15 @@ class UpstreamEntry(_Strict):
     model_map: dict[str, str] = Field(default_factory=dict)
     beta_policy: dict[str, list[str]] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars(cls, value: Any) -> Any:
+        """``GATEWAY_MAX_RETRIES: 3`` and ``GATEWAY_NONSTREAMING_FALLBACK: true`` as YAML writes
+        them (not quoted): a number or a boolean is the text an environment variable would hold."""
+        if not isinstance(value, dict):
+            return value
+        return {k: _as_text(v) for k, v in value.items()}
 
     @field_validator("name")
     @classmethod

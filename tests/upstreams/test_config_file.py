@@ -150,3 +150,24 @@ def test_without_the_file_nothing_changes() -> None:
     settings = Settings.from_environ(BASE)
     assert settings.selection.upstreams_file is None and upstreams_of(settings) is None
     assert settings.source_environ == {}  # the environment is kept only for the upstreams' overlays
+
+
+def test_env_values_may_be_yaml_numbers_and_booleans(tmp_path: Path) -> None:
+    """Unquoted, as YAML writes them (they were refused: ``Input should be a valid string``)."""
+    text = """
+upstreams:
+  - name: first
+    provider: anthropic
+    credentials: {ANTHROPIC_API_KEY: sk-ant-first}
+    env: {GATEWAY_MAX_RETRIES: 3, GATEWAY_NONSTREAMING_FALLBACK: false, GATEWAY_STREAM_IDLE_TIMEOUT_S: 90.5}
+routes:
+  - models: ["*"]
+    upstreams: [first]
+"""
+    config = upstreams_of(_settings(tmp_path, text, ".yaml"))
+    assert config is not None
+    resilience = config.upstreams[0].settings.resilience
+    assert (resilience.max_retries, resilience.nonstreaming_fallback) == (3, False)
+    assert resilience.stream_idle_timeout_s == 90.5
+    problems = _problems(tmp_path, text.replace("90.5", "[1, 2]"), ".yaml")
+    assert len(problems) == 1 and "GATEWAY_STREAM_IDLE_TIMEOUT_S" in problems[0], problems
