@@ -13,6 +13,8 @@ recovery logic matches the upstream wording. ``GET /v1/models`` is asked upstrea
 
 from __future__ import annotations
 
+import logging
+
 from gateway.config import Settings
 from gateway.errors import GatewayError
 from gateway.provider_names import ProviderName
@@ -25,6 +27,8 @@ from gateway.providers.preparation import (
     first_party_headers,
 )
 from gateway.transport import HttpUpstreamResponse, Upstream, UpstreamPool
+
+log = logging.getLogger("switchyard.providers.anthropic")
 
 
 class AnthropicProvider(Provider):
@@ -47,6 +51,11 @@ class AnthropicProvider(Provider):
 
     async def start(self) -> None:
         self._pool.open(self._settings.anthropic.base_url, self._settings.egress)
+        if self._auth is None:  # it starts (as Bedrock without credentials does), and says so
+            log.warning(
+                "ANTHROPIC_API_KEY: not set (nor ANTHROPIC_AUTH_TOKEN): API requests are answered "
+                "503 and /readyz is not ready until the gateway restarts with one"
+            )
 
     async def close(self) -> None:
         await self._pool.close()
