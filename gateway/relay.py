@@ -183,7 +183,10 @@ class StreamRelay:
 
     async def _forward(self, chunk: bytes) -> bool:
         """Pass ``chunk`` on, or hold it back until the first content event. True if written."""
-        released = self._held.offer(chunk, content=self._observer.content_seen, final=self._observer.finished)
+        observer = self._observer
+        released = self._held.offer(
+            chunk, content=observer.content_seen, final=observer.finished, size=len(chunk)
+        )
         if not released:
             return False
         await self._pass_on(released[0] if len(released) == 1 else b"".join(released))

@@ -139,19 +139,35 @@ class Idle:
     at: float  # the clock reading the action was found due at
 
 
+MAX_HELD_BYTES: Final = 1 << 20
+"""What may be held back before the first content event (a ``message_start`` and pings are a few
+hundred bytes): more is an upstream that is not streaming a Message, and a failure."""
+
+
+def held_too_long(limit: int) -> StreamFailure:
+    return StreamFailure(f"upstream sent over {limit} bytes before any content")
+
+
 @dataclass(slots=True)
 class HoldBack(Generic[T]):
-    """Holds items back until the first content item (or the stream's end) releases them."""
+    """Holds items back until the first content item (or the stream's end) releases them, within
+    ``limit`` bytes (``StreamFailure`` past it: one upstream cannot fill the gateway's memory)."""
 
     content_forwarded: bool = False
+    limit: int = MAX_HELD_BYTES
     _held: list[T] = field(default_factory=list)
+    _size: int = 0
 
-    def offer(self, item: T, *, content: bool, final: bool) -> list[T]:
-        """The items to forward now (empty while held back)."""
+    def offer(self, item: T, *, content: bool, final: bool, size: int = 0) -> list[T]:
+        """The items to forward now (empty while held back); ``size``: the item's bytes."""
         if self.content_forwarded:
             return [item]
         self._held.append(item)
         if not content and not final:
+            self._size += size
+            if self._size > self.limit:
+                self.drop()
+                raise held_too_long(self.limit)
             return []
         self.content_forwarded = content
         released, self._held = self._held, []
@@ -159,6 +175,7 @@ class HoldBack(Generic[T]):
 
     def drop(self) -> None:
         self._held.clear()
+        self._size = 0
 
 
 class GuardedReader:

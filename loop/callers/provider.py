@@ -79,7 +79,9 @@ class StreamGuard:
     def from_settings(cls, settings: Settings) -> StreamGuard:
         resilience = settings.resilience
         return cls(
-            resilience.stream_idle_warning_s, resilience.stream_idle_timeout_s, resilience.nonstreaming_fallback
+            resilience.stream_idle_warning_s,
+            resilience.stream_idle_timeout_s,
+            resilience.nonstreaming_fallback,
         )
 
 
@@ -209,7 +211,7 @@ class ProviderModelCaller:
                         final = kind in ("message_stop", "error")
                         finished = finished or final
                         content = kind in ("content_block_start", "content_block_delta")
-                        for released in held.offer(data, content=content, final=final):
+                        for released in held.offer(data, content=content, final=final, size=len(event.data)):
                             yield released
             if not finished:
                 raise ended_early()

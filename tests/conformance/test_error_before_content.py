@@ -163,3 +163,41 @@ async def test_the_loop_caller_gets_the_529_too(
 async def _items(caller: ProviderModelCaller, request: ModelRequest) -> AsyncIterator[Any]:
     async for item in caller(request):
         yield item
+
+
+async def _flooding_upstream(request: web.Request) -> web.StreamResponse:
+    """``message_start``, then events that are neither content nor an end (3 MB of them)."""
+    await request.read()
+    response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+    await response.prepare(request)
+    start = {"type": "message_start", "message": {"id": "msg_flood", "type": "message", "role": "assistant"}}
+    await response.write(encode_event("message_start", start))
+    pad = encode_event("hello", {"type": "hello", "pad": "y" * 60_000})
+    for _ in range(50):
+        await response.write(pad)
+    await response.write_eof()
+    return response
+
+
+async def test_what_is_held_back_before_content_is_bounded() -> None:
+    """All of it was held in memory (a hostile upstream took the gateway to 1.6 GB, the client
+    waiting): past ``MAX_HELD_BYTES`` the stream is a failure before content."""
+    upstream = web.Application()
+    upstream.router.add_post("/v1/messages", _flooding_upstream)
+    async with serving(upstream) as url:
+        settings = Settings.from_environ(
+            {
+                "GATEWAY_API_KEYS": "sk-gw",
+                "ANTHROPIC_API_KEY": "sk-up",
+                "ANTHROPIC_BASE_URL": url,
+                "GATEWAY_NONSTREAMING_FALLBACK": "false",
+            }
+        )
+        async with running(create_app(settings), "127.0.0.1", 0) as gateway:
+            client = anthropic.AsyncAnthropic(api_key="sk-gw", base_url=gateway.base_url, max_retries=0)
+            with pytest.raises(anthropic.APIStatusError) as info:
+                async with client.messages.stream(model=MODEL, max_tokens=64, messages=MESSAGES) as stream:
+                    await stream.get_final_message()
+            await client.close()
+    assert info.value.status_code == 502
+    assert "bytes before any content" in info.value.body["error"]["message"]  # type: ignore[index]
