@@ -51,6 +51,15 @@ STATUS_BY_ERROR_TYPE: Final[Mapping[str, int]] = {
 """error.type -> the status the first-party API answers it with (its "HTTP errors" table)."""
 
 
+ANTHROPIC_ERROR_TYPES: Final = frozenset(ERROR_TYPE_BY_STATUS.values()) | frozenset(STATUS_BY_ERROR_TYPE)
+"""The error types the API publishes: a metric label takes one of these or ``other`` (the type
+comes from the upstream's body, and an upstream may send anything)."""
+
+
+def error_type_label(error_type: str) -> str:
+    return error_type if error_type in ANTHROPIC_ERROR_TYPES else "other"
+
+
 def status_for_error_type(error_type: str) -> int:
     """The status an error of ``error_type`` comes with (500 for a type not in the table)."""
     return STATUS_BY_ERROR_TYPE.get(error_type, 500)

@@ -17,6 +17,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gateway.errors import error_type_label
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.logging_setup import dropped_log_lines
 from gateway.metric_series import FinishedSeries, SpendRow, observe_spend
@@ -298,7 +299,7 @@ class GatewayMetrics:
                 overhead = series.overhead = self.overhead.labels(provider)
             overhead.observe(overhead_s)
         if upstream_error is not None:
-            self._child(self.upstream_errors, (provider, upstream_error)).inc()
+            self._child(self.upstream_errors, (provider, error_type_label(upstream_error))).inc()
         if usage is not None and cost is not None:
             row = series.spend
             if row is None:

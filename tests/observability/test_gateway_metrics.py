@@ -239,6 +239,21 @@ def test_cache_break_reasons_are_bounded() -> None:
     assert registry.get_sample_value("gateway_session_store_errors_total") == 0
 
 
+def test_upstream_error_types_are_bounded() -> None:
+    """The type comes from the upstream's error body (or stream event): a hostile upstream sent
+    200 distinct types and got 200 series."""
+    metrics = GatewayMetrics()
+    for kind in ("overloaded_error", 'weird_1\n"} x{"', "weird_2", "billing_error"):
+        metrics.observe_finished("anthropic", "claude-sonnet-4-5", True, 500, 0.1, upstream_error=kind)
+    values = {
+        kind: metrics.registry.get_sample_value(
+            "gateway_upstream_errors_total", {"provider": "anthropic", "type": kind}
+        )
+        for kind in ("overloaded_error", "billing_error", "other", "weird_2")
+    }
+    assert values == {"overloaded_error": 1, "billing_error": 1, "other": 2, "weird_2": None}
+
+
 def test_loop_metrics_share_the_registry_and_bound_their_labels() -> None:
     gateway = GatewayMetrics()
     loop = LoopMetrics(gateway.registry, known_tools=["Read"], max_tools=2)
