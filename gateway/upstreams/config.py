@@ -10,6 +10,7 @@ Details: docs/internals/gateway-upstreams.md
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from gateway.provider_names import ProviderName
 
 FILE_VARIABLE: Final = "GATEWAY_UPSTREAMS_FILE"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 # the variable each convenience field sets, per provider
@@ -50,8 +52,12 @@ def _as_text(value: Any) -> Any:
     return value
 
 
+MAX_SECONDS: Final = 366 * 86400.0  # any duration in the file: at most a year (Redis TTLs, timers)
+MAX_PROBLEMS: Final = 50  # lines of problems shown (a file of thousands of bad items: "... and N more")
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class UpstreamEntry(_Strict):
@@ -77,7 +83,7 @@ class UpstreamEntry(_Strict):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):  # (``match`` let "name\n" through: ``$`` matches before it)
             raise ValueError("1-48 characters of [A-Za-z0-9_.-], starting with a letter or digit")
         return value
 
@@ -104,22 +110,28 @@ class RouteEntry(_Strict):
                 raise ValueError("weights: one weight per upstream")
             if any(w < 0 for w in self.weights) or not any(w > 0 for w in self.weights):
                 raise ValueError("weights: not negative, and at least one above 0")
+            if not math.isfinite(sum(self.weights)):
+                raise ValueError("weights: their sum must be a finite number")
         return self
 
 
 class AffinityOptions(_Strict):
-    return_after_s: float | None = Field(300.0, ge=0)  # None: a moved session never returns
-    max_sessions: int = Field(100_000, gt=0)
-    idle_s: float = Field(7200.0, gt=0)
+    return_after_s: float | None = Field(300.0, ge=0, le=MAX_SECONDS)  # None: a moved session never returns
+    max_sessions: int = Field(100_000, gt=0, le=100_000_000)
+    idle_s: float = Field(7200.0, gt=0, le=MAX_SECONDS)
 
 
 class BreakerOptions(_Strict):
     failures: int = Field(5, ge=1)
-    window_s: float = Field(30.0, gt=0)
-    open_s: float = Field(30.0, gt=0)
+    window_s: float = Field(30.0, gt=0, le=MAX_SECONDS)
+    open_s: float = Field(30.0, gt=0, le=MAX_SECONDS)
     half_open_probes: int = Field(1, ge=1)  # for the whole fleet when shared through Redis
-    probe_slot_s: float = Field(60.0, gt=0)  # with Redis: a probe slot never given back frees after this
-    sync_s: float = Field(1.0, ge=0)  # with Redis: read the other replicas' breakers at most this often
+    probe_slot_s: float = Field(
+        60.0, gt=0, le=MAX_SECONDS
+    )  # with Redis: a probe slot never given back frees after this
+    sync_s: float = Field(
+        1.0, ge=0, le=MAX_SECONDS
+    )  # with Redis: read the other replicas' breakers at most this often
 
 
 class FailoverOptions(_Strict):
@@ -127,8 +139,8 @@ class FailoverOptions(_Strict):
 
 
 class ProbeOptions(_Strict):
-    interval_s: float = Field(0.0, ge=0)  # 0: no active probe
-    timeout_s: float = Field(5.0, gt=0)
+    interval_s: float = Field(0.0, ge=0, le=MAX_SECONDS)  # 0: no active probe
+    timeout_s: float = Field(5.0, gt=0, le=MAX_SECONDS)
     model: str | None = None  # the model probed (default: the first route's first literal pattern)
 
 
@@ -173,10 +185,25 @@ class UpstreamsConfig:
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
+    """``upstreams[0].env.GATEWAY_MAX_RETRIES``; a key under ``credentials``/``env`` that is not a
+    variable name is not shown (``ANTHROPIC_API_KEY:sk-...``, a typo, would print the secret)."""
     text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        if i and loc[i - 1] in ("credentials", "env") and not _VARIABLE.fullmatch(part):
+            part = "<a key that is not a variable name>"
+        text += f".{part}" if text else part
     return text
+
+
+def _problems(lines: list[str]) -> ConfigError:
+    """One line per problem, the first ``MAX_PROBLEMS`` of them."""
+    shown = [f"{FILE_VARIABLE}: {line}" for line in lines[:MAX_PROBLEMS]]
+    if len(lines) > MAX_PROBLEMS:
+        shown.append(f"{FILE_VARIABLE}: ... and {len(lines) - MAX_PROBLEMS} more problems")
+    return ConfigError(*shown)
 
 
 def _read(path: Path) -> Any:
@@ -192,13 +219,17 @@ def _read(path: Path) -> Any:
                 f"{FILE_VARIABLE}: a YAML file needs PyYAML (pip install pyyaml), or use JSON"
             ) from None
         try:
-            return yaml.safe_load(text)
+            return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # safe: no objects
+        except RecursionError:
+            raise ConfigError(f"{FILE_VARIABLE}: nested too deeply") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
             raise ConfigError(f"{FILE_VARIABLE}: not valid YAML{where}") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{FILE_VARIABLE}: nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{FILE_VARIABLE}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
 
@@ -228,7 +259,7 @@ def _overlay(
             if variable in GLOBAL_ONLY:
                 problems.append(f"{where}.{section}.{variable}: a gateway-wide setting, not per upstream")
                 continue
-            reference = _REFERENCE.match(raw)
+            reference = _REFERENCE.fullmatch(raw)
             if reference is not None:
                 if reference.group(1) not in environ:
                     problems.append(f"{where}.{section}.{variable}: {reference.group(1)} is not set")
@@ -264,12 +295,14 @@ def load_upstreams(path: Path, environ: Mapping[str, str]) -> UpstreamsConfig:
     raw = _read(path)
     try:
         parsed = UpstreamsFile.model_validate(raw)
+    except RecursionError:
+        raise ConfigError(f"{FILE_VARIABLE}: nested too deeply") from None
     except ValidationError as exc:
         lines = []
         for error in exc.errors():
             message = str(error["msg"]).removeprefix("Value error, ")
             lines.append(f"{_location(tuple(error['loc'])) or 'file'}: {message}")
-        raise ConfigError(*(f"{FILE_VARIABLE}: {line}" for line in lines)) from None
+        raise _problems(lines) from None
     problems: list[str] = []
     names: dict[str, int] = {}
     for i, entry in enumerate(parsed.upstreams):
@@ -293,7 +326,7 @@ def load_upstreams(path: Path, environ: Mapping[str, str]) -> UpstreamsConfig:
             specs.append(UpstreamSpec(entry.name, entry.provider, settings))
     if problems:
         secrets = [v for e in parsed.upstreams for v in e.credentials.values() if len(v) >= 3]
-        raise ConfigError(*(f"{FILE_VARIABLE}: {scrub(line, secrets)}" for line in problems))
+        raise _problems([scrub(line, secrets) for line in problems])
     routes = tuple(
         Route(tuple(r.models), tuple(r.upstreams), None if r.weights is None else tuple(r.weights))
         for r in parsed.routes

@@ -171,3 +171,53 @@ routes:
     assert resilience.stream_idle_timeout_s == 90.5
     problems = _problems(tmp_path, text.replace("90.5", "[1, 2]"), ".yaml")
     assert len(problems) == 1 and "GATEWAY_STREAM_IDLE_TIMEOUT_S" in problems[0], problems
+
+
+def _one(name: str = "first", **extra: Any) -> dict[str, Any]:
+    upstream = {"name": name, "provider": "anthropic", "credentials": {"ANTHROPIC_API_KEY": "sk-ant-k"}}
+    return {"upstreams": [upstream], "routes": [{"models": ["*"], "upstreams": [name]}], **extra}
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        # "first\n" passed (``re.match`` with ``$``): the name became a header value and a label
+        (_one("first\n"), "upstreams[0].name: 1-48 characters"),
+        ('{"upstreams": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        (_one(affinity={"idle_s": float("inf")}), "affinity.idle_s: Input should be a finite number"),
+        (_one(breaker={"open_s": 1e12}), "breaker.open_s: Input should be less than or equal to"),
+        (
+            {**_one(), "routes": [{"models": ["*"], "upstreams": ["first", "x"], "weights": [1e308, 1e308]}]},
+            "routes[0]: weights: their sum must be a finite number",
+        ),
+    ],
+)
+def test_hostile_values_are_one_line_each(tmp_path: Path, content: Any, expected: str) -> None:
+    """Each was accepted, or a traceback (``RecursionError``, ``OverflowError`` later)."""
+    text = content if isinstance(content, str) else json.dumps(content).replace("Infinity", "1e999")
+    problems = _problems(tmp_path, text)
+    assert problems and problems[0].startswith(f"GATEWAY_UPSTREAMS_FILE: {expected}"), problems
+
+
+def test_a_credential_typed_into_a_key_is_not_shown(tmp_path: Path) -> None:
+    """``ANTHROPIC_API_KEY:sk-...`` (no space after the colon) is a key, in YAML: it was printed."""
+    text = """
+upstreams:
+  - name: first
+    provider: anthropic
+    credentials: {ANTHROPIC_API_KEY:sk-ant-SECRET-4f9a8b7c}
+routes:
+  - models: ["*"]
+    upstreams: [first]
+"""
+    problems = _problems(tmp_path, text, ".yaml")
+    assert len(problems) == 1 and "SECRET" not in problems[0], problems
+    assert "upstreams[0].credentials.<a key that is not a variable name>" in problems[0]
+
+
+def test_thousands_of_problems_are_cut_short(tmp_path: Path) -> None:
+    content = {"upstreams": [], "routes": [{"models": list(range(1000)), "upstreams": ["x"]}]}
+    problems = _problems(tmp_path, content)
+    assert (
+        len(problems) == 51 and problems[-1] == "GATEWAY_UPSTREAMS_FILE: ... and 951 more problems"
+    )  # (and the empty upstreams list)
