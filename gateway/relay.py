@@ -89,7 +89,8 @@ class StreamRelay:
         self._clock = clock
         self._observer = StreamObserver(clock=clock)
         self._response: web.StreamResponse | None = None
-        self._headers: list[tuple[str, str]] = []
+        self._headers: list[tuple[str, str]] = []  # the upstream's
+        self._extra: dict[str, str] = {}  # the gateway's own: they replace the upstream's of a name
         self._held: HoldBack[bytes] = HoldBack()
         self._upstream: UpstreamResponse | None = None
         self._stall: WriteStall | None = None
@@ -102,7 +103,7 @@ class StreamRelay:
         bound = self._settings.write_stall_s
         if bound is not None:
             self._stall = WriteStall(bound, self._stalled)
-        self._headers = [*upstream.headers, *extra_headers.items()]
+        self._headers, self._extra = upstream.headers, extra_headers
         self._outcome.status = 200
         try:
             try:
@@ -226,6 +227,7 @@ class StreamRelay:
                 await hand_back.on_commit()
             response = _EventStreamResponse(status=200)
             response.headers.extend(self._headers)
+            response.headers.update(self._extra)  # (an upstream's x-client-request-id was sent first)
             if self._outcome.nonstreaming_fallback:
                 response.headers["x-gateway-fallback"] = "non_streaming"
             await response.prepare(self._request)
@@ -333,9 +335,11 @@ class StreamRelay:
         if self._response is None:
             self._outcome.status = status
             self._outcome.error_type = error_type
-            headers = {k: v for k, v in self._headers if k.lower() not in ("content-type",)}
-            headers["content-type"] = "application/json"
-            return web.Response(status=status, body=error_body(error_type, message), headers=headers)
+            response = web.Response(status=status, body=error_body(error_type, message))
+            response.headers.extend(self._headers)
+            response.headers.update(self._extra)
+            response.headers["content-type"] = "application/json"  # (replaces the upstream's)
+            return response
         await self._error_event(error_type, message)
         return await self._end()
 
