@@ -22,8 +22,9 @@ async def relay_buffered(
     *,
     observe_usage: bool,
 ) -> web.Response:
-    """``upstream``'s whole answer as one response; ``read_answer``'s 502 when it cannot be read
-    (the upstream's error type in ``outcome``, ``extra_headers`` on the error)."""
+    """``upstream``'s whole answer as one response; ``read_answer``'s 502 when it cannot be read,
+    and a 502 for a 200 Messages answer (``observe_usage``) that is not a JSON object (the error
+    type in ``outcome``, ``extra_headers`` on the error)."""
     try:
         body = await read_answer(upstream)
     except GatewayError as exc:
@@ -31,10 +32,18 @@ async def relay_buffered(
         for name, value in extra_headers.items():
             exc.headers.setdefault(name, value)
         raise
-    outcome.status = upstream.status
     if upstream.status == 200 and observe_usage:
-        outcome.usage, outcome.stop_reason = usage_from_message(body)
-    elif upstream.status >= 400:
+        observed = usage_from_message(body)
+        if observed is None:  # a proxy's login page, an empty body: a 200 the client cannot use
+            refused = GatewayError(
+                502, "upstream answered 200 with a body that is not a Message", should_retry=True
+            )
+            outcome.error_type = refused.error_type
+            refused.headers.update(extra_headers)
+            raise refused
+        outcome.usage, outcome.stop_reason = observed
+    outcome.status = upstream.status
+    if upstream.status >= 400:
         outcome.error_type = error_type_of(body, upstream.status)  # the upstream's own word
     response = web.Response(status=upstream.status, body=body, headers=upstream.headers)  # copied in C
     response.headers.update(extra_headers)

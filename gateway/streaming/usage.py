@@ -73,15 +73,16 @@ def _int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def usage_from_message(body: bytes) -> tuple[Usage, str | None]:
-    """Usage and stop_reason of a complete (non-streaming) Message body."""
+def usage_from_message(body: bytes) -> tuple[Usage, str | None] | None:
+    """Usage and stop_reason of a complete (non-streaming) Message body; ``None`` when the body is
+    not a JSON object (an HTML page, nothing, bytes that are not JSON): not a Message at all."""
     usage = Usage()
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return usage, None
+        return None
     if not isinstance(message, dict):
-        return usage, None
+        return None
     reported = message.get("usage")
     if isinstance(reported, dict):
         usage.update(reported)

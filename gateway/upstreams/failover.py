@@ -29,7 +29,7 @@ from gateway.providers.base import ClientRequest, Operation, PreparedRequest
 from gateway.retry import RetryResult, RetryStatus
 from gateway.retry_budget import ClientRetries, policy_for
 from gateway.retry_memory import RequestKey
-from gateway.streaming.guard import HandBack, HandedBack
+from gateway.streaming.guard import HandBack, HandedBack, StreamFailure
 from gateway.upstreams.affinity import Placement, PlacementMap
 from gateway.upstreams.breaker import BreakerBoard
 from gateway.upstreams.config import UpstreamsConfig
@@ -283,23 +283,32 @@ class UpstreamSet:
             )
 
         hand_back = None
-        streaming = client.stream and attempt.response is not None and attempt.response.status == 200
-        if last or not streaming:  # nothing to hand back: committed now
+        answered = attempt.response is not None and attempt.response.status == 200
+        whole = answered and not client.stream  # read whole before a byte is sent: may come back too
+        if last or not answered:  # nothing to hand back: committed now
             await commit()
-        else:
+        elif client.stream:
             hand_back = HandBack(lambda failure: stream_failover_reason(failure) is not None, commit)
         try:
-            return await gateway._respond(
-                request,
-                scope,
-                attempt,
-                served.send(client.operation),
-                served.kind.value,
-                context.retrying,
-                context.retry_key,
-                name if self._upstream_header else None,
-                hand_back=hand_back,
-            )
+            try:
+                response = await gateway._respond(
+                    request,
+                    scope,
+                    attempt,
+                    served.send(client.operation),
+                    served.kind.value,
+                    context.retrying,
+                    context.retry_key,
+                    name if self._upstream_header else None,
+                    hand_back=hand_back,
+                )
+            except GatewayError as exc:  # a whole 200 answer cut, stalled, too long or not a Message
+                if whole and not committed and exc.status in (502, 504):
+                    raise HandedBack(StreamFailure(exc.message, exc.error_type, exc.status)) from None
+                raise
+            if whole and not committed:  # read and checked: it is the answer
+                await commit()
+            return response
         finally:
             if not committed:  # handed back, answered without relaying the stream, or the client left
                 self.breakers.release(name)  # (a half-open probe slot is not kept)

@@ -157,6 +157,24 @@ async def test_an_answer_cut_off_before_its_length_is_a_502_to_retry(
     assert not [r for r in caplog.records if "unhandled error" in r.getMessage()]
 
 
+@pytest.mark.parametrize(
+    "body", [b"<html><body>Please sign in to the proxy</body></html>", b"", b"this is not json", b"[1, 2]"]
+)
+async def test_a_200_that_is_not_a_message_is_a_502_to_retry(upstream: RawUpstream, body: bytes) -> None:
+    """A proxy's login page, an empty body, bytes that are not a JSON object: relayed as a 200 they
+    left the SDK to fail on parsing (and counted as a success)."""
+
+    async def page(writer: asyncio.StreamWriter) -> None:
+        upstream.head(writer, f"content-length: {len(body)}")
+        await upstream.body(writer, body)
+
+    upstream.answer = page
+    metrics = GatewayMetrics()
+    async with gateway(first_party(upstream), metrics) as server:
+        assert_502(await ask(server), "answered 200 with a body that is not a Message", "true")
+    assert upstream_errors(metrics) == 1
+
+
 async def test_a_declared_length_over_the_limit_is_refused_unread(upstream: RawUpstream) -> None:
     async def declared(writer: asyncio.StreamWriter) -> None:
         upstream.head(writer, f"content-length: {LIMIT * 100}")

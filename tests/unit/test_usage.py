@@ -82,7 +82,8 @@ def test_message_usage_without_ttl_breakdown_counts_as_5m() -> None:
     assert stop == "end_turn"
 
 
-def test_garbage_bodies_give_empty_usage() -> None:
-    assert usage_from_message(b"not json") == (Usage(), None)
-    assert usage_from_message(b"[1]") == (Usage(), None)
-    assert usage_from_message(b'{"usage": {"input_tokens": "x", "output_tokens": true}}')[0] == Usage()
+def test_garbage_bodies_are_not_messages_and_bad_fields_give_empty_usage() -> None:
+    assert usage_from_message(b"not json") is None  # the relay answers 502 (not a Message)
+    assert usage_from_message(b"[1]") is None
+    observed = usage_from_message(b'{"usage": {"input_tokens": "x", "output_tokens": true}}')
+    assert observed is not None and observed[0] == Usage()

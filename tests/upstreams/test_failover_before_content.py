@@ -192,3 +192,37 @@ async def test_the_last_candidate_that_can_answer_keeps_its_fallback(
         ) as stream:
             message = await stream.get_final_message()
         assert message.content and fleet.served("primary") == 2  # the stream, then its fallback
+
+
+async def _not_a_message(request: web.Request) -> web.StreamResponse:
+    await request.read()
+    request.app[CALLS].append(request.path)
+    return web.Response(text="<html>Please sign in to the proxy</html>", content_type="text/html")
+
+
+async def test_a_whole_answer_that_is_not_a_message_fails_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-streaming 200 is read whole before a byte is sent: one the client could not use
+    (here a proxy's page; a cut, stalled or oversized body likewise) moves on to the next."""
+    app = web.Application()
+    app[CALLS] = []
+    app.router.add_post("/v1/messages", _not_a_message)
+    async with contextlib.AsyncExitStack() as stack:
+        url = await stack.enter_async_context(serving(app))
+        bad = {
+            "name": "bad",
+            "provider": "anthropic",
+            "base_url": url,
+            "credentials": {"ANTHROPIC_API_KEY": "k"},
+        }
+        fleet = await stack.enter_async_context(
+            four_upstreams(
+                tmp_path, monkeypatch, order=("bad", "vertex"), extra=(bad,), providers=("vertex",)
+            )
+        )
+        message = await _turn(fleet.client("s-page"), "hello")
+        assert message.content and len(app[CALLS]) == 1 and fleet.served("vertex") == 1
+        failed = {"upstream": "bad", "reason": "connection_error"}
+        assert fleet.metric("gateway_upstream_failures_total", **failed) == 1
+        assert fleet.metric("gateway_upstream_errors_total", provider="anthropic", type="api_error") == 0
