@@ -61,6 +61,7 @@ def build(
     breakers: BreakerBoard
     placements: PlacementMap
     affinity = config.affinity
+    teams = lambda: len(gateway.keys.teams)  # noqa: E731 - read at each new placement (keys reload)
     shared = gateway.redis_link  # the session store's Redis client and outage back-off
     if shared is not None:
         from gateway.upstreams.breaker_redis import RedisBreakerBoard
@@ -73,10 +74,12 @@ def build(
             clock=clock,
             on_change=metrics.breaker_changed,
         )
-        placements = RedisPlacementMap(affinity.max_sessions, affinity.idle_s, shared, clock=clock)
+        placements = RedisPlacementMap(
+            affinity.max_sessions, affinity.idle_s, shared, clock=clock, teams=teams
+        )
     else:
         breakers = BreakerBoard(names, config.breaker, clock=clock, on_change=metrics.breaker_changed)
-        placements = PlacementMap(affinity.max_sessions, affinity.idle_s, clock=clock)
+        placements = PlacementMap(affinity.max_sessions, affinity.idle_s, clock=clock, teams=teams)
     upstreams = build_upstreams(
         config, dict(providers), gateway.cache.store, gateway.metrics.observe_cache_break
     )

@@ -29,13 +29,24 @@ class Placement:
 
 
 class PlacementMap:
-    """Placements in memory (one replica), LRU- and idle-bounded."""
+    """Placements in memory (one replica), LRU- and idle-bounded, with an equal share of
+    ``max_sessions`` per team (``teams``: how many teams have keys now): past its share a team's
+    own least recently used placement goes, so one team's sessions cannot push out another's."""
 
-    def __init__(self, max_sessions: int, idle_s: float, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        max_sessions: int,
+        idle_s: float,
+        *,
+        clock: Callable[[], float] = time.time,
+        teams: Callable[[], int] = lambda: 1,
+    ) -> None:
         self.max_sessions = max_sessions
         self.idle_s = idle_s
         self.clock = clock
+        self._teams = teams
         self._map: OrderedDict[tuple[str, str], Placement] = OrderedDict()
+        self._by_team: dict[str, OrderedDict[str, None]] = {}  # each team's sessions, LRU first
 
     def __len__(self) -> int:
         return len(self._map)
@@ -46,9 +57,10 @@ class PlacementMap:
         if placement is None:
             return None
         if self.clock() - placement.at > self.idle_s:
-            del self._map[key]
+            self._forget(key)
             return None
         self._map.move_to_end(key)
+        self._by_team[team].move_to_end(session_id)
         return placement
 
     async def get(self, team: str, session_id: str) -> Placement | None:
@@ -61,8 +73,22 @@ class PlacementMap:
         key = (team, session_id)
         self._map[key] = placement
         self._map.move_to_end(key)
+        own = self._by_team.setdefault(team, OrderedDict())
+        own[session_id] = None
+        own.move_to_end(session_id)
+        share = max(1, self.max_sessions // max(1, self._teams()))
+        while len(own) > share:  # the team's own oldest first
+            self._forget((team, next(iter(own))))
         while len(self._map) > self.max_sessions:
-            self._map.popitem(last=False)
+            self._forget(next(iter(self._map)))
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        del self._map[key]
+        team, session_id = key
+        own = self._by_team[team]
+        del own[session_id]
+        if not own:
+            del self._by_team[team]
 
     async def close(self) -> None:
         return None
@@ -82,8 +108,9 @@ class RedisPlacementMap(PlacementMap):
         shared: RedisLink,
         *,
         clock: Callable[[], float] = time.time,
+        teams: Callable[[], int] = lambda: 1,
     ) -> None:
-        super().__init__(max_sessions, idle_s, clock=clock)
+        super().__init__(max_sessions, idle_s, clock=clock, teams=teams)
         self._shared = shared
         self._idle_whole_s = max(1, math.ceil(idle_s))
 

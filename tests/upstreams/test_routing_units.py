@@ -130,6 +130,21 @@ async def test_placements_are_bounded_and_expire() -> None:
     assert await placements.get("t", "s2") is None
 
 
+async def test_one_team_cannot_push_out_another_teams_placements() -> None:
+    """Team B's 300 sessions took every one of 50 places, and team A's session went back to the
+    first upstream in route order, on a cold cache, without a move being counted."""
+    placements = PlacementMap(max_sessions=50, idle_s=100, clock=lambda: 0.0, teams=lambda: 2)
+    await placements.put("team-a", "a-1", Placement("good", 0.0))
+    for i in range(300):
+        await placements.put("team-b", f"b-{i}", Placement("good", 0.0))
+    assert await placements.get("team-a", "a-1") == Placement("good", 0.0)
+    assert len(placements) == 26  # team B keeps its share, 25, its most recent ones
+    assert (
+        await placements.get("team-b", "b-299") is not None
+        and await placements.get("team-b", "b-274") is None
+    )
+
+
 def _request(payload: dict[str, object]) -> ClientRequest:
     return ClientRequest(Operation.MESSAGES, orjson.dumps(payload), payload, [], "req_1")
 
