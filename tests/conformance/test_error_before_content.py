@@ -37,6 +37,7 @@ from loop.request import ModelRequest
 from tests.conformance.test_fault_matrix import FAST, MODEL, _calls
 from tests.support.local_app import serving
 from tests.support.provider_stack import PROVIDERS, provider_stack, upstream_env
+from tests.support.sse_answers import message_start
 
 NO_FALLBACK = {**FAST, "GATEWAY_NONSTREAMING_FALLBACK": "false", "GATEWAY_MAX_RETRIES": "0"}
 CALLS = web.AppKey("calls", list[str])
@@ -84,20 +85,7 @@ async def _refusing_upstream(request: web.Request) -> web.StreamResponse:
     await request.read()
     response = web.StreamResponse(headers={"content-type": "text/event-stream"})
     await response.prepare(request)
-    start = {
-        "type": "message_start",
-        "message": {
-            "id": "msg_refused",
-            "type": "message",
-            "role": "assistant",
-            "model": MODEL,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 5, "output_tokens": 1},
-        },
-    }
-    await response.write(encode_event("message_start", start))
+    await response.write(message_start(MODEL, message_id="msg_refused"))
     error = {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt refused here"}}
     await response.write(encode_event("error", error))
     await response.write_eof()

@@ -21,8 +21,16 @@ from aiohttp import web
 
 from gateway.streaming.sse import encode_event
 from tests.support.local_app import serving
+from tests.support.sse_answers import message_start
 from tests.upstreams.harness import MODEL, SYSTEM, four_upstreams
-from tests.upstreams.test_failover_faults import STORM, Clock, _clocked, _turn
+from tests.upstreams.test_failover_faults import (
+    BREAKER,
+    STORM,
+    Clock,
+    _clocked,
+    _open_the_primarys_breaker,
+    _turn,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,17 +43,7 @@ async def _refuse(request: web.Request) -> web.StreamResponse:
     request.app[CALLS].append(request.path)
     response = web.StreamResponse(headers={"content-type": "text/event-stream"})
     await response.prepare(request)
-    message = {
-        "id": "msg_refused",
-        "type": "message",
-        "role": "assistant",
-        "model": MODEL,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 9, "output_tokens": 1},
-    }
-    await response.write(encode_event("message_start", {"type": "message_start", "message": message}))
+    await response.write(message_start(MODEL, message_id="msg_refused", input_tokens=9))
     error_type = request.app[ERROR_TYPE]
     error = {"type": "error", "error": {"type": error_type, "message": f"{error_type} in the stream"}}
     await response.write(encode_event("error", error))
@@ -108,12 +106,8 @@ async def test_a_half_open_probe_that_fails_before_content_opens_the_breaker_aga
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
-    breaker = {"failures": 2, "window_s": 60, "open_s": 30}
-    async with _clocked(tmp_path, monkeypatch, clock, breaker, ("anthropic", "bedrock")) as fleet:
-        fleet.emulators["primary"].set_fault(STORM)
-        for i in range(2):
-            await _turn(fleet.client(), f"no session {i}")
-        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2  # open
+    async with _clocked(tmp_path, monkeypatch, clock, BREAKER, ("anthropic", "bedrock")) as fleet:
+        await _open_the_primarys_breaker(fleet)
         clock.now += 31  # half-open: the probe's stream is overloaded right after message_start
         fleet.emulators["primary"].set_fault("overloaded_after=2")
         message = await _turn(fleet.client(), "probe", stream=True)

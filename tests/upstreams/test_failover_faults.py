@@ -211,15 +211,22 @@ async def test_no_failover_after_content_was_sent(tmp_path: Path, monkeypatch: p
         assert (fleet.served("primary"), fleet.served("bedrock")) == (1, 0)
 
 
+BREAKER = {"failures": 2, "window_s": 60, "open_s": 30}
+
+
+async def _open_the_primarys_breaker(fleet: Fleet) -> None:
+    """A 529 storm on the primary for ``BREAKER``'s two failures: its breaker opens."""
+    fleet.emulators["primary"].set_fault(STORM)
+    for i in range(2):
+        await _turn(fleet.client(), f"no session {i}")
+    assert fleet.served("primary") == 2
+    assert fleet.metric("gateway_breaker_state", upstream="primary") == 2  # open
+
+
 async def test_breaker_opens_and_half_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    breaker = {"failures": 2, "window_s": 60, "open_s": 30}
-    async with _clocked(tmp_path, monkeypatch, clock, breaker, ("anthropic", "bedrock")) as fleet:
-        fleet.emulators["primary"].set_fault(STORM)
-        for i in range(2):
-            await _turn(fleet.client(), f"no session {i}")
-        assert fleet.served("primary") == 2
-        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2  # open
+    async with _clocked(tmp_path, monkeypatch, clock, BREAKER, ("anthropic", "bedrock")) as fleet:
+        await _open_the_primarys_breaker(fleet)
         assert fleet.metric("gateway_upstream_health", upstream="primary") == 0
         await _turn(fleet.client(), "while open")
         assert fleet.served("primary") == 2  # skipped while open
