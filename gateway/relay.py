@@ -126,8 +126,9 @@ class StreamRelay:
                         now = clock()
                         outcome.relay_busy_s += now - started
                         if not held.content_forwarded:
-                            if observer.error_type is not None and not observer.content_seen:
-                                raise error_before_content(observer.error_type, observer.error_message)
+                            if observer.error_before_content:
+                                kind = observer.error_type or "api_error"
+                                raise error_before_content(kind, observer.error_message)
                             if not await self._forward(item):
                                 if data:
                                     reader.data_received(now)

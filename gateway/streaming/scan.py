@@ -52,11 +52,21 @@ class EventScanner:
     any content event has been completed so far, ``at_boundary`` whether the stream so far ends
     between events (nothing carried over, no ``\\r`` that a ``\\n`` may complete)."""
 
-    __slots__ = ("_after_cr", "_pending", "_skip", "_skip_nl", "at_boundary", "content_seen", "data")
+    __slots__ = (
+        "_after_cr",
+        "_pending",
+        "_skip",
+        "_skip_nl",
+        "at_boundary",
+        "content_seen",
+        "data",
+        "error_before_content",
+    )
 
     def __init__(self) -> None:
         self.data = False
         self.content_seen = False
+        self.error_before_content = False  # an ``error`` event completed before any content event
         self.at_boundary = True
         self._pending = bytearray()  # the start of an event carried over from earlier chunks
         self._after_cr = False
@@ -148,6 +158,8 @@ class EventScanner:
         if kind == _CONTENT_KIND:
             self.content_seen = True
         elif kind == _NOTABLE_KIND:
+            if name == b"error" and not self.content_seen:
+                self.error_before_content = True
             return [(name, data)]
         return _NONE
 
@@ -174,6 +186,8 @@ class EventScanner:
                 continue
             self.data = True
             if kind == _NOTABLE_KIND:
+                if name == b"error" and not self.content_seen:  # (in stream order: runs set it as met)
+                    self.error_before_content = True
                 if found is None:
                     found = []
                 found.append((name, event[2]))

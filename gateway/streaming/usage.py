@@ -139,6 +139,12 @@ class StreamObserver:
         """A ``content_block_start`` or ``content_block_delta`` event has been completed."""
         return self._scanner.content_seen
 
+    @property
+    def error_before_content(self) -> bool:
+        """An ``error`` event came before any content event, in stream order (whatever chunks
+        carried them: an error and content in one chunk are told apart by their order)."""
+        return self._scanner.error_before_content
+
     def feed(self, chunk: bytes) -> bool:
         """Observe one chunk; True when it completed a data event (anything but a ping)."""
         scanner = self._scanner

@@ -215,6 +215,29 @@ def test_any_chunking_observes_what_the_event_parser_sees(stream: bytes, points:
     assert whole == chunked
 
 
+def error_first(stream: bytes) -> bool:
+    """In event order (the parser's): an ``error`` event comes before any content event."""
+    for event in SSEParser().feed(stream):
+        if event.event in ("content_block_start", "content_block_delta"):
+            return False
+        if event.event == "error":
+            return True
+    return False
+
+
+@given(streams(), st.lists(st.integers(min_value=0), max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_an_error_before_content_is_told_by_event_order_whatever_the_chunks(
+    stream: bytes, points: list[int]
+) -> None:
+    """The relay answers such a stream as a failure before content (``guard.error_before_content``):
+    an error and content in one chunk must not hide which came first."""
+    observer = StreamObserver()
+    for chunk in cut(stream, points):
+        observer.feed(chunk)
+    assert observer.error_before_content == error_first(stream)
+
+
 @given(events(), st.lists(st.integers(min_value=0), max_size=20))
 @settings(max_examples=100, deadline=None)
 def test_observation_of_canonical_streams_matches_the_events_sent(
@@ -424,4 +447,3 @@ def test_content_runs_agree_with_the_event_parser(pieces: list[bytes], points: l
     assert observe([stream]) == oracle([stream])
     chunks = cut(stream, points)
     assert observe(chunks) == oracle(chunks)
-
