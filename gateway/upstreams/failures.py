@@ -19,41 +19,33 @@ from gateway.streaming.usage import Usage
 def failover_reason(attempt: RetryResult[PreparedRequest]) -> str | None:
     """Why the request should move on from this upstream, or ``None`` to answer with this outcome."""
     if attempt.error is not None:
-        status = attempt.error.status
         if isinstance(attempt.error, ClientInputError):
             return None
-    elif attempt.response is not None:
-        status = attempt.response.status
-    else:  # pragma: no cover - a RetryResult holds one or the other
-        return None
+        return status_reason(attempt.error.status, gateway_made=True)
+    if attempt.response is not None:
+        return status_reason(attempt.response.status, gateway_made=False)
+    return None  # pragma: no cover - a RetryResult holds one or the other
+
+
+def stream_failover_reason(failure: StreamFailure) -> str | None:
+    """The failover reason of a stream that failed before its first content event, read from the
+    status its failure stands for (a cut is the gateway's 502, a stall its 504)."""
+    return status_reason(failure.status, gateway_made=True)
+
+
+def status_reason(status: int, *, gateway_made: bool) -> str | None:
+    """The reason a status moves a request on (``None``: answer it). ``gateway_made``: the status
+    is the gateway's own word for a failure on the way (502 connection, 504 timeout), not an
+    upstream's answer (whose 502/504 are ``status_5xx``)."""
     if status in (401, 403):  # the gateway's own credential for this upstream is refused or unobtainable
         return "credentials"
     if status == 429:
         return "status_429"
     if status == 529:
         return "status_529"
-    if attempt.error is not None and status == 502:
+    if gateway_made and status == 502:
         return "connection_error"
-    if attempt.error is not None and status == 504:
-        return "timeout"
-    if status >= 500:
-        return "status_5xx"
-    return None
-
-
-def stream_failover_reason(failure: StreamFailure) -> str | None:
-    """The failover reason of a stream that failed before its first content event, read from the
-    status its failure stands for as ``failover_reason`` reads an answer's (``None``: answer it)."""
-    status = failure.status
-    if status in (401, 403):
-        return "credentials"
-    if status == 429:
-        return "status_429"
-    if status == 529:
-        return "status_529"
-    if status == 502:
-        return "connection_error"
-    if status == 504:
+    if gateway_made and status == 504:
         return "timeout"
     return "status_5xx" if status >= 500 else None
 
