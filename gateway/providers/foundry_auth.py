@@ -46,8 +46,12 @@ class DefaultTokenSource:
         self._settings = settings
         self._credential: Any = None
         self._options: dict[str, Any] = {}
+        self._attempts: list[str] = []  # fetches are serialised by the token cache's thread lock
 
     def __call__(self) -> tuple[str, float]:
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.identity import CredentialUnavailableError
+
         if self._credential is None:
             from azure.identity import DefaultAzureCredential
 
@@ -55,12 +59,50 @@ class DefaultTokenSource:
 
             self._options = azure_transport_options(self._settings.egress)
             self._credential = DefaultAzureCredential(**self._options)
-        return credential_token_source(self._credential, self._scope)()
+            self._credential.credentials = tuple(
+                _NotingAttempts(inner, self._attempts) for inner in self._credential.credentials
+            )
+        self._attempts.clear()
+        try:
+            return credential_token_source(self._credential, self._scope)()
+        except ClientAuthenticationError as exc:
+            if self._attempts:
+                raise
+            # every credential in the chain said "unavailable": nothing is configured (the chain
+            # reports that as the same ClientAuthenticationError as a refusal)
+            raise CredentialUnavailableError(message="no credential in the chain") from exc
 
     def close(self) -> None:
         if self._credential is not None:
             self._credential.close()
             self._options["transport"].session.close()  # not owned by the transport
+
+
+class _NotingAttempts:
+    """A credential of ``DefaultAzureCredential``'s chain that notes when it tried to
+    authenticate (failed other than "unavailable"); everything else is the credential's own."""
+
+    def __init__(self, inner: Any, attempts: list[str]) -> None:
+        self._inner = inner
+        self._attempts = attempts
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.identity import CredentialUnavailableError
+
+        try:
+            return self._inner.get_token(*scopes, **kwargs)
+        except CredentialUnavailableError:
+            raise
+        except Exception:
+            self._attempts.append(type(self._inner).__name__)
+            raise
+
+    @property
+    def _credential_name(self) -> str:  # how the chain names it in its error message
+        return str(getattr(self._inner, "_credential_name", type(self._inner).__name__))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def default_token_source(scope: str, settings: Settings) -> DefaultTokenSource:
@@ -73,7 +115,9 @@ _AADSTS = re.compile(r"\bAADSTS\d+\b")
 
 def describe_entra_failure(exc: BaseException, egress: EgressSettings) -> CredentialFailure:
     """What made a token fetch fail, for the client and the log (no secret, no tenant detail)."""
-    failure = classify_sync(exc, target="Microsoft Entra ID", proxy=egress.https_proxy, ca_bundle=egress.ca_bundle)
+    failure = classify_sync(
+        exc, target="Microsoft Entra ID", proxy=egress.https_proxy, ca_bundle=egress.ca_bundle
+    )
     if failure is not None:
         return CredentialFailure.from_egress(PREFIX, failure)
     if type(exc).__name__ == "CredentialUnavailableError":

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
+import azure.identity
 import orjson
 import pytest
-from azure.identity import ClientSecretCredential
+from azure.core.exceptions import ClientAuthenticationError
+from azure.identity import ClientSecretCredential, CredentialUnavailableError
 
 from emulators import ManualClock, RunningEmulator
 from emulators.access_tokens import get_tokens
@@ -213,6 +216,61 @@ async def test_entra_token_source_failure_is_401_without_retry(tmp_path: Path) -
             await _client(url).messages.create(model=MODEL, max_tokens=8, messages=USER)
     assert info.value.response.headers["x-should-retry"] == "false" and "1234" not in info.value.message
     assert not emulator.requests
+
+
+def _no_azure_credential(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """An environment where ``DefaultAzureCredential`` finds nothing: no Azure variables, an empty
+    home and PATH (no Azure CLI, PowerShell or azd), and its "dev" set (no managed identity, whose
+    probe would depend on the machine the tests run on)."""
+    for name in list(os.environ):
+        if name.startswith(("AZURE_", "IDENTITY_", "MSI_")):
+            monkeypatch.delenv(name)
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", str(home))
+    monkeypatch.setenv("AZURE_TOKEN_CREDENTIALS", "dev")
+
+
+async def test_no_azure_credential_at_all_is_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real DefaultAzureCredential with nothing configured: every credential of its chain is
+    unavailable, which it reports as the same ClientAuthenticationError as a refusal; the gateway
+    tells them apart (503: the deployment lacks a credential, not the client)."""
+    async with foundry_upstream(tmp_path) as (env, emulator):
+        _no_azure_credential(monkeypatch, tmp_path / "home")
+        async with foundry_gateway(_no_key(env)) as url, _client(url) as client:
+            with pytest.raises(anthropic.APIStatusError) as info:
+                await client.messages.create(model=MODEL, max_tokens=8, messages=USER)
+    assert info.value.status_code == 503, info.value.message
+    assert "found no credential" in info.value.message and not emulator.requests
+
+
+async def test_a_chain_credential_that_tried_and_failed_stays_a_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One credential of the chain attempts and is refused (its error, not "unavailable"): 401."""
+
+    class Credential:
+        def __exit__(self, *args: object) -> None:
+            pass
+
+    class Refused(Credential):
+        def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+            raise ClientAuthenticationError(message="AADSTS7000215: Invalid client secret provided.")
+
+    class Unavailable(Credential):
+        def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+            raise CredentialUnavailableError(message="not configured")
+
+    chain = azure.identity.ChainedTokenCredential(Unavailable(), Refused())
+    monkeypatch.setattr(azure.identity, "DefaultAzureCredential", lambda **_: chain)
+    async with (
+        foundry_upstream(tmp_path) as (env, emulator),
+        foundry_gateway(_no_key(env)) as url,
+        _client(url) as client,
+    ):
+        with pytest.raises(anthropic.AuthenticationError) as info:
+            await client.messages.create(model=MODEL, max_tokens=8, messages=USER)
+    assert "AADSTS7000215" in info.value.message and not emulator.requests
 
 
 async def test_real_azure_identity_over_tls(tmp_path: Path) -> None:
