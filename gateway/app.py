@@ -171,13 +171,15 @@ def create_app(
     install_telemetry(app, settings, gateway.auth, metrics.registry)  # OTLP intake (issue 17)
 
     upstreams = gateway.upstreams
-    started = [provider] if upstreams is None else [u.provider for u in upstreams.upstreams.values()]
+    named = {"": provider} if upstreams is None else {n: u.provider for n, u in upstreams.upstreams.items()}
+    started = list(named.values())
     app[PROVIDERS_KEY] = tuple(started)
 
     async def start_provider(_: web.Application) -> None:
-        for each in started:
+        for name, each in named.items():
             await each.start()
             facts = {key: strip_userinfo(value) or "" for key, value in each.describe().items()}
+            facts = {"upstream": name, **facts} if name else facts
             log.info("provider ready: %s", orjson.dumps(facts).decode())  # no URL userinfo
         if upstreams is not None:
             upstreams.start_probe()

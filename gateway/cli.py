@@ -60,7 +60,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(settings.observability.log_level)
     summary = public_summary(settings)
     log.info("configuration %s", orjson.dumps(summary).decode())
-    for variable in summary.get("url_credentials_ignored", ()):
+    dropped = [*summary.get("url_credentials_ignored", ())]
+    for entry in summary.get("upstreams", ()):
+        dropped += [f"upstream {entry['name']}: {v}" for v in entry.get("url_credentials_ignored", ())]
+    for variable in dropped:
         log.warning(
             "%s: the credentials in the URL (user:password@) are ignored: never sent upstream nor "
             "logged (the upstream credential comes from its own variables)",

@@ -2,9 +2,10 @@
 
 It shows the selected provider's own endpoint and where its credential comes from (never the
 credential), and none of the other providers' settings: a Bedrock gateway shows its region,
-runtime URL and AWS credential source, not ``ANTHROPIC_BASE_URL``. URLs lose their userinfo.
-The fleet shows as sign-in (issuer, secret and key sources), policy (mode, entry counts),
-named upstreams and OTLP collectors (``host:port``).
+runtime URL and AWS credential source, not ``ANTHROPIC_BASE_URL``. With ``GATEWAY_UPSTREAMS_FILE``
+it shows each named upstream that way instead (the environment's single provider serves nothing
+then). URLs lose their userinfo. The fleet shows as sign-in (issuer, secret and key sources),
+policy (mode, entry counts) and OTLP collectors (``host:port``).
 
 For Bedrock the credential source is what botocore's chain will pick given which variables are
 set (names only; the values are never read here); the ``provider ready`` line logged once the
@@ -50,8 +51,11 @@ def summary(
         "port": settings.listener.port,
         "inbound_keys": len(settings.inbound_keys),
         "allow_unauthenticated": settings.auth.allow_unauthenticated,
-        "provider": settings.provider.value,
     }
+    several = _upstreams(settings)
+    if several is None:  # one upstream, from the environment
+        common["provider"] = settings.provider.value
+        common.update(upstream(settings, aws_variables))
     egress = {
         "https_proxy": strip_userinfo(settings.egress.https_proxy),
         "http_proxy": strip_userinfo(settings.egress.http_proxy),
@@ -64,11 +68,33 @@ def summary(
         "session_max_per_team": settings.cache.session_max_per_team or "an equal share per team",
     }
     dropped = {"url_credentials_ignored": sorted(dropped_url_credentials)} if dropped_url_credentials else {}
-    return {**common, **upstream(settings, aws_variables), **egress, **fleet(settings), **dropped}
+    if several is not None:  # the file's upstreams instead: the environment's provider serves none
+        common["upstreams"] = several
+    return {**common, **egress, **fleet(settings), **dropped}
+
+
+def _upstreams(settings: Settings) -> list[dict[str, Any]] | None:
+    """Each upstream of ``GATEWAY_UPSTREAMS_FILE``: name, provider, endpoint, credential source."""
+    if settings.selection.upstreams_file is None:
+        return None
+    from gateway.upstreams.config import upstreams_of
+
+    loaded = upstreams_of(settings)
+    if loaded is None:
+        return None
+    found = []
+    for spec in loaded.upstreams:
+        own = spec.settings
+        entry: dict[str, Any] = {"name": spec.name, "provider": spec.provider.value}
+        entry.update(upstream(own, own.aws_chain_variables))
+        if own.dropped_url_credentials:
+            entry["url_credentials_ignored"] = sorted(own.dropped_url_credentials)
+        found.append(entry)
+    return found
 
 
 def fleet(settings: Settings) -> dict[str, Any]:
-    """Sign-in, policy, several upstreams and telemetry forwarding: each key only when it is on."""
+    """Sign-in, policy and telemetry forwarding: each key only when it is on."""
     found: dict[str, Any] = {}
     signin = settings.signin
     if signin.oidc_issuer is not None:
@@ -102,12 +128,6 @@ def fleet(settings: Settings) -> dict[str, Any]:
             rules = "unreadable"
         counters = "memory" if settings.cache.session_store == "memory" else "redis"
         found["policy"] = {"file": str(policy_file), "rules": rules, "counters": counters}
-    if settings.selection.upstreams_file is not None:
-        from gateway.upstreams.config import upstreams_of
-
-        loaded = upstreams_of(settings)
-        if loaded is not None:
-            found["upstreams"] = [f"{spec.name} ({spec.provider.value})" for spec in loaded.upstreams]
     if settings.telemetry.otlp_forward_urls:
         found["otlp_forward"] = [_host_port(url) for url in settings.telemetry.otlp_forward_urls]
     return found

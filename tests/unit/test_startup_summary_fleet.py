@@ -120,7 +120,23 @@ def test_several_upstreams_are_named_with_their_provider(tmp_path: Path) -> None
         }
     )
     summary = public_summary(settings)
-    assert summary["upstreams"] == ["bedrock-us (bedrock)", "first (anthropic)"]
+    assert summary["upstreams"] == [
+        {
+            "name": "bedrock-us",
+            "provider": "bedrock",
+            "region": "us-west-2",
+            "base_url": "https://bedrock-runtime.us-west-2.amazonaws.com",
+            "credential_source": "AWS default chain (shared files, SSO, instance metadata)",
+        },
+        {
+            "name": "first",
+            "provider": "anthropic",
+            "base_url": "https://api.anthropic.com",
+            "credential_source": "ANTHROPIC_API_KEY",
+        },
+    ]
+    # the environment's own provider serves nothing: not shown as if it did
+    assert not {"provider", "base_url", "region", "credential_source"} & set(summary)
     assert "sk-ant-first-upstream-key" not in _line(settings)
 
 
