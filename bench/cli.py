@@ -86,13 +86,27 @@ benchmarking another Anthropic-compatible gateway (e.g. a LiteLLM proxy):
 """
 
 
+SUBCOMMANDS: dict[str, str] = {
+    "upstream": "the fake upstream only, in the foreground",
+    "loadgen": "the load generator only, against any URL",
+    "passthrough": "the bare aiohttp pass-through only, in the foreground",
+    "profile": "py-spy profile of the gateway under load",
+    "startup": "the gateway's start-up time, module count and imports",
+    "failover-cache": "cache economics of failover over two upstreams with a primary outage",
+    "fleet-overhead": "CPU per request with sign-in tokens and the fleet policy vs static keys",
+}
+"""Every sub-command of ``python -m bench``, for its ``--help`` (``main`` dispatches them)."""
+
+
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench",
         description="Benchmark the gateway against a fast fake Anthropic upstream, side by side with "
-        "a bare aiohttp pass-through (the floor). Sub-commands: 'upstream' (fake upstream only), "
-        "'loadgen' (load generator only), 'passthrough' (pass-through only), 'profile' (py-spy "
-        "profile of the gateway under load); see 'python -m bench profile --help'.",
+        "a bare aiohttp pass-through (the floor).\n\nSub-commands (each has its own --help):\n"
+        + "".join(f"  {name:<16}{what}\n" for name, what in SUBCOMMANDS.items())
+        + "\nOther benches of 'make bench' are modules: python -m bench.eventstream_bench, "
+        "bench.provider_latency,\nbench.cache_efficiency, bench.context_session; "
+        "'make bench-rate-limits': bench.rate_limits.",
         epilog=_OTHER_GATEWAYS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

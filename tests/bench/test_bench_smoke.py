@@ -11,7 +11,7 @@ import math
 import orjson
 import pytest
 
-from bench import fake_upstream, payloads
+from bench import cli, fake_upstream, payloads
 from bench.loadgen import LoadConfig, LoadSamples, run_load
 from bench.report import percentile, summarize
 
@@ -100,3 +100,15 @@ async def test_loadgen_against_fake_upstream() -> None:
         assert again_pooled.concurrency == samples.concurrency
         assert again_pooled.duration == 2 * samples.duration
         assert summarize(again_pooled).rps == pytest.approx(s.rps)
+
+
+@pytest.mark.parametrize("name", sorted(cli.SUBCOMMANDS))
+def test_every_listed_subcommand_has_its_own_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench --help`` lists the sub-commands; each one it lists is dispatched."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([name, "--help"])
+    assert exit_.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert f"  {name} " in capsys.readouterr().out
