@@ -169,7 +169,11 @@ class StreamRelay:
 
     async def _idle(self, idle: Idle, reader: GuardedReader) -> None:
         if idle.action is IdleAction.PING:
-            await self._write(PING_EVENT)
+            # while another upstream may still take the request (a pending hand-back), nothing is
+            # sent, not even a ping: a ping would commit this stream, and a stall before content
+            # must stay free to move on (the client waits for headers, as for a slow first byte)
+            if self._hand_back is None or self._response is not None:
+                await self._write(PING_EVENT)
             reader.wrote(idle.at)
             return
         self._outcome.idle_events.append(idle.action.value)

@@ -325,3 +325,30 @@ async def test_active_probe_closes_a_half_open_breaker(
         probes = [r for r in fleet.emulators["primary"].requests if r.path.endswith("/count_tokens")]
         assert probes  # closed by a count_tokens probe, not by client traffic
         assert fleet.served("primary") == 1
+
+
+async def test_a_stream_stalling_after_message_start_fails_over_despite_the_keep_alive_ping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The primary sends ``message_start`` and a ping, then nothing. The gateway's keep-alive
+    ping (due every 0.3 s, before the 1.2 s idle timeout: the defaults' order, 15 s and 90 s) is
+    not sent while the next upstream may still answer: it would commit the stalled stream. The
+    stall is handed on at the idle timeout and the client gets the second upstream's answer."""
+    env = {
+        "GATEWAY_DOWNSTREAM_PING_S": "0.3",
+        "GATEWAY_STREAM_IDLE_WARNING_S": "0.6",
+        "GATEWAY_STREAM_IDLE_TIMEOUT_S": "1.2",
+    }
+    sections = {"failover": {"same_upstream_retries": 0}}
+    async with four_upstreams(
+        tmp_path, monkeypatch, sections=sections, providers=("anthropic", "foundry"), env=env
+    ) as fleet:
+        session = fleet.client("s-stall")
+        await _turn(session, "first", stream=True)  # placed on the primary
+        fleet.emulators["primary"].set_fault("stall_after=2:30")
+        message = await _turn(session, "second", stream=True)
+        assert message.stop_reason == "end_turn" and message.content[0].type == "text"
+        assert fleet.served("primary") == 2 and fleet.served("foundry") == 1
+        assert fleet.metric("gateway_upstream_failures_total", upstream="primary", reason="timeout") == 1
+        moves = {"from": "primary", "to": "foundry", "reason": "timeout"}
+        assert fleet.metric("gateway_session_moves_total", **moves) == 1
