@@ -4,7 +4,9 @@ A session (the id of :mod:`gateway.session_ids`, per team) is placed on the upst
 last, with the time of that request. The map is bounded (least recently used sessions go first,
 and a placement idle for ``idle_s`` expires). With Redis configured the placements are shared by
 every replica (``switchyard:upstreams:placement:<team>:<session id>`` hash ``upstream``, ``at``, ``mixed``;
-expiring after ``idle_s``), with the local map as the fallback when Redis is unavailable.
+expiring after ``idle_s``), with the local map as the fallback when Redis is unavailable. A
+placement made while Redis was away stays the replica's own until Redis is back: then the newer of
+it and Redis's record wins, and a newer local one is written back.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ class RedisPlacementMap(PlacementMap):
         super().__init__(max_sessions, idle_s, clock=clock, teams=teams)
         self._shared = shared
         self._idle_whole_s = max(1, math.ceil(idle_s))
+        # placements whose write to Redis failed (Redis was away): newer than what Redis holds
+        self._unsynced: set[tuple[str, str]] = set()
 
     async def get(self, team: str, session_id: str) -> Placement | None:
         key = placement_key(team, session_id)
@@ -122,14 +126,26 @@ class RedisPlacementMap(PlacementMap):
         if fields is None:
             return self.local(team, session_id)
         upstream, at, mixed = fields
-        if upstream is None:
+        shared: Placement | None = None
+        if upstream is not None:
+            try:
+                shared = Placement(upstream.decode(), float(at or 0.0), mixed == b"1")
+            except (ValueError, UnicodeDecodeError):
+                return self.local(team, session_id)
+        if (team, session_id) in self._unsynced:  # placed here while Redis was away
+            own = self.local(team, session_id)
+            if own is not None and (shared is None or own.at >= shared.at):
+                await self.put(team, session_id, own)  # the fleet learns it now
+                return own
+            self._unsynced.discard((team, session_id))
+        if shared is None:
             return None  # unknown to the fleet (or expired): the local map would be stale
-        try:
-            placement = Placement(upstream.decode(), float(at or 0.0), mixed == b"1")
-        except (ValueError, UnicodeDecodeError):
-            return self.local(team, session_id)
-        self._remember(team, session_id, placement)
-        return placement
+        self._remember(team, session_id, shared)
+        return shared
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        super()._forget(key)
+        self._unsynced.discard(key)
 
     async def put(self, team: str, session_id: str, placement: Placement) -> None:
         self._remember(team, session_id, placement)
@@ -148,4 +164,7 @@ class RedisPlacementMap(PlacementMap):
             pipe.expire(key, self._idle_whole_s)
             return await pipe.execute()
 
-        await self._shared.run("placement write", write)
+        if await self._shared.run("placement write", write) is None:
+            self._unsynced.add((team, session_id))
+        else:
+            self._unsynced.discard((team, session_id))

@@ -4,7 +4,9 @@ and the half-open probe slots are the fleet's (``half_open_probes`` in all, not 
 Keys per upstream: ``switchyard:upstreams:breaker:<name>:failures`` (sorted set),
 ``...:open_until`` (wall-clock seconds) and ``...:probes`` (sorted set of the slots taken, scored
 by their expiry). ``sync`` reads every ``open_until`` (one ``MGET``) at most every ``sync_s``; a
-probe slot is taken by one Lua script (one round trip) and expires after ``probe_slot_s``.
+probe slot is taken by one Lua script (one round trip) and expires after ``probe_slot_s``. A
+circuit opened or closed while Redis was away is written back when Redis answers again, unless the
+fleet's record is newer (a replica's breaker does not lose what it learnt during the outage).
 
 Details: docs/internals/gateway-upstreams.md
 """
@@ -65,6 +67,9 @@ class RedisBreakerBoard(BreakerBoard):
         self._ttl_ms = int((options.window_s + options.open_s) * 1000) + 60_000
         self._take_script: Any = shared.redis.register_script(TAKE_PROBE)
         self._returns: set[asyncio.Task[Any]] = set()
+        # circuits opened or closed here while Redis was away, by name: (open_until or None for
+        # closed, when): told to the fleet once Redis answers again, unless the fleet moved on since
+        self._unsynced: dict[str, tuple[float | None, float]] = {}
 
     async def _count_failure(self, name: str, circuit: _Circuit, now: float) -> int:
         local = await super()._count_failure(name, circuit, now)
@@ -90,13 +95,42 @@ class RedisBreakerBoard(BreakerBoard):
             pipe.delete(failures, probes_key(name))
             return await pipe.execute()
 
-        await self._shared.run("breaker open", write)
+        self._written(name, await self._shared.run("breaker open", write), until)
 
     async def _shared_close(self, name: str) -> None:
         failures, open_until = breaker_keys(name)
-        await self._shared.run(
+        reply = await self._shared.run(
             "breaker close", lambda: self._shared.redis.delete(open_until, failures, probes_key(name))
         )
+        self._written(name, reply, None)
+
+    def _written(self, name: str, reply: Any, open_until: float | None) -> None:
+        if reply is None:  # Redis is away: the fleet learns it when it is back (``_reconcile``)
+            self._unsynced[name] = (open_until, self.clock())
+        else:
+            self._unsynced.pop(name, None)
+
+    async def _reconcile(self, name: str, shared_until: float | None) -> bool:
+        """Redis answers again and holds ``shared_until`` for a circuit this replica opened or
+        closed while it was away: write this replica's state back if it is the newer one (the
+        fleet did not open the circuit since). ``True`` if it was written back."""
+        until, at = self._unsynced[name]
+        circuit = self._circuits[name]
+        if circuit.open_until != until:  # changed here since (and written, or unsynced anew)
+            del self._unsynced[name]
+            return False
+        if until is None:  # closed here: stale if Redis's open period began before that
+            newer = shared_until is not None and shared_until - self.options.open_s < at
+        else:  # opened here: unknown to Redis, or Redis's period ends sooner
+            newer = shared_until is None or shared_until < until
+        if not newer:
+            del self._unsynced[name]
+            return False
+        if until is None:
+            await self._shared_close(name)
+        else:
+            await self._shared_open(name, until)
+        return True
 
     async def _take_probe(self, name: str) -> Literal["taken", "refused", "closed"]:
         now = self.clock()
@@ -107,6 +141,8 @@ class RedisBreakerBoard(BreakerBoard):
         reply = await self._shared.run("breaker probe", lambda: self._take_script(keys=keys, args=args))
         if reply is None:  # Redis is down: this replica's own count decides
             return "taken"
+        if reply == -1 and name in self._unsynced and await self._reconcile(name, None):
+            return "taken"  # opened here while Redis was away (now written back): a probe
         if isinstance(reply, bytes):  # open again (another replica's probe failed): skip it
             with contextlib.suppress(ValueError):
                 self._adopt(name, float(reply))
@@ -147,4 +183,6 @@ class RedisBreakerBoard(BreakerBoard):
                 until = None if value is None else float(value)
             except ValueError:
                 until = None
+            if name in self._unsynced and await self._reconcile(name, until):
+                continue
             self._adopt(name, until)
