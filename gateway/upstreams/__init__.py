@@ -80,6 +80,7 @@ def build(
     else:
         breakers = BreakerBoard(names, config.breaker, clock=clock, on_change=metrics.breaker_changed)
         placements = PlacementMap(affinity.max_sessions, affinity.idle_s, clock=clock, teams=teams)
+    metrics.watch_breakers(breakers.state)
     upstreams = build_upstreams(
         config, dict(providers), gateway.cache.store, gateway.metrics.observe_cache_break
     )

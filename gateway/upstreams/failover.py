@@ -193,11 +193,12 @@ class UpstreamSet:
                     self.breakers.release(name)  # a half-open probe slot is not kept forever
                     raise
                 self.metrics.latency.labels(name).observe(gateway.clock() - started)
+                reason = failover_reason(attempt)
                 for event in retried:
                     if event.reason != "credential_refresh":
                         self.metrics.failures.labels(name, event.reason).inc()
-                        await self.breakers.failure(name)
-                reason = failover_reason(attempt)
+                        if reason is not None:  # a retry that then succeeded does not trip it
+                            await self.breakers.failure(name)  # (a half-open probe: not reopened)
                 if reason is None and last:
                     await self.breakers.success(name)
                     self.health.observe(name, ok=True)
@@ -226,7 +227,9 @@ class UpstreamSet:
                         client.request_id,
                     )
                     continue
-                if tried == 1:  # the only upstream tried: its own answer, as with one upstream
+                if tried == 1 and "breaker_open" not in failures.values():
+                    # the only upstream that could be tried (none skipped for its breaker): its own
+                    # answer, as with one upstream
                     served, context = upstream, prepared.cache
                 elif attempt.response is not None:
                     attempt.response.close()

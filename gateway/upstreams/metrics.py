@@ -7,8 +7,9 @@ Details: docs/internals/gateway-upstreams.md
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry
 
@@ -80,13 +81,21 @@ class UpstreamMetrics:
         )
         for name in self.names:  # every series exists from the start (dashboards, alerts)
             self.health.labels(name).set(1)
-            self.breaker.labels(name).set(0)
             self.move_writes.labels(name)
             self.latency.labels(name)
             for reason in SELECTION_REASONS:
                 self.selected.labels(name, reason)
 
+    def watch_breakers(self, state: Callable[[str], BreakerState]) -> None:
+        """``gateway_breaker_state`` read from the breakers at each scrape: an open circuit
+        half-opens when its time is up, with no event to report it."""
+        for name in self.names:
+            self.breaker.labels(name).set_function(functools.partial(_state_value, state, name))
+
     def breaker_changed(self, name: str, state: BreakerState) -> None:
         log.warning("circuit breaker of upstream %s: %s", name, state.name.lower().replace("_", "-"))
-        self.breaker.labels(name).set(int(state))
         self.health.labels(name).set(1 if state is BreakerState.CLOSED else 0)
+
+
+def _state_value(state: Callable[[str], BreakerState], name: str) -> float:
+    return float(state(name))

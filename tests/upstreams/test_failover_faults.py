@@ -232,6 +232,7 @@ async def test_breaker_opens_and_half_opens(tmp_path: Path, monkeypatch: pytest.
         assert fleet.served("primary") == 2  # skipped while open
         assert fleet.metric("gateway_upstream_selected_total", upstream="bedrock", reason="breaker_open") == 1
         clock.now += 31  # half-open: one probe request goes to the primary
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 1  # before any traffic
         fleet.emulators["primary"].set_fault("")
         await _turn(fleet.client(), "probe")
         assert fleet.served("primary") == 3
@@ -352,3 +353,49 @@ async def test_a_stream_stalling_after_message_start_fails_over_despite_the_keep
         assert fleet.metric("gateway_upstream_failures_total", upstream="primary", reason="timeout") == 1
         moves = {"from": "primary", "to": "foundry", "reason": "timeout"}
         assert fleet.metric("gateway_session_moves_total", **moves) == 1
+
+
+async def test_the_only_candidate_tried_failing_while_the_other_is_open_is_529(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The primary's breaker is open; the one upstream left fails (a 500): every candidate failed
+    or is open, so the answer is the several-upstreams 529 with ``retry-after``, not that
+    upstream's own error."""
+    clock = Clock()
+    async with _clocked(tmp_path, monkeypatch, clock, BREAKER, ("anthropic", "vertex")) as fleet:
+        await _open_the_primarys_breaker(fleet)
+        fleet.emulators["vertex"].set_fault("fail_first=1000000:500")
+        for stream in (False, True):
+            with pytest.raises(anthropic.APIStatusError) as info:
+                await _turn(fleet.client(), "both down", stream=stream)
+            assert info.value.status_code == 529
+            assert info.value.response.headers["retry-after"] == "30"
+            assert info.value.response.headers["x-should-retry"] == "true"
+        assert fleet.served("primary") == 2  # skipped while open
+
+
+async def test_a_half_open_probe_answered_on_its_retry_closes_the_breaker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's first try gets a 529, its same-upstream retry a 200: the probe succeeded, the
+    circuit closes (the retried 529 does not reopen it first) and traffic returns to the primary."""
+    clock = Clock()
+    breaker = {"failures": 1, "open_s": 10}
+    async with four_upstreams(
+        tmp_path,
+        monkeypatch,
+        sections={"failover": {"same_upstream_retries": 1}, "breaker": breaker},
+        providers=("anthropic", "bedrock"),
+        app_kwargs={"wall_clock": clock},
+    ) as fleet:
+        fleet.emulators["primary"].set_fault(STORM)
+        await _turn(fleet.client(), "opens")
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 2
+        clock.now += 11
+        fleet.emulators["primary"].set_fault("fail_first=1:529,retry_after_ms=1", key="probe")
+        served = fleet.served("primary"), fleet.served("bedrock")
+        await _turn(fleet.client(), "probe")
+        assert (fleet.served("primary"), fleet.served("bedrock")) == (served[0] + 2, served[1])
+        assert fleet.metric("gateway_breaker_state", upstream="primary") == 0
+        await _turn(fleet.client(), "after")
+        assert fleet.served("primary") == served[0] + 3
