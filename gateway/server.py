@@ -143,11 +143,11 @@ class Gateway:
             scope.client = await client_request(request, operation, self.settings.listener, scope.request_id)
             slots = principal.label  # a bounded set, like every label
             self.team_slots.acquire(slots, len(self.keys.teams))
-            if self.policy is not None:  # models, caps, rate limits: before anything goes upstream
-                scope.admission = await self.policy.admit(
-                    principal, scope.client, scope.request_id, request.headers
-                )
-            try:
+            try:  # (a refusal by the policy gives the slot back too)
+                if self.policy is not None:  # models, caps, rate limits: before anything goes upstream
+                    scope.admission = await self.policy.admit(
+                        principal, scope.client, scope.request_id, request.headers
+                    )
                 return await self._exchange(request, scope, send)
             finally:
                 self.team_slots.release(slots)
