@@ -3,7 +3,8 @@
 A session (the id of :mod:`gateway.session_ids`, per team) is placed on the upstream that served it
 last, with the time of that request. The map is bounded (least recently used sessions go first,
 and a placement idle for ``idle_s`` expires). With Redis configured the placements are shared by
-every replica (``switchyard:upstreams:placement:<team>:<session id>`` hash ``upstream``, ``at``, ``mixed``;
+every replica (``switchyard:upstreams:placement:<team>:<route>:<session id>`` hash ``upstream``,
+``at``, ``foreign``;
 expiring after ``idle_s``), with the local map as the fallback when Redis is unavailable. A
 placement made while Redis was away stays the replica's own until Redis is back: then the newer of
 it and Redis's record wins, and a newer local one is written back.
@@ -16,18 +17,22 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 from gateway.redis_link import RedisLink
 from gateway.upstreams.shared import KEY_PREFIX
+
+ALL_MESSAGES: Final = 1 << 62  # ``Placement.foreign`` for "every message"
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
     upstream: str
     at: float  # wall-clock seconds of the last request it served
-    mixed: bool = False  # its history was produced on more than one provider (it moved between them)
+    # how many leading messages of its history may hold thinking another provider signed (it moved
+    # between providers, or was resumed unknown on a route over several): 0 for none
+    foreign: int = 0
 
 
 class PlacementMap:
@@ -121,15 +126,17 @@ class RedisPlacementMap(PlacementMap):
     async def get(self, team: str, session_id: str) -> Placement | None:
         key = placement_key(team, session_id)
         fields: Any = await self._shared.run(
-            "placement read", lambda: self._shared.redis.hmget(key, "upstream", "at", "mixed")
+            "placement read", lambda: self._shared.redis.hmget(key, "upstream", "at", "foreign", "mixed")
         )
         if fields is None:
             return self.local(team, session_id)
-        upstream, at, mixed = fields
+        upstream, at, foreign, mixed = fields
         shared: Placement | None = None
         if upstream is not None:
             try:
-                shared = Placement(upstream.decode(), float(at or 0.0), mixed == b"1")
+                # (a record of an earlier version: ``mixed`` 1, every message foreign)
+                count = int(foreign) if foreign is not None else (ALL_MESSAGES if mixed == b"1" else 0)
+                shared = Placement(upstream.decode(), float(at or 0.0), count)
             except (ValueError, UnicodeDecodeError):
                 return self.local(team, session_id)
         if (team, session_id) in self._unsynced:  # placed here while Redis was away
@@ -158,7 +165,7 @@ class RedisPlacementMap(PlacementMap):
                 mapping={
                     "upstream": placement.upstream,
                     "at": repr(placement.at),
-                    "mixed": int(placement.mixed),
+                    "foreign": placement.foreign,
                 },
             )
             pipe.expire(key, self._idle_whole_s)

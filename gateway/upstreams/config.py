@@ -167,6 +167,7 @@ class Route:
     patterns: tuple[str, ...]
     upstreams: tuple[str, ...]
     weights: tuple[float, ...] | None
+    key: str = "*"  # names the route in session placements: its index in the file ("*": no route)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,8 +329,8 @@ def load_upstreams(path: Path, environ: Mapping[str, str]) -> UpstreamsConfig:
         secrets = [v for e in parsed.upstreams for v in e.credentials.values() if len(v) >= 3]
         raise _problems([scrub(line, secrets) for line in problems])
     routes = tuple(
-        Route(tuple(r.models), tuple(r.upstreams), None if r.weights is None else tuple(r.weights))
-        for r in parsed.routes
+        Route(tuple(r.models), tuple(r.upstreams), None if r.weights is None else tuple(r.weights), str(i))
+        for i, r in enumerate(parsed.routes)
     )
     return UpstreamsConfig(
         tuple(specs), routes, parsed.affinity, parsed.breaker, parsed.failover, parsed.probe

@@ -34,10 +34,10 @@ from gateway.upstreams.affinity import Placement, PlacementMap
 from gateway.upstreams.breaker import BreakerBoard
 from gateway.upstreams.config import UpstreamsConfig
 from gateway.upstreams.failures import failover_reason, forget_stream, stream_failover_reason
-from gateway.upstreams.health import ActiveProbe, PassiveHealth
+from gateway.upstreams.health import ActiveProbe, PassiveHealth, readiness
 from gateway.upstreams.metrics import UpstreamMetrics
 from gateway.upstreams.router import Plan, Router
-from gateway.upstreams.signatures import strip_thinking
+from gateway.upstreams.signatures import message_count, strip_thinking
 from gateway.upstreams.upstream import Upstream
 
 if TYPE_CHECKING:
@@ -47,11 +47,23 @@ log = logging.getLogger("switchyard.upstreams")
 
 
 @dataclass(frozen=True, slots=True)
+class _History:
+    """Where a request's history comes from: ``kind``'s provider, except its first ``foreign``
+    messages (of ``count``), whose thinking another provider may have signed."""
+
+    kind: ProviderName
+    foreign: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class _AnswerContext:
     """What relaying a chosen upstream's answer needs from ``exchange`` besides the attempt."""
 
     plan: Plan
     placement: Placement | None
+    slot: str | None  # the session's placement key within its team (route and session id)
+    history: _History
     failures: dict[str, str]  # upstream -> why it was left (filled in as candidates fail)
     retrying: ClientRetries
     retry_key: RequestKey
@@ -89,19 +101,18 @@ class UpstreamSet:
         # internal upstream names reach clients only when the operator asks (GATEWAY_UPSTREAM_HEADER)
         self._upstream_header = gateway.settings.selection.upstream_header
 
-    def _client_for(
-        self, client: ClientRequest, upstream: Upstream, history_kind: ProviderName | None
-    ) -> ClientRequest:
-        """``history_kind``: the provider the session's history comes from (``None``: several,
-        since it moved between providers: every request of it leaves thinking blocks out)."""
-        if client.operation is not Operation.MESSAGES or history_kind is upstream.kind:
+    def _client_for(self, client: ClientRequest, upstream: Upstream, history: _History) -> ClientRequest:
+        """``client`` for ``upstream``, without thinking blocks its provider may not have signed."""
+        if client.operation is not Operation.MESSAGES:
             return client
-        stripped, removed = strip_thinking(client)
+        before = history.foreign if upstream.kind is history.kind else None  # None: every message
+        if before == 0:
+            return client
+        stripped, removed = strip_thinking(client, before)
         if removed:
             log.info(
-                "left out %d thinking block(s) produced on %s before sending to %s (request %s)",
+                "left out %d thinking block(s) produced on another provider before sending to %s (request %s)",
                 removed,
-                "several providers" if history_kind is None else history_kind.value,
                 upstream.name,
                 client.request_id,
             )
@@ -130,15 +141,25 @@ class UpstreamSet:
         team, outcome, operation = scope.team, scope.outcome, client.operation
         session_id = client.session_id if operation is Operation.MESSAGES else None
         await self.breakers.sync()
-        placement = await self.placements.get(team, session_id) if session_id is not None else None
+        route = self.router.route_for(client.model)
+        # a session is placed per route: the caches of a side request's model (another route, say
+        # haiku for Claude Code's titles) do not move the main conversation's placement
+        slot = None if session_id is None else f"{route.key}:{session_id}"
+        placement = await self.placements.get(team, slot) if slot is not None else None
         now = self.clock()
         plan = self.router.plan(client.model, session_id, placement, self.breakers.available, now)
         if not plan.candidates:
             raise self._unavailable(plan, client)
-        home = plan.home or plan.candidates[0]
-        history_kind: ProviderName | None = self.upstreams[home].kind
-        if placement is not None and placement.mixed:
-            history_kind = None
+        count = message_count(client) if operation is Operation.MESSAGES else 0
+        if placement is not None:  # (fewer messages than it says foreign: rewritten, all suspect)
+            foreign = min(placement.foreign, count)
+        elif slot is not None and self._spans_kinds(route.upstreams):
+            # a session unknown here (idle past ``idle_s``, evicted, resumed from elsewhere) on a
+            # route over several providers: where its history's thinking came from is unknown
+            foreign = count
+        else:
+            foreign = 0
+        history = _History(self.upstreams[plan.home or plan.candidates[0]].kind, foreign, count)
         base_policy = policy_for(gateway.retry_policy, retrying)
         served: Upstream | None = None
         attempt: RetryResult[PreparedRequest] | None = None
@@ -146,7 +167,7 @@ class UpstreamSet:
         failures: dict[str, str] = dict.fromkeys(plan.skipped, "breaker_open")
         refused: ClientInputError | None = None
         tried = 0
-        answer_context = _AnswerContext(plan, placement, failures, retrying, retry_key)
+        answer_context = _AnswerContext(plan, placement, slot, history, failures, retrying, retry_key)
         gateway.metrics.inflight_requests.inc()
         try:
             outcome.upstream_started_at = gateway.clock()
@@ -157,7 +178,7 @@ class UpstreamSet:
                     continue
                 try:
                     prepared = await upstream.preparation.prepare(
-                        self._client_for(client, upstream, history_kind), team
+                        self._client_for(client, upstream, history), team
                     )
                 except ClientInputError as exc:  # this upstream cannot serve it (e.g. the model)
                     self.breakers.release(name)
@@ -270,7 +291,6 @@ class UpstreamSet:
         success (breaker, health) and the session is placed only once the stream commits."""
         client, gateway, name = scope.client, self.gateway, served.name
         assert client is not None and (attempt.response is not None or attempt.error is not None)
-        session_id = client.session_id if client.operation is Operation.MESSAGES else None
         scope.provider = served.kind.value
         scope.outcome.upstream = name
         committed = last
@@ -281,9 +301,7 @@ class UpstreamSet:
                 committed = True
                 await self.breakers.success(name)
                 self.health.observe(name, ok=True)
-            await self._place(
-                session_id, scope.team, served, context.failures, context.plan, attempt, context.placement
-            )
+            await self._place(context, scope.team, served, attempt)
 
         hand_back = None
         answered = attempt.response is not None and attempt.response.status == 200
@@ -316,51 +334,40 @@ class UpstreamSet:
             if not committed:  # handed back, answered without relaying the stream, or the client left
                 self.breakers.release(name)  # (a half-open probe slot is not kept)
 
+    def _spans_kinds(self, names: tuple[str, ...]) -> bool:
+        """Whether these upstreams are of more than one provider kind."""
+        return len({self.upstreams[name].kind for name in names}) > 1
+
     async def _place(
-        self,
-        session_id: str | None,
-        team: str,
-        served: Upstream,
-        failures: dict[str, str],
-        plan: Plan,
-        attempt: RetryResult[PreparedRequest],
-        placement: Placement | None,
+        self, context: _AnswerContext, team: str, served: Upstream, attempt: RetryResult[PreparedRequest]
     ) -> None:
-        """Record where the session's cache now is, and count a move."""
-        if session_id is None:
+        """Record where the session's cache now is (and which of its messages came from another
+        provider than that upstream's), and count a move."""
+        slot, plan, placement, history = context.slot, context.plan, context.placement, context.history
+        if slot is None:
             return
         ok = attempt.error is None and attempt.response is not None and attempt.response.status < 400
         if not ok:
             return
-        mixed = placement is not None and placement.mixed
+        # served by another provider than the history's: all of what it was sent came from elsewhere
+        foreign = history.foreign if served.kind is history.kind else history.count
         if plan.home is not None and served.name != plan.home:
-            reason = "return" if plan.reason == "return" else failures.get(plan.home, "breaker_open")
+            reason = "return" if plan.reason == "return" else context.failures.get(plan.home, "breaker_open")
             self.metrics.moves.labels(plan.home, served.name, reason).inc()
-            mixed = mixed or self.upstreams[plan.home].kind is not served.kind
             log.info("session moved from upstream %s to %s (%s)", plan.home, served.name, reason)
         now = self.clock()
         if (
             placement is not None
             and placement.upstream == served.name
-            and placement.mixed == mixed
+            and placement.foreign == foreign
             and now - placement.at < self._refresh_s
         ):
             return  # unchanged and recent: not rewritten on every request (one Redis write saved)
-        await self.placements.put(team, session_id, Placement(served.name, now, mixed))
+        await self.placements.put(team, slot, Placement(served.name, now, foreign))
 
     async def readyz(self) -> web.Response:
         """Ready while one upstream can serve (credentials present, breaker not open)."""
-        reasons: dict[str, str] = {}
-        for name, upstream in self.upstreams.items():
-            reason = await upstream.provider.readiness()
-            if reason is None and not self.breakers.available(name):
-                reason = "circuit breaker open"
-            if reason is None:
-                return web.json_response(
-                    {"status": "ready", "provider": upstream.kind.value, "upstream": name}
-                )
-            reasons[name] = reason
-        return web.json_response({"status": "not ready", "reason": reasons}, status=503)
+        return await readiness(self.upstreams, self.breakers)
 
     def start_probe(self) -> None:
         """Start the active probe (``probe.interval_s`` > 0) on the running loop."""

@@ -18,15 +18,17 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 import orjson
+from aiohttp import web
 
 from gateway.errors import GatewayError
 from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider
 from gateway.upstreams.breaker import BreakerBoard, BreakerState
 from gateway.upstreams.metrics import UpstreamMetrics
+from gateway.upstreams.upstream import Upstream
 
 log = logging.getLogger("switchyard.upstreams.health")
 
@@ -104,3 +106,17 @@ class ActiveProbe:
             for name in self._upstreams:
                 with contextlib.suppress(Exception):
                     await self.probe(name)
+
+
+
+async def readiness(upstreams: Mapping[str, Upstream], breakers: BreakerBoard) -> web.Response:
+    """``/readyz``: ready while one upstream can serve (credentials present, breaker not open)."""
+    reasons: dict[str, str] = {}
+    for name, upstream in upstreams.items():
+        reason = await upstream.provider.readiness()
+        if reason is None and not breakers.available(name):
+            reason = "circuit breaker open"
+        if reason is None:
+            return web.json_response({"status": "ready", "provider": upstream.kind.value, "upstream": name})
+        reasons[name] = reason
+    return web.json_response({"status": "not ready", "reason": reasons}, status=503)

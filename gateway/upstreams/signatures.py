@@ -2,6 +2,8 @@
 
 On a move to another provider, ``thinking`` / ``redacted_thinking`` blocks are left out (and
 thinking itself for a tool loop that would then be refused); moves within one provider keep them.
+Only the messages from before the move are concerned: the turns the new provider produced since
+keep theirs.
 
 Details: docs/internals/gateway-upstreams.md
 """
@@ -15,15 +17,26 @@ from gateway.providers.base import ClientRequest
 THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
 
 
-def strip_thinking(client: ClientRequest) -> tuple[ClientRequest, int]:
-    """``client`` without replayed thinking blocks, and how many were removed (0: unchanged)."""
+def message_count(client: ClientRequest) -> int:
+    messages = client.payload.get("messages")
+    return len(messages) if isinstance(messages, list) else 0
+
+
+def strip_thinking(client: ClientRequest, before: int | None = None) -> tuple[ClientRequest, int]:
+    """``client`` without replayed thinking blocks in its first ``before`` messages (``None``: in
+    every message), and how many were removed (0: unchanged)."""
     messages = client.payload.get("messages")
     if not isinstance(messages, list):
         return client, 0
     removed = 0
     rebuilt: list[Any] = []
     last_lost_lead = False
-    for message in messages:
+    for index, message in enumerate(messages):
+        if before is not None and index >= before:
+            rebuilt.append(message)
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                last_lost_lead = False
+            continue
         if not isinstance(message, dict) or message.get("role") != "assistant":
             rebuilt.append(message)
             continue

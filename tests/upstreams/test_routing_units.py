@@ -171,3 +171,9 @@ def test_thinking_blocks_left_out_and_thinking_off_when_the_last_turn_loses_its_
     assert "thinking" not in stripped.payload  # the last assistant turn no longer starts with thinking
     unchanged = _request({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     assert strip_thinking(unchanged) == (unchanged, 0)
+    # only the messages from before a move: the tool loop's turn after it keeps its thinking
+    kept, removed = strip_thinking(_request(payload), before=3)
+    assert removed == 1 and kept.payload["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert kept.payload["messages"][3]["content"][0] == thinking
+    assert kept.payload["messages"][1]["content"] == [{"type": "text", "text": "hello"}]
+    assert strip_thinking(_request(payload), before=0)[1] == 0

@@ -76,17 +76,17 @@ async def test_a_session_moved_while_redis_was_away_stays_moved(redis_server: Re
         await a.put("team", "fleet-moved", Placement("primary", clock()))
         clock.now += 10
         with _frozen(redis_server):
-            await a.put("team", "moved", Placement("foundry", clock(), mixed=True))
+            await a.put("team", "moved", Placement("foundry", clock(), foreign=4))
             await a.put("team", "new", Placement("foundry", clock()))
             await a.put("team", "fleet-moved", Placement("foundry", clock()))
         backoff.now += 600  # A's back-off is over: it asks Redis again
         clock.now += 10
         await b.put("team", "fleet-moved", Placement("vertex", clock()))  # newer than A's
-        assert await a.get("team", "moved") == Placement("foundry", 1_000_010.0, mixed=True)
+        assert await a.get("team", "moved") == Placement("foundry", 1_000_010.0, foreign=4)
         assert await a.get("team", "new") == Placement("foundry", 1_000_010.0)
         assert await a.get("team", "fleet-moved") == Placement("vertex", 1_000_020.0)
         # A wrote its outage placements back: the fleet follows them
-        assert await b.get("team", "moved") == Placement("foundry", 1_000_010.0, mixed=True)
+        assert await b.get("team", "moved") == Placement("foundry", 1_000_010.0, foreign=4)
         assert await b.get("team", "new") == Placement("foundry", 1_000_010.0)
 
 
