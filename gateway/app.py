@@ -31,7 +31,7 @@ from gateway.providers.base import Provider
 from gateway.request_ids import new_request_id
 from gateway.server import Gateway
 from gateway.side_endpoints import SideEndpoints
-from gateway.startup_summary import strip_userinfo
+from gateway.startup_summary import public_url
 
 log = logging.getLogger("switchyard.server")
 
@@ -178,7 +178,7 @@ def create_app(
     async def start_provider(_: web.Application) -> None:
         for name, each in named.items():
             await each.start()
-            facts = {key: strip_userinfo(value) or "" for key, value in each.describe().items()}
+            facts = {key: public_url(value) or "" for key, value in each.describe().items()}
             facts = {"upstream": name, **facts} if name else facts
             log.info("provider ready: %s", orjson.dumps(facts).decode())  # no URL userinfo
         if upstreams is not None:

@@ -4,7 +4,7 @@ It shows the selected provider's own endpoint and where its credential comes fro
 credential), and none of the other providers' settings: a Bedrock gateway shows its region,
 runtime URL and AWS credential source, not ``ANTHROPIC_BASE_URL``. With ``GATEWAY_UPSTREAMS_FILE``
 it shows each named upstream that way instead (the environment's single provider serves nothing
-then). URLs lose their userinfo. The fleet shows as sign-in (issuer, secret and key sources),
+then). URLs lose their userinfo, and their query's values are masked. The fleet shows as sign-in (issuer, secret and key sources),
 policy (mode, entry counts) and OTLP collectors (``host:port``).
 
 For Bedrock the credential source is what botocore's chain will pick given which variables are
@@ -23,14 +23,21 @@ from gateway.config import Settings
 from gateway.provider_names import ProviderName
 
 
-def strip_userinfo(url: str | None) -> str | None:
-    """``url`` without ``user:password@`` (``None`` stays ``None``)."""
+def public_url(url: str | None) -> str | None:
+    """``url`` as logs may show it: without ``user:password@``, and its query's values masked
+    (``?key=***``: a query may carry a key, ``?subscription-key=`` or ``redis://...?password=``).
+    ``None`` stays ``None``; a string that is no URL comes back as it is."""
     if url is None:
         return None
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+    elif not parts.query:
         return url
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    if parts.query:
+        masked = "&".join(f"{pair.partition('=')[0]}=***" for pair in parts.query.split("&") if pair)
+        parts = parts._replace(query=masked)
+    return parts.geturl()
 
 
 def public_summary(settings: Settings) -> dict[str, Any]:
@@ -57,13 +64,13 @@ def summary(
         common["provider"] = settings.provider.value
         common.update(upstream(settings, aws_variables))
     egress = {
-        "https_proxy": strip_userinfo(settings.egress.https_proxy),
-        "http_proxy": strip_userinfo(settings.egress.http_proxy),
+        "https_proxy": public_url(settings.egress.https_proxy),
+        "http_proxy": public_url(settings.egress.http_proxy),
         "no_proxy": settings.egress.no_proxy,
         "ca_bundle": str(settings.egress.ca_bundle) if settings.egress.ca_bundle else None,
         "client_cert": str(settings.egress.client_cert) if settings.egress.client_cert else None,
         "max_body_bytes": settings.listener.max_body_bytes,
-        "session_store": strip_userinfo(settings.cache.session_store),
+        "session_store": public_url(settings.cache.session_store),
         "session_max": settings.cache.session_max,
         "session_max_per_team": settings.cache.session_max_per_team or "an equal share per team",
     }
@@ -109,8 +116,8 @@ def fleet(settings: Settings) -> dict[str, Any]:
         store = settings.cache.session_store
         shared = store.startswith(("redis://", "rediss://", "unix://"))
         found["signin"] = {
-            "issuer": strip_userinfo(signin.oidc_issuer),
-            "public_url": strip_userinfo(signin.public_url),
+            "issuer": public_url(signin.oidc_issuer),
+            "public_url": public_url(signin.public_url),
             "client_id": signin.oidc_client_id,
             "client_secret": secret,
             "groups_claim": signin.oidc_groups_claim,
@@ -149,7 +156,7 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
         base = settings.bedrock.base_url or f"https://bedrock-runtime.{region}.amazonaws.com"
         return {
             "region": region,
-            "base_url": strip_userinfo(base),
+            "base_url": public_url(base),
             "credential_source": _aws_source(settings, aws_variables),
         }
     if provider is ProviderName.VERTEX:
@@ -159,7 +166,7 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
         return {
             "project": settings.vertex.project_id or "(from the Google credentials)",
             "region": region,
-            "base_url": strip_userinfo(vertex_base_url(region, settings.vertex.base_url)),
+            "base_url": public_url(vertex_base_url(region, settings.vertex.base_url)),
             "credential_source": _google_source(settings.vertex.credentials_file),
         }
     if provider is ProviderName.FOUNDRY:
@@ -167,7 +174,7 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
 
         return {
             "resource": settings.foundry.resource,
-            "base_url": strip_userinfo(foundry_base_url(settings)),
+            "base_url": public_url(foundry_base_url(settings)),
             "credential_source": (
                 "GATEWAY_FOUNDRY_API_KEY_FILE"
                 if settings.foundry.api_key_file is not None
@@ -177,7 +184,7 @@ def upstream(settings: Settings, aws_variables: frozenset[str] = frozenset()) ->
             ),
         }
     return {
-        "base_url": strip_userinfo(settings.anthropic.base_url),
+        "base_url": public_url(settings.anthropic.base_url),
         "credential_source": (
             "ANTHROPIC_API_KEY"
             if settings.anthropic.api_key

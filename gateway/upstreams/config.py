@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.config import ConfigError, Settings
 from gateway.config_checks import alias_index, scrub
+from gateway.document_files import DuplicateKey, load_json, load_yaml
 from gateway.provider_names import ProviderName
 
 FILE_VARIABLE: Final = "GATEWAY_UPSTREAMS_FILE"
@@ -220,17 +221,21 @@ def _read(path: Path) -> Any:
                 f"{FILE_VARIABLE}: a YAML file needs PyYAML (pip install pyyaml), or use JSON"
             ) from None
         try:
-            return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # safe: no objects
+            return load_yaml(text)
         except RecursionError:
             raise ConfigError(f"{FILE_VARIABLE}: nested too deeply") from None
+        except DuplicateKey as exc:
+            raise ConfigError(f"{FILE_VARIABLE}: {exc}") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
             raise ConfigError(f"{FILE_VARIABLE}: not valid YAML{where}") from None
     try:
-        return json.loads(text)
+        return load_json(text)
     except RecursionError:
         raise ConfigError(f"{FILE_VARIABLE}: nested too deeply") from None
+    except DuplicateKey as exc:
+        raise ConfigError(f"{FILE_VARIABLE}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{FILE_VARIABLE}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
 
@@ -266,6 +271,9 @@ def _overlay(
                     problems.append(f"{where}.{section}.{variable}: {reference.group(1)} is not set")
                     continue
                 raw = environ[reference.group(1)]
+                if section == "credentials" and not raw.strip():
+                    problems.append(f"{where}.{section}.{variable}: {reference.group(1)} is empty")
+                    continue
             overlay[variable] = raw
     return overlay, problems
 

@@ -143,3 +143,20 @@ def test_several_upstreams_are_named_with_their_provider(tmp_path: Path) -> None
 def test_without_the_fleet_the_line_has_no_fleet_keys() -> None:
     summary = public_summary(Settings.from_environ({"GATEWAY_API_KEYS": "k", "ANTHROPIC_API_KEY": "u"}))
     assert not {"signin", "policy", "upstreams", "otlp_forward"} & set(summary)
+
+
+def test_a_query_in_a_logged_url_has_its_values_masked() -> None:
+    """An API gateway's key in the base URL's query (Azure API Management's ``subscription-key``),
+    a Redis password as a URL option: logged masked, like URL userinfo."""
+    settings = Settings.from_environ(
+        {
+            "GATEWAY_API_KEYS": "k",
+            "ANTHROPIC_API_KEY": "u",
+            "ANTHROPIC_BASE_URL": "https://apim.corp.example/anthropic?subscription-key=qs-secret-41",
+            "GATEWAY_SESSION_STORE": "redis://redis.corp:6379/0?password=qs-secret-42",
+        }
+    )
+    summary = public_summary(settings)
+    assert summary["base_url"] == "https://apim.corp.example/anthropic?subscription-key=***"
+    assert summary["session_store"] == "redis://redis.corp:6379/0?password=***"
+    assert "qs-secret" not in _line(settings)

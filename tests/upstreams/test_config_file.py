@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.config import ConfigError, Settings
+from gateway.document_files import load_yaml
 from gateway.provider_names import ProviderName
 from gateway.upstreams.config import upstreams_of
 
@@ -221,3 +222,34 @@ def test_thousands_of_problems_are_cut_short(tmp_path: Path) -> None:
     assert (
         len(problems) == 51 and problems[-1] == "GATEWAY_UPSTREAMS_FILE: ... and 951 more problems"
     )  # (and the empty upstreams list)
+
+
+def test_a_key_given_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    """YAML and JSON loaders keep the last of two equal keys: a whole ``upstreams:`` list (or an
+    upstream's credential) would be dropped without a word."""
+    yaml_text = """
+upstreams:
+  - {name: a, provider: anthropic}
+routes: []
+upstreams:
+  - {name: b, provider: anthropic}
+"""
+    assert _problems(tmp_path, yaml_text, ".yaml") == [
+        "GATEWAY_UPSTREAMS_FILE: duplicate key 'upstreams' at line 5"
+    ]
+    json_text = '{"upstreams": [{"name": "a", "provider": "anthropic", "name": "b"}]}'
+    assert _problems(tmp_path, json_text) == ["GATEWAY_UPSTREAMS_FILE: duplicate key 'name'"]
+    # a YAML merge key's values may be overridden: that is not a duplicate
+    merged = "a: &shared {provider: vertex, region: x}\nb: {<<: *shared, provider: anthropic}\n"
+    assert load_yaml(merged)["b"] == {"provider": "anthropic", "region": "x"}
+
+
+def test_an_empty_credential_reference_is_refused(tmp_path: Path) -> None:
+    content = {
+        "upstreams": [
+            {"name": "f", "provider": "anthropic", "credentials": {"ANTHROPIC_API_KEY": "${EMPTY_KEY}"}}
+        ]
+    }
+    assert _problems(tmp_path, content, EMPTY_KEY="") == [
+        "GATEWAY_UPSTREAMS_FILE: upstreams[0].credentials.ANTHROPIC_API_KEY: EMPTY_KEY is empty"
+    ]
