@@ -45,7 +45,7 @@ def status_reason(status: int, *, gateway_made: bool) -> str | None:
         return "status_529"
     if gateway_made and status == 502:
         return "connection_error"
-    if gateway_made and status == 504:
+    if status == 408 or (gateway_made and status == 504):  # (408: the upstream's own request timeout)
         return "timeout"
     return "status_5xx" if status >= 500 else None
 

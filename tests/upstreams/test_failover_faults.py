@@ -112,7 +112,12 @@ async def test_529_storm_moves_the_session_once_and_it_stays(
 
 @pytest.mark.parametrize(
     ("fault", "reason"),
-    [("fail_first=1000000:500", "status_5xx"), ("reset", "connection_error"), ("stall_headers=5", "timeout")],
+    [
+        ("fail_first=1000000:500", "status_5xx"),
+        ("reset", "connection_error"),
+        ("stall_headers=5", "timeout"),
+        ("fail_first=1000000:408", "timeout"),  # the upstream's own request timeout
+    ],
 )
 async def test_primary_failures_fail_over_before_any_content(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str, reason: str
