@@ -404,3 +404,40 @@ async def test_a_half_open_probe_answered_on_its_retry_closes_the_breaker(
         assert fleet.metric("gateway_breaker_state", upstream="primary") == 0
         await _turn(fleet.client(), "after")
         assert fleet.served("primary") == served[0] + 3
+
+
+async def test_a_candidate_may_have_its_own_first_byte_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway-wide first-byte timeout stays long (600 s: a non-streaming answer's headers come
+    after the whole answer); a candidate that others back up gets a short one in its ``env``, so a
+    primary that accepts and never answers is left in seconds, not ten minutes."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts (the kernel does), never answers
+    hung = {
+        "name": "hung",
+        "provider": "anthropic",
+        "base_url": f"http://127.0.0.1:{silent.getsockname()[1]}",
+        "credentials": {"ANTHROPIC_API_KEY": "k"},
+        "env": {"GATEWAY_FIRST_BYTE_TIMEOUT_S": 0.5},
+    }
+    try:
+        async with four_upstreams(
+            tmp_path,
+            monkeypatch,
+            order=("hung", "foundry"),
+            extra=(hung,),
+            providers=("foundry",),
+            sections={"failover": {"same_upstream_retries": 0}},
+            env={"GATEWAY_FIRST_BYTE_TIMEOUT_S": "600"},
+        ) as fleet:
+            started = asyncio.get_running_loop().time()
+            message = await _turn(fleet.client("s-hung"), "hello", stream=True)
+            assert message.content[0].type == "text" and fleet.served("foundry") == 1
+            assert asyncio.get_running_loop().time() - started < 5
+            assert fleet.metric("gateway_upstream_failures_total", upstream="hung", reason="timeout") == 1
+    finally:
+        silent.close()
