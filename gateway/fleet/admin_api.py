@@ -9,7 +9,6 @@ Details: docs/internals/gateway-fleet.md
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import orjson
@@ -21,6 +20,7 @@ from gateway.fleet import audit
 from gateway.fleet.counters import CountersUnavailable
 from gateway.fleet.periods import Period, window
 from gateway.fleet.policy import Scope
+from gateway.fleet.policy_file import MAX_CAP_USD
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_reload import PolicyHolder, cap_field
 from gateway.fleet.principal import Principal
@@ -35,7 +35,7 @@ class CapChange(BaseModel):
     scope: Literal["org", "group", "user"]
     owner: str = Field("", max_length=320)
     period: Period
-    limit_usd: float | None = Field(..., ge=0)
+    limit_usd: float | None = Field(..., ge=0, le=MAX_CAP_USD, allow_inf_nan=False, strict=True)
 
 
 def _listing(holder: PolicyHolder) -> list[tuple[Scope, str, Period, float, str]]:
@@ -116,8 +116,6 @@ class AdminApi:
             first = exc.errors(include_input=False, include_url=False)[0]
             where = ".".join(str(part) for part in first["loc"]) or "body"
             raise GatewayError(400, f"{where}: {first['msg']}") from None
-        if change.limit_usd is not None and not math.isfinite(change.limit_usd):
-            raise GatewayError(400, "limit_usd: must be a finite number")
         owner = "" if change.scope == "org" else change.owner
         if change.scope != "org" and not owner:
             raise GatewayError(400, "owner: required for a group or user cap")

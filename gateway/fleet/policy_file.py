@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.fleet.model_rules import TIERS
 
@@ -34,12 +34,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
+MAX_CAP_USD = 1e9
+"""The largest spend cap (file or admin API): its micro-USD stay exact in a double (Redis' Lua)."""
+
+
+def _not_boolean(value: Any) -> Any:
+    if isinstance(value, bool):  # YAML's yes/true: pydantic would take it as 1.0
+        raise ValueError("Input should be a number, not a boolean")
+    return value
+
+
+# a finite number in [0, MAX_CAP_USD]; a numeric string is taken (PyYAML reads ``1e3`` as one)
+CapUsd = Annotated[float, BeforeValidator(_not_boolean), Field(ge=0, le=MAX_CAP_USD, allow_inf_nan=False)]
+
+
 class SpendCapsIn(_Strict):
     """USD per UTC calendar day, week (from Monday) and month; unset: no cap for that period."""
 
-    daily_usd: float | None = Field(None, ge=0)
-    weekly_usd: float | None = Field(None, ge=0)
-    monthly_usd: float | None = Field(None, ge=0)
+    daily_usd: CapUsd | None = None
+    weekly_usd: CapUsd | None = None
+    monthly_usd: CapUsd | None = None
 
 
 class RateLimitsIn(_Strict):

@@ -22,7 +22,7 @@ from pathlib import Path
 from gateway.fleet import audit
 from gateway.fleet.periods import Period
 from gateway.fleet.policy import DEFAULT_POLICY, Policy, Scope
-from gateway.fleet.policy_file import PolicyError, load_policy
+from gateway.fleet.policy_file import MAX_CAP_USD, PolicyError, load_policy
 
 log = logging.getLogger("switchyard.fleet.policy")
 
@@ -52,6 +52,8 @@ def parse_cap_field(field: str, value: str) -> tuple[Scope, str, Period, float |
     try:
         limit = None if value == "none" else float(value)
     except ValueError:
+        return None
+    if limit is not None and not 0 <= limit <= MAX_CAP_USD:  # NaN and infinities too
         return None
     return scope, owner, Period(period), limit  # type: ignore[return-value]
 

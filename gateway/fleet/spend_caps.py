@@ -33,6 +33,7 @@ _ASCENDING: Final = sorted(THRESHOLDS)  # bisect_left(_ASCENDING, u): how many u
 MAX_HEADER_NAMES: Final = 1024
 MAX_KEPT_HEADERS: Final = 4096
 MICROS: Final = 1_000_000
+MAX_MICROS: Final = 2**53  # exact in a double (Redis' Lua numbers); far above MAX_CAP_USD's
 KEY_PREFIX: Final = "switchyard:fleet:spend:"
 _MONTHS: Final = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 # the order caps are checked in (the first exceeded one is reported): longest period first
@@ -40,7 +41,10 @@ _PERIOD_RANK: Final = {Period.MONTHLY: 0, Period.WEEKLY: 1, Period.DAILY: 2}
 
 
 def micros(usd: float) -> int:
-    return round(usd * MICROS)
+    """USD as integer micro-USD, within ``±MAX_MICROS`` (an infinity is the bound, NaN is 0)."""
+    if math.isnan(usd):
+        return 0
+    return round(max(-MAX_MICROS, min(MAX_MICROS, usd * MICROS)))
 
 
 def spend_key(scope: str, owner: str, win: Window) -> str:

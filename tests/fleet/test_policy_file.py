@@ -105,6 +105,12 @@ def test_no_file_is_the_default_policy() -> None:
         ("groups: [{group: a}, {group: a}]", "policy.yaml: groups.1: a second entry for the same group"),
         ("- just a list", "policy.yaml: (top level): expected a mapping"),
         ("base: {spend_caps: [", "policy.yaml: not valid YAML"),
+        ("base: {spend_caps: {weekly_usd: .inf}}", "policy.yaml: base.spend_caps.weekly_usd: Input should be less"),
+        (
+            "organization: {spend_caps: {daily_usd: 1.0e+303}}",
+            "policy.yaml: organization.spend_caps.daily_usd: Input should be less than or equal to 1000000000",
+        ),
+        ("groups: [{group: a, pool: {daily_usd: yes}}]", "policy.yaml: groups.0.pool.daily_usd: Input should be a number, not a boolean"),
     ],
 )
 def test_invalid_files_are_named_field_by_field(text: str, expected: str) -> None:
