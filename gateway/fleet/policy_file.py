@@ -9,6 +9,7 @@ Details: docs/internals/gateway-fleet.md
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -145,6 +146,38 @@ def describe(exc: ValidationError, source: str) -> list[str]:
     return lines
 
 
+def _json_problems(value: Any, where: str) -> list[str]:
+    """Where ``value`` is not JSON the checksum can be taken over (string keys, finite numbers):
+    ``<path>: <problem>``, naming the type found, never the value."""
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                found.append(f"{where}: a key is not a string ({type(key).__name__})")
+            else:
+                found.extend(_json_problems(item, f"{where}.{key}"))
+        return found
+    if isinstance(value, list):
+        return [line for index, item in enumerate(value) for line in _json_problems(item, f"{where}.{index}")]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{where}: not a finite number"]
+    if value is None or isinstance(value, str | int | float):  # bool is an int
+        return []
+    return [f"{where}: not a JSON value ({type(value).__name__}); quote it to make it a string"]
+
+
+def _settings_problems(spec: PolicyIn, source: str) -> list[str]:
+    entries: list[tuple[str, EntryIn]] = [("base", spec.base)]
+    entries += [(f"groups.{index}", entry) for index, entry in enumerate(spec.groups)]
+    entries += [(f"users.{index}", entry) for index, entry in enumerate(spec.users)]
+    return [
+        f"{source}: {line}"
+        for where, entry in entries
+        if entry.managed_settings is not None
+        for line in _json_problems(entry.managed_settings, f"{where}.managed_settings")
+    ]
+
+
 def parse_policy(text: str, source: str) -> PolicyIn:
     """Parse and validate the policy file's text; ``PolicyError`` names every problem."""
     try:
@@ -164,9 +197,13 @@ def parse_policy(text: str, source: str) -> PolicyIn:
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: (top level): expected a mapping")
     try:
-        return PolicyIn.model_validate(raw)
+        spec = PolicyIn.model_validate(raw)
     except ValidationError as exc:
         raise PolicyError(*describe(exc, source)) from None
+    problems = _settings_problems(spec, source)  # YAML dates, sets, binary, .nan: not JSON
+    if problems:
+        raise PolicyError(*problems)
+    return spec
 
 
 def load_policy(path: Path) -> PolicyIn:

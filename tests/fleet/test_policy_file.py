@@ -110,6 +110,14 @@ def test_no_file_is_the_default_policy() -> None:
             "organization: {spend_caps: {daily_usd: 1.0e+303}}",
             "policy.yaml: organization.spend_caps.daily_usd: Input should be less than or equal to 1000000000",
         ),
+        (
+            "base: {managed_settings: {env: {ROLLOUT: 2026-01-15}}}",
+            "policy.yaml: base.managed_settings.env.ROLLOUT: not a JSON value (date)",
+        ),
+        ("users: [{user: u, managed_settings: {a: [1, .nan]}}]", "policy.yaml: users.0.managed_settings.a.1: not a finite"),
+        ("groups: [{group: g, managed_settings: {b: !!binary aGk=}}]", "policy.yaml: groups.0.managed_settings.b: not a JSON"),
+        ("base: {managed_settings: {s: !!set {x}}}", "policy.yaml: base.managed_settings.s: not a JSON value (set)"),
+        ("base: {managed_settings: {env: {1: x}}}", "policy.yaml: base.managed_settings.env: a key is not a string (int)"),
         ("groups: [{group: a, pool: {daily_usd: yes}}]", "policy.yaml: groups.0.pool.daily_usd: Input should be a number, not a boolean"),
     ],
 )

@@ -241,6 +241,16 @@ def test_reload_on_change_keeps_the_old_policy_when_bad(
         assert [e["trigger"] for e in audit(caplog, "policy.reloaded")] == ["file change"]
 
 
+def test_managed_settings_that_are_not_json_are_refused_at_reload(fleet: Any) -> None:
+    stack: FleetStack = fleet("base: {managed_settings: {env: {ROLLOUT: '2026-01-15'}}}\n")
+    reloader = stack.stack.gateway.runner.app[POLICY_RELOADER_KEY]
+    stack.write_policy("base: {managed_settings: {env: {ROLLOUT: 2026-01-15}}}\n")  # a YAML date
+    assert not reloader.check()
+    assert stack.post(TEAM_KEYS["beta"]).status_code == 200  # the policy in force stays
+    answer = stack.get("/managed/settings", TEAM_KEYS["beta"])
+    assert answer.status_code == 200 and answer.json()["settings"] == {"env": {"ROLLOUT": "2026-01-15"}}
+
+
 def test_sighup_reloads_a_serving_process(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("base: {models: {deny: [opus]}}\n")
