@@ -125,6 +125,18 @@ def test_email_domain_allowlist() -> None:
         identity_from({"email": "a@corp.example"}, "groups", ())  # no subject
 
 
+def test_an_unverified_email_is_dropped_with_or_without_the_allowlist() -> None:
+    claims = {"sub": "s", "email": "alice@corp.example"}
+    for unverified in (False, "false", "False"):
+        assert identity_from({**claims, "email_verified": unverified}, "groups", ()).email is None
+    assert identity_from({**claims, "email_verified": True}, "groups", ()).email == "alice@corp.example"
+    assert identity_from({**claims, "email_verified": "true"}, "groups", ()).email == "alice@corp.example"
+    assert identity_from(claims, "groups", ()).email == "alice@corp.example"  # not said: taken
+    assert identity_from({**claims, "email_verified": False}, "groups", ()).principal().team == "s"
+    with pytest.raises(Refused, match="verified e-mail"):
+        identity_from({**claims, "email_verified": "false"}, "groups", {"corp.example"})
+
+
 def test_attempt_limit_is_per_ip_sliding_and_bounded() -> None:
     clock = MovableClock()
     limit = AttemptLimit(2, clock, max_ips=3)

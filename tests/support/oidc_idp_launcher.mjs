@@ -1,6 +1,6 @@
 // Starts npm `oauth2-mock-server` (an OIDC test IdP by AXA, not written here) on loopback and
 // prints {"issuer": ...} on stdout. The signed-in user's claims come from a JSON profile file read
-// on every token the IdP signs ({"sub","email","groups","disabled"}), so a test changes the user's
+// on every token the IdP signs ({"sub","email","email_verified","groups","disabled"}), so a test changes the user's
 // groups "at the IdP" by rewriting the file; "disabled": true makes the IdP refuse refresh grants
 // with invalid_grant (a deprovisioned user). Every authorize and token request is appended to the
 // events file as one JSON line (what the relying party sent). With a key and certificate (PEM) it
@@ -18,7 +18,10 @@ const server = new OAuth2Server(keyPath, certPath);
 await server.issuer.keys.generate("RS256");
 server.service.on("beforeTokenSigning", (token) => {
   const user = profile();
-  Object.assign(token.payload, { sub: user.sub, email: user.email, email_verified: true, groups: user.groups });
+  // email_verified from the profile (true unless set; null: the claim is left out)
+  const verified = user.email_verified === undefined ? true : user.email_verified;
+  Object.assign(token.payload, { sub: user.sub, email: user.email, groups: user.groups });
+  if (verified !== null) token.payload.email_verified = verified;
 });
 server.service.on("beforeAuthorizeRedirect", (_redirect, req) => {
   record({ event: "authorize", query: Object.fromEntries(new URL(req.url, "http://x").searchParams) });
