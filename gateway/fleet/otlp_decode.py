@@ -92,7 +92,7 @@ def decode(signal: Signal, media: str, body: bytes) -> Export:
             if signal is Signal.METRICS:
                 for _ in export.sum_points():  # check the shape now: a bad body is rejected whole
                     pass
-        except (otlp_json.JsonShapeError, RecursionError):
+        except (ValueError, OverflowError, RecursionError):  # JsonShapeError is a ValueError
             raise Rejected(Reason.DECODE) from None
         return export
     message = _REQUESTS[signal]()

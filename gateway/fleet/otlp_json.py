@@ -5,12 +5,13 @@ Code metrics export, on the event loop. Only the shape the intake uses is needed
 points of metrics, the number of points, log records or spans — so the body is parsed with
 ``orjson`` and walked here (about 0.1 ms). The OTLP/HTTP specification's JSON encoding: the
 protobuf JSON mapping with lowerCamelCase field names (original snake_case names are accepted too,
-as protobuf's parser does), 64-bit integers as numbers or strings, enums as integers (or their
+as protobuf's parser does), 64-bit integers as numbers or ASCII decimal strings, enums as integers (or their
 names). A value of the wrong type anywhere on that path is :class:`~gateway.fleet.otlp_decode.Rejected`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -40,6 +41,11 @@ _CONTAINERS: Final = {
     ),
     Signal.TRACES: (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",)),
 }
+
+
+_DECIMAL: Final = re.compile(r"-?[0-9]{1,20}")  # ASCII digits only (str.isdigit takes "²")
+_INT64_MIN: Final = -(2**63)
+_UINT64_MAX: Final = 2**64 - 1  # fixed64 times; sfixed64/int64 values are within the signed range
 
 
 class JsonShapeError(ValueError):
@@ -136,26 +142,24 @@ def _text(value: dict[str, Any]) -> str | None:
 
 
 def integer(value: Any) -> int:
-    """A JSON 64-bit integer: a number or a decimal string."""
+    """A JSON 64-bit integer (signed or unsigned): a number or an ASCII decimal string."""
     if isinstance(value, bool):
         raise JsonShapeError("expected an integer")
-    if isinstance(value, int):
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        value = int(value)
+    if isinstance(value, int) and _INT64_MIN <= value <= _UINT64_MAX:
         return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    raise JsonShapeError("expected an integer")
+    raise JsonShapeError("expected a 64-bit integer")
 
 
 def number(value: Any) -> float:
     """A JSON double: a number, or a string (protobuf writes ``"NaN"``, ``"Infinity"`` so)."""
     if isinstance(value, bool):
         raise JsonShapeError("expected a number")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
+    if isinstance(value, int | float | str):
         try:
             return float(value)
-        except ValueError:
+        except (ValueError, OverflowError):  # a string that is not a number; an int past a double
             raise JsonShapeError("expected a number") from None
     raise JsonShapeError("expected a number")
 

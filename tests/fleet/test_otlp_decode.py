@@ -83,6 +83,37 @@ def test_malformed_json_is_rejected(document: object) -> None:
         )
 
 
+def _points(*points: dict[str, object]) -> bytes:
+    metric = {"name": "claude_code.cost.usage", "sum": {"dataPoints": list(points)}}
+    return orjson.dumps({"resourceMetrics": [{"scopeMetrics": [{"metrics": [metric]}]}]})
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        {"asInt": "²"},  # str.isdigit() says yes, int() says no
+        {"asInt": "--5"},
+        {"asInt": "9" * 5000},  # past int()'s digit limit
+        {"asInt": "1" + "0" * 400},  # past a double
+        {"asInt": str(2**64)},  # past 64 bits
+        {"asInt": 1, "startTimeUnixNano": "-" * 30},
+        {"asInt": 1, "attributes": [{"key": "k", "value": {"intValue": "9" * 5000}}]},
+    ],
+)
+def test_integers_are_64_bit_ascii_decimals(point: dict[str, object]) -> None:
+    with pytest.raises(Rejected) as info:
+        decode(Signal.METRICS, JSON, _points(point))
+    assert info.value.reason is Reason.DECODE
+    with pytest.raises(json_format.ParseError):  # protobuf's own parser refuses them too
+        json_format.Parse(_points(point).decode(), ExportMetricsServiceRequest())
+
+
+def test_integers_at_the_64_bit_bounds_are_read() -> None:
+    body = _points({"asInt": str(-(2**63))}, {"asInt": 5, "startTimeUnixNano": str(2**64 - 1)})
+    points = [p for p in decode(Signal.METRICS, JSON, body).sum_points() if p is not None]
+    assert [p.value for p in points] == [float(-(2**63)), 5.0] and points[1].start_ns == 2**64 - 1
+
+
 def _logs() -> object:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 

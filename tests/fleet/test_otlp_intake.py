@@ -122,6 +122,10 @@ async def test_garbage_is_answered_200_and_counted(tmp_path: Path) -> None:
             ("/v1/metrics", gzip.compress(b"\x0a\x00" * 100)[:-6], protobuf, {"content-encoding": "gzip"},
              "encoding"),
             ("/v1/metrics", b"x", protobuf, {"content-encoding": "br"}, "encoding"),
+            # integers a str.isdigit() check took: int() and float() raised on the request path
+            *[("/v1/metrics", b'{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "x", "sum": '
+               b'{"dataPoints": [{"asInt": "' + value.encode() + b'"}]}}]}]}]}', "application/json", {},
+               "decode") for value in ("²", "--5", "9" * 5000, "1" + "0" * 400)],
         ]  # fmt: skip
         for path, body, content_type, headers, reason in cases:
             signal = path.rsplit("/", 1)[1]
