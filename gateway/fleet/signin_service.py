@@ -8,8 +8,6 @@ is one line on the ``switchyard.audit`` logger (who, what, from where; never a t
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import secrets
 from collections.abc import Callable
@@ -27,7 +25,7 @@ from gateway.fleet.oidc_client import Authorization, IdpDenied, IdpError, OidcCl
 from gateway.fleet.principal import Principal
 from gateway.fleet.refresh_families import Presented, RefreshFamilies
 from gateway.fleet.signin_store import RedisSigninStore, SigninStore, SqliteSigninStore
-from gateway.fleet.signing_keys import SigningKey, generate_signing_key, parse_signing_keys
+from gateway.fleet.signing_keys import KEYS, csrf_key_from, signing_keys_from
 from gateway.fleet.tokens import Identity, InvalidToken, TokenSigner
 from gateway.fleet.verification import AttemptLimit, Csrf
 from gateway.settings.fleet_signin import SigninSettings
@@ -39,7 +37,6 @@ log = logging.getLogger("switchyard.fleet")
 DEVICE_GRANT: Final = "urn:ietf:params:oauth:grant-type:device_code"
 ATTEMPT: Final = "attempt"
 ATTEMPT_TTL_S: Final = 600.0
-KEYS: Final = "keys"
 DEVICE_STARTS_PER_MINUTE: Final = 60
 INVALID_TOKEN: Final = "invalid or expired access token: sign in again (/login)"
 REVOKED_TOKEN: Final = "this access token was revoked: sign in again (/login)"
@@ -111,7 +108,7 @@ class SigninService:
             store = RedisSigninStore.from_url(session_store, store_timeout_s)
         else:
             store = SqliteSigninStore(settings.signin_state_dir, clock)
-        keys = await _signing_keys(settings, store)
+        keys = await signing_keys_from(settings, store)
         if settings.token_signing_keys_file is not None:
             # every replica reads the same file: the same CSRF key, whatever happens to the store
             csrf_key = csrf_key_from(keys[0])
@@ -383,17 +380,3 @@ class SigninService:
             "signin.revoked kind=refresh_token %s ip=%s", _who(_identity_of(view.record["identity"])), ip
         )
         self.on_outcome("revoked")
-
-
-async def _signing_keys(settings: SigninSettings, store: SigninStore) -> tuple[SigningKey, ...]:
-    if settings.token_signing_keys_file is not None:
-        return parse_signing_keys(settings.token_signing_keys_file.read_text("utf-8"))
-    fresh = generate_signing_key()
-    stored = await store.put_if_absent(KEYS, "signing", {"kid": fresh.kid, "secret": fresh.secret}, None)
-    return (SigningKey(stored["kid"], stored["secret"]),)
-
-
-def csrf_key_from(signing: SigningKey) -> bytes:
-    """The verification page's CSRF key, derived from the first signing key (HMAC-SHA256 under a
-    fixed label, so the key itself is never used for two purposes)."""
-    return hmac.new(signing.secret.encode(), b"switchyard verification-page csrf v1", hashlib.sha256).digest()

@@ -10,11 +10,18 @@ Redis).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from gateway.fleet.signin_store import SigninStore
+    from gateway.settings.fleet_signin import SigninSettings
 
 MIN_SECRET_CHARS: Final = 32
+KEYS: Final = "keys"  # the sign-in store's namespace of the generated signing key and the CSRF key
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +58,18 @@ def parse_signing_keys(text: str) -> tuple[SigningKey, ...]:
 
 def generate_signing_key() -> SigningKey:
     return SigningKey(f"gen-{secrets.token_hex(4)}", secrets.token_urlsafe(48))
+
+
+async def signing_keys_from(settings: SigninSettings, store: SigninStore) -> tuple[SigningKey, ...]:
+    """The keys file's keys, else the one generated key kept in ``store`` (made on first use)."""
+    if settings.token_signing_keys_file is not None:  # a small local file, read at start-up
+        return parse_signing_keys(settings.token_signing_keys_file.read_text("utf-8"))
+    fresh = generate_signing_key()
+    stored = await store.put_if_absent(KEYS, "signing", {"kid": fresh.kid, "secret": fresh.secret}, None)
+    return (SigningKey(stored["kid"], stored["secret"]),)
+
+
+def csrf_key_from(signing: SigningKey) -> bytes:
+    """The verification page's CSRF key, derived from the first signing key (HMAC-SHA256 under a
+    fixed label, so the key itself is never used for two purposes)."""
+    return hmac.new(signing.secret.encode(), b"switchyard verification-page csrf v1", hashlib.sha256).digest()
