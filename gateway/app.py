@@ -167,7 +167,8 @@ def create_app(
     app.router.add_get("/readyz", side.readyz)
     app.router.add_get("/metrics", side.metrics_endpoint)
     fleet = fleet_metrics(metrics.registry, settings.telemetry)
-    signin.register(app, settings, gateway.auth, signin_clock, fleet.signed_in)  # fleet sign-in (issue 17)
+    holder = gateway.policy_gate.holder  # access tokens carry the groups its policy names
+    signin.register(app, settings, gateway.auth, signin_clock, fleet.signed_in, lambda: holder.policy.named_groups)
     install_telemetry(app, settings, gateway.auth, metrics.registry)  # OTLP intake (issue 17)
 
     upstreams = gateway.upstreams

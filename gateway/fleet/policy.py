@@ -111,6 +111,7 @@ class Policy:
         self.admin_groups = frozenset(spec.admin_groups)
         self._killed = frozenset(spec.kill_switch)
         self._groups = {entry.group: entry for entry in spec.groups}
+        self.named_groups = frozenset(self._groups) | self.admin_groups  # what reads Principal.groups
         self._users = {entry.user: entry for entry in spec.users}
         self._emails = {entry.user.lower(): entry for entry in spec.users if "@" in entry.user}
         self._cache: dict[Principal, Effective] = {}

@@ -287,8 +287,10 @@ def mount(
     auth: Authenticator,
     clock: Callable[[], float] = time.time,
     on_outcome: Callable[[str], None] | None = None,
+    token_groups: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
 ) -> None:
-    """Add the sign-in routes and let ``auth`` accept the tokens (``gateway.fleet.signin.register``)."""
+    """Add the sign-in routes and let ``auth`` accept the tokens (``gateway.fleet.signin.register``);
+    ``token_groups``: the IdP groups an access token carries (``gateway.fleet.token_groups``)."""
     holder: dict[str, SigninRoutes] = {}
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -305,6 +307,9 @@ def mount(
         app[SIGNIN_KEY] = service
         if on_outcome is not None:
             service.on_outcome = on_outcome
+        if token_groups is not None:
+            service.minter.groups = token_groups
+        service.minter.max_header_bytes = settings.listener.max_header_bytes
         listener = settings.listener
         holder["routes"] = SigninRoutes(service, listener.trusted_proxies, listener.trusted_proxy_header)
         auth.accept_tokens(service.principal, service.remembered)

@@ -26,6 +26,7 @@ from gateway.fleet.principal import Principal
 from gateway.fleet.refresh_families import Presented, RefreshFamilies
 from gateway.fleet.signin_store import RedisSigninStore, SigninStore, SqliteSigninStore
 from gateway.fleet.signing_keys import KEYS, csrf_key_from, signing_keys_from
+from gateway.fleet.token_groups import Minter, every_group
 from gateway.fleet.tokens import Identity, InvalidToken, TokenSigner
 from gateway.fleet.verification import AttemptLimit, Csrf
 from gateway.settings.fleet_signin import SigninSettings
@@ -82,6 +83,7 @@ class SigninService:
         self.settings = settings
         self.store = store
         self.signer = signer
+        self.minter = Minter(signer, every_group)  # the app sets which groups and the header limit
         self.csrf = csrf
         self.oidc = oidc
         self._http = http
@@ -232,6 +234,7 @@ class SigninService:
             identity = identity_from(
                 tokens.claims, self.settings.oidc_groups_claim, self.settings.signin_email_domains
             )
+            self.minter.check(identity)  # a token too large for a request header: refused now
         except Refused as exc:
             audit.info("signin.refused reason=%r subject=%r ip=%s", str(exc), tokens.claims.get("sub"), ip)
             self.on_outcome("denied")
@@ -289,7 +292,11 @@ class SigninService:
         assert result.approval is not None
         identity = _identity_of(result.approval["identity"])
         family = self.families.new_id()
-        access, verified = self.signer.mint(identity, family)
+        try:
+            access, verified = self.minter.mint(identity, family)
+        except Refused as exc:  # the policy named more groups since the user approved
+            audit.info("signin.refused reason=%r %s ip=%s", str(exc), _who(identity), ip)
+            return oauth_error(400, "access_denied", str(exc))
         record = {
             "identity": result.approval["identity"],
             "idp_refresh": result.approval.get("idp_refresh"),
@@ -340,7 +347,12 @@ class SigninService:
                 return oauth_error(
                     503, "temporarily_unavailable", "the identity provider is unreachable; retry later"
                 )
-        access, verified = self.signer.mint(identity, view.family)
+        try:
+            access, verified = self.minter.mint(identity, view.family)
+        except Refused as exc:
+            await self._revoke_family(view.family)
+            audit.info("signin.refused reason=%r %s ip=%s", str(exc), _who(identity), ip)
+            return oauth_error(400, "invalid_grant", str(exc))
         changes = {
             "identity": _identity_record(identity),
             "idp_refresh": idp_refresh,

@@ -100,7 +100,8 @@ async def test_device_flow_from_discovery_to_a_model_call(
             and tokens["email"] == "alice@example.com"
         )
         claims = claims_of(tokens["access_token"])
-        assert claims["sub"] == "idp|alice" and claims["groups"] == ["eng", "platform"]
+        # groups: only those the gateway reads (no policy: the first, the telemetry label)
+        assert claims["sub"] == "idp|alice" and claims["groups"] == ["eng"]
         assert claims["email"] == "alice@example.com" and claims["exp"] - claims["iat"] == 3600
         stack.clock.advance(30)
         assert (await stack.poll(device["device_code"]))[1]["error"] == "invalid_grant"  # single use
@@ -130,11 +131,11 @@ async def test_refresh_rotates_sees_group_changes_and_detects_reuse(
     caplog.set_level(logging.INFO, logger="switchyard.audit")
     async with signin_stack(tmp_path) as stack:
         first = await stack.sign_in()
-        stack.idp.set_user(groups=["eng", "ml-research"])  # changed at the IdP
+        stack.idp.set_user(groups=["ml-research", "eng"])  # changed at the IdP
         status, second = await stack.refresh(first["refresh_token"])
         assert status == 200, second
         assert second["refresh_token"] != first["refresh_token"]
-        assert claims_of(second["access_token"])["groups"] == ["eng", "ml-research"]
+        assert claims_of(second["access_token"])["groups"] == ["ml-research"]  # the first (label)
         assert [event["grant_type"] for event in stack.idp.events() if event["event"] == "token"][
             -1
         ] == "refresh_token"

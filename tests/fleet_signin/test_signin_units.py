@@ -229,3 +229,17 @@ def test_sign_in_settings_checks(tmp_path: Path) -> None:
     assert "GATEWAY_TOKEN_SIGNING_KEYS_FILE: line 1" in str(caught.value)
     with pytest.raises(ConfigError):
         Settings.from_environ({}, serving=True)  # still: no key and no sign-in is an open gateway
+
+
+def test_token_groups_are_the_ones_the_gateway_reads() -> None:
+    from gateway.fleet.token_groups import TokenGroups
+
+    named = frozenset({"eng", "admins"})
+    groups = ("z-first", "x", "admins", "ops", "eng")
+    # without GATEWAY_TELEMETRY_GROUPS the first group is the caller's label: kept too, in order
+    assert TokenGroups(lambda: named, ())(groups) == ("z-first", "admins", "eng")
+    assert TokenGroups(lambda: named, ("ops",))(groups) == ("admins", "ops", "eng")
+    assert TokenGroups(frozenset, ())(()) == ()
+    # a billing-group tag may name any of the caller's groups, which then labels the request
+    assert TokenGroups(lambda: named, (), billing_tag=True)(groups) == groups
+    assert TokenGroups(lambda: named, ("ops",), billing_tag=True)(groups) == ("admins", "ops", "eng")
