@@ -164,7 +164,10 @@ class Policy:
                 if entry.models.allow is not None:
                     allow = list(entry.models.allow)
                 deny.extend(entry.models.deny)
-            caps.update(_caps_of(entry.spend_caps))
+            entry_caps = _caps_of(entry.spend_caps)
+            if name == "base":  # the admin API names the base's caps user "*" (as it lists them)
+                entry_caps = self._overridden(("user", "*"), entry_caps)
+            caps.update(entry_caps)
             rates.update(_rates_of(entry.rate_limits))
             if entry.managed_settings is not None:
                 settings = deep_merge(settings or {}, entry.managed_settings)

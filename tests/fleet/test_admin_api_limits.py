@@ -55,3 +55,21 @@ def test_micros_never_overflows_and_shared_caps_are_bounded() -> None:
     for value in ("inf", "nan", "1e303", "-1"):
         assert parse_cap_field("org daily ", value) is None
     assert parse_cap_field("org daily ", "25.0") == ("org", "", Period.DAILY, 25.0)
+
+
+def test_the_base_cap_set_through_the_api_is_enforced(fleet: Any) -> None:
+    stack: FleetStack = fleet(
+        "base: {spend_caps: {daily_usd: 40}}\n"
+        "users: [{user: 'key:gamma', spend_caps: {daily_usd: 40}}]\n"
+    )
+    put_base = put(stack, {"scope": "user", "owner": "*", "period": "daily", "limit_usd": 0.000001})
+    assert put_base.status_code == 200 and put_base.json()["previous_usd"] == 40.0
+    rows = stack.get(LIMITS, ADMIN_KEY).json()["data"]
+    assert {"owner": "*", "period": "daily", "limit_usd": 1e-06, "source": "admin"}.items() <= next(
+        row for row in rows if row["owner"] == "*").items()
+    assert stack.post(BETA).status_code == 200
+    assert stack.post(BETA).status_code == 429  # the base's cap, as listed
+    assert stack.post(TEAM_KEYS["gamma"]).status_code == 200  # a user entry's own cap is laid over it
+    # null removes the base's daily cap: nothing caps beta's day any more
+    assert put(stack, {"scope": "user", "owner": "*", "period": "daily", "limit_usd": None}).status_code == 200
+    assert stack.post(BETA).status_code == 200
