@@ -157,7 +157,8 @@ def create_app(
                     await task
 
         app.cleanup_ctx.append(watch_policy)
-    FleetRoutes(gateway.policy_gate, gateway.auth.principal_for, gateway.auth.admin_for).add_to(app)
+    enforced = settings.policy.policy_file is not None  # else the server never asks the policy
+    FleetRoutes(gateway.policy_gate, gateway.auth.principal_for, gateway.auth.admin_for, enforced).add_to(app)
     app.router.add_post("/v1/messages", gateway.messages)
     app.router.add_post("/v1/messages/count_tokens", gateway.count_tokens)
     side = SideEndpoints(gateway)

@@ -66,9 +66,10 @@ def _listing(holder: PolicyHolder) -> list[tuple[Scope, str, Period, float, str]
 
 
 class AdminApi:
-    def __init__(self, gate: PolicyGate, admin_for: Any) -> None:
+    def __init__(self, gate: PolicyGate, admin_for: Any, enforced: bool = True) -> None:
         self._gate = gate
         self._admin_for = admin_for  # (request, admin groups) -> Principal, or a GatewayError
+        self._enforced = enforced  # False without GATEWAY_POLICY_FILE: nothing would apply a cap
 
     def _caller(self, request: web.Request) -> Principal:
         principal: Principal = self._admin_for(request, self._gate.holder.policy.admin_groups)
@@ -103,6 +104,10 @@ class AdminApi:
 
     async def put_limit(self, request: web.Request) -> web.Response:
         actor = self._caller(request)
+        if not self._enforced:
+            raise GatewayError(
+                409, "no policy file: spend caps are not enforced (set GATEWAY_POLICY_FILE)", should_retry=False
+            )
         body = await request.content.read(MAX_ADMIN_BODY + 1)
         if len(body) > MAX_ADMIN_BODY:
             raise GatewayError(

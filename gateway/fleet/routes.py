@@ -3,7 +3,8 @@
 ``GET /managed/settings`` (:mod:`gateway.fleet.managed_settings`), ``GET /api/oauth/usage``
 (``cache-control: no-store``; the caller's caps, or its own spend when uncapped) and the admin API
 (:mod:`gateway.fleet.admin_api`). They are served with or without a policy file (the default
-policy: no settings, so ``/managed/settings`` is ``404``; no caps). ``filter_models`` keeps the
+policy: no settings, so ``/managed/settings`` is ``404``; no caps, and the admin API's ``PUT``
+is ``409``: nothing would enforce the cap). ``filter_models`` keeps the
 ``data`` entries of a ``/v1/models`` page the caller may use.
 """
 
@@ -46,10 +47,10 @@ def filter_models(body: bytes, rules: ModelRules) -> bytes | None:
 
 
 class FleetRoutes:
-    def __init__(self, gate: PolicyGate, principal_for: PrincipalOf, admin_for: Any) -> None:
+    def __init__(self, gate: PolicyGate, principal_for: PrincipalOf, admin_for: Any, enforced: bool = True) -> None:
         self.gate = gate
         self._principal_for = principal_for
-        self.admin = AdminApi(gate, admin_for)
+        self.admin = AdminApi(gate, admin_for, enforced)
 
     async def managed_settings(self, request: web.Request) -> web.Response:
         principal = self._principal_for(request)

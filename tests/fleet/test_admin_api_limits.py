@@ -3,6 +3,7 @@ and lists is the one enforced."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ from gateway.fleet.periods import Period
 from gateway.fleet.policy_reload import parse_cap_field
 from gateway.fleet.spend_caps import micros
 from tests.support.fleet_stack import ADMIN_KEY, TEAM_KEYS, FleetStack
+from tests.support.gateway_stack import start_stack
+from tests.support.threaded import LoopThread
 
 BETA = TEAM_KEYS["beta"]
 LIMITS = "/v1/organizations/spend_limits"
@@ -73,3 +76,21 @@ def test_the_base_cap_set_through_the_api_is_enforced(fleet: Any) -> None:
     # null removes the base's daily cap: nothing caps beta's day any more
     assert put(stack, {"scope": "user", "owner": "*", "period": "daily", "limit_usd": None}).status_code == 200
     assert stack.post(BETA).status_code == 200
+
+
+def test_without_a_policy_file_a_cap_is_refused_not_ignored(tmp_path: Path, loop_thread: LoopThread) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(f"{BETA} beta\n{ADMIN_KEY} ops role=admin\n")
+    gateway = start_stack(loop_thread, GATEWAY_API_KEYS_FILE=str(keys))
+    stack = FleetStack(gateway, tmp_path / "no-policy.yaml", f"http://127.0.0.1:{gateway.port}")
+    change = {"scope": "user", "owner": "key:beta", "period": "daily", "limit_usd": 0.000001}
+    answer = put(stack, change)
+    assert answer.status_code == 409 and answer.headers["x-should-retry"] == "false"
+    assert answer.json()["error"] == {
+        "type": "conflict_error",
+        "message": "no policy file: spend caps are not enforced (set GATEWAY_POLICY_FILE)",
+    }
+    assert stack.get(LIMITS, ADMIN_KEY).json()["data"] == []
+    assert [stack.post(BETA).status_code for _ in range(2)] == [200, 200]
+    usage = stack.get("/api/oauth/usage", BETA).json()  # no cap claimed
+    assert usage["limits"] == [] and usage["extra_usage"]["monthly_limit"] is None
