@@ -9,7 +9,6 @@ Details: docs/internals/gateway-fleet.md
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -27,6 +26,10 @@ TOKEN_TYPES: Final = {"input": "input", "output": "output", "cacheRead": "cache_
                       "cache_creation": "cache_creation"}  # fmt: skip
 LINE_TYPES: Final = frozenset({"added", "removed"})
 ACTIVE_TYPES: Final = frozenset({"user", "cli"})
+# the most one point may add (a delta, or a new cumulative stream's whole value): far above what
+# a client reports per export, far below what could make a series' total overflow to +Inf
+MAX_POINT_VALUE: Final = 1e9  # sessions, tokens, lines, seconds...
+MAX_POINT_COST_USD: Final = 1e6
 
 StreamKey = tuple[str, str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], int]
 
@@ -91,7 +94,7 @@ class ClaudeCodeRecorder:
                     self._primed.add(group)
                     metrics.prime_group(group)
             value = self.deltas.delta(principal.subject, point) if point.cumulative else point.value
-            if not math.isfinite(value) or value < 0:  # a counter never goes down; NaN never counts
+            if not 0 <= value <= self._bound(point):  # a counter never goes down; NaN, +Inf never count
                 continue
             if value:
                 handler(group, point, value)
@@ -102,6 +105,10 @@ class ClaudeCodeRecorder:
         if self._spent > 0:
             metrics.user_spend(user_label(principal), self._spent)
         return recorded
+
+    @staticmethod
+    def _bound(point: SumPoint) -> float:
+        return MAX_POINT_COST_USD if point.metric == "claude_code.cost.usage" else MAX_POINT_VALUE
 
     def _sessions(self, group: str, point: SumPoint, value: float) -> None:
         self.metrics.sessions.labels(group).inc(value)

@@ -250,3 +250,21 @@ async def test_other_exporters_metrics_are_received_not_recorded(tmp_path: Path)
         assert (await post(rig, "/v1/metrics", body, "application/json"))[0] == 200
         assert rig.value("gateway_fleet_sessions_total", group="alpha") == 1
         assert rig.value("gateway_fleet_active_users", group="alpha") == 1
+
+
+async def test_huge_points_never_make_a_series_infinite(tmp_path: Path) -> None:
+    def export(*values: float) -> bytes:
+        points = b", ".join(b'{"asDouble": %r, "attributes": [{"key": "model", "value": {"stringValue": '
+                            b'"claude-sonnet-4-5"}}]}' % value for value in values)
+        return (b'{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "claude_code.cost.usage", '
+                b'"sum": {"aggregationTemporality": 1, "isMonotonic": true, "dataPoints": [' + points + b"]}}]}]}]}")
+
+    async with telemetry_rig(tmp_path) as rig:
+        for body in (export(1.7e308, 1.7e308), export(0.25)):
+            status, _, _ = await post(rig, "/v1/metrics", body, "application/json")
+            assert status == 200
+            rig.metrics.exposition()  # a scrape between the exports (the top-k admits the user)
+        costs = rig.samples("gateway_fleet_cost_usd_total")
+        assert sum(costs.values()) == pytest.approx(0.25)  # each huge point was left out
+        user = rig.samples("gateway_fleet_user_cost_usd_total")
+        assert sum(user.values()) == pytest.approx(0.25)
