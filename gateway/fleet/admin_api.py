@@ -19,7 +19,7 @@ from gateway.errors import GatewayError
 from gateway.fleet import audit
 from gateway.fleet.counters import CountersUnavailable
 from gateway.fleet.periods import Period, window
-from gateway.fleet.policy import Scope
+from gateway.fleet.policy import Scope, owner_key
 from gateway.fleet.policy_file import MAX_CAP_USD
 from gateway.fleet.policy_gate import PolicyGate
 from gateway.fleet.policy_reload import PolicyHolder, cap_field
@@ -40,7 +40,8 @@ class CapChange(BaseModel):
 
 def _listing(holder: PolicyHolder) -> list[tuple[Scope, str, Period, float, str]]:
     spec = holder.policy.spec
-    rows: dict[tuple[Scope, str, Period], tuple[float, str]] = {}
+    # keyed by the owner as compared (an e-mail in lower case), shown as the file spells it
+    rows: dict[tuple[Scope, str, Period], tuple[str, float, str]] = {}
 
     def add(scope: Scope, owner: str, caps: Any) -> None:
         if caps is None:
@@ -48,7 +49,7 @@ def _listing(holder: PolicyHolder) -> list[tuple[Scope, str, Period, float, str]
         for period in Period:
             value = getattr(caps, f"{period.value}_usd")
             if value is not None:
-                rows[(scope, owner, period)] = (value, "file")
+                rows[(scope, owner_key(scope, owner), period)] = (owner, value, "file")
 
     add("org", "", spec.organization.spend_caps)
     add("user", "*", spec.base.spend_caps)
@@ -58,11 +59,12 @@ def _listing(holder: PolicyHolder) -> list[tuple[Scope, str, Period, float, str]
         add("user", user.user, user.spend_caps)
     for (scope, owner), changes in holder.overrides().items():
         for period, limit in changes.items():
+            key = (scope, owner_key(scope, owner), period)
             if limit is None:
-                rows.pop((scope, owner, period), None)
+                rows.pop(key, None)
             else:
-                rows[(scope, owner, period)] = (limit, "admin")
-    return [(scope, owner, period, limit, source) for (scope, owner, period), (limit, source) in rows.items()]
+                rows[key] = (rows[key][0] if key in rows else owner, limit, "admin")
+    return [(scope, owner, period, limit, source) for (scope, _, period), (owner, limit, source) in rows.items()]
 
 
 class AdminApi:
@@ -121,7 +123,7 @@ class AdminApi:
             first = exc.errors(include_input=False, include_url=False)[0]
             where = ".".join(str(part) for part in first["loc"]) or "body"
             raise GatewayError(400, f"{where}: {first['msg']}") from None
-        owner = "" if change.scope == "org" else change.owner
+        owner = "" if change.scope == "org" else owner_key(change.scope, change.owner)  # e-mail: lower case
         if change.scope != "org" and not owner:
             raise GatewayError(400, "owner: required for a group or user cap")
         holder = self._gate.holder

@@ -101,6 +101,11 @@ CapOverrides = Mapping[tuple[Scope, str], Mapping[Period, float | None]]
 """Caps set through the admin API: for ``(scope, owner)`` a period's limit (``None``: removed)."""
 
 
+def owner_key(scope: Scope, owner: str) -> str:
+    """A cap owner as compared: a user named by e-mail case-insensitively (as ``users:`` entries)."""
+    return owner.lower() if scope == "user" and "@" in owner else owner
+
+
 class Policy:
     """A validated policy file, ready to answer for principals."""
 
@@ -108,6 +113,7 @@ class Policy:
         self.spec = spec
         self.source = source
         self.overrides: CapOverrides = overrides or {}
+        self._override_of = {(scope, owner_key(scope, owner)): v for (scope, owner), v in self.overrides.items()}
         self.admin_groups = frozenset(spec.admin_groups)
         self._killed = frozenset(spec.kill_switch)
         self._groups = {entry.group: entry for entry in spec.groups}
@@ -200,7 +206,7 @@ class Policy:
         )
 
     def _overridden(self, owner: tuple[Scope, str], caps: dict[Period, float]) -> dict[Period, float]:
-        changes = self.overrides.get(owner)
+        changes = self._override_of.get((owner[0], owner_key(*owner)))
         if not changes:
             return caps
         merged = dict(caps)

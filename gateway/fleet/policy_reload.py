@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gateway.fleet import audit
 from gateway.fleet.periods import Period
-from gateway.fleet.policy import DEFAULT_POLICY, Policy, Scope
+from gateway.fleet.policy import DEFAULT_POLICY, Policy, Scope, owner_key
 from gateway.fleet.policy_file import MAX_CAP_USD, PolicyError, load_policy
 
 log = logging.getLogger("switchyard.fleet.policy")
@@ -67,6 +67,7 @@ class PolicyHolder:
 
     def cap(self, scope: Scope, owner: str, period: Period) -> float | None:
         """The cap in force for one owner and period (an override, else the file's)."""
+        owner = owner_key(scope, owner)
         changes = self._overrides.get((scope, owner), {})
         if period in changes:
             return changes[period]
@@ -76,12 +77,12 @@ class PolicyHolder:
         elif scope == "group":
             caps = next((g.pool for g in spec.groups if g.group == owner), None)
         else:
-            entry = next((u for u in spec.users if u.user == owner), None)
+            entry = next((u for u in spec.users if owner_key(scope, u.user) == owner), None)
             caps = entry.spend_caps if entry is not None else spec.base.spend_caps
         return None if caps is None else getattr(caps, f"{period.value}_usd")
 
     def set_cap(self, scope: Scope, owner: str, period: Period, limit_usd: float | None) -> None:
-        self._overrides.setdefault((scope, owner), {})[period] = limit_usd
+        self._overrides.setdefault((scope, owner_key(scope, owner)), {})[period] = limit_usd
         self.policy = self.policy.with_overrides(self._snapshot())
 
     def adopt(self, shared: dict[str, str]) -> bool:
@@ -92,7 +93,7 @@ class PolicyHolder:
             parsed = parse_cap_field(field, value)
             if parsed is not None:
                 scope, owner, period, limit = parsed
-                overrides.setdefault((scope, owner), {})[period] = limit
+                overrides.setdefault((scope, owner_key(scope, owner)), {})[period] = limit
         if overrides == self._overrides:
             return False
         self._overrides = overrides

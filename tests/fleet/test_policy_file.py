@@ -83,6 +83,14 @@ def test_first_match_takes_one_entry_over_the_base() -> None:
     assert ("group", "eng") in {(c.scope, c.owner) for c in mine.caps}
 
 
+def test_admin_caps_name_an_email_in_any_case() -> None:
+    spec = parse_policy("base: {}\n", "policy.yaml")
+    for owner in ("Alice@Example.com", "ALICE@EXAMPLE.COM", "alice@example.com"):
+        policy = Policy(spec, overrides={("user", owner): {Period.DAILY: 1.0}})
+        caps = {(c.scope, c.period): c.limit_usd for c in policy.for_principal(alice()).caps}
+        assert caps == {("user", Period.DAILY): 1.0}, owner
+
+
 def test_no_file_is_the_default_policy() -> None:
     effective = DEFAULT_POLICY.for_principal(alice("eng"))
     assert effective.models.unrestricted and not effective.metered and effective.settings is None

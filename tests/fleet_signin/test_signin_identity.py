@@ -73,3 +73,22 @@ async def test_a_token_that_would_not_fit_a_header_is_refused_at_sign_in(tmp_pat
         assert "over its request-header limit of 1024 bytes" in refused.text
         assert "40 groups" in refused.text
         assert (await stack.poll(device["device_code"]))[1]["error"] == "authorization_pending"
+
+
+async def test_an_admin_cap_names_an_email_in_any_case(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("admin_groups: [platform]\nusers: [{user: Alice@Example.com, spend_caps: {daily_usd: 50}}]\n")
+    async with signin_stack(tmp_path, GATEWAY_POLICY_FILE=str(policy)) as stack:
+        alice = (await stack.sign_in())["access_token"]  # alice@example.com, in platform
+        limits = f"{stack.gateway_url}/v1/organizations/spend_limits"
+        headers = {"authorization": f"Bearer {alice}"}
+        change = {"scope": "user", "owner": "ALICE@example.COM", "period": "daily", "limit_usd": 0}
+        async with stack.http.put(limits, json=change, headers=headers) as response:
+            assert response.status == 200
+            answer = await response.json()
+        assert (answer["owner"], answer["previous_usd"]) == ("alice@example.com", 50)  # her file entry's
+        status, _, body = await stack.message(alice)
+        assert status == 429 and body["error"]["type"] == "billing_error", body
+        async with stack.http.get(limits, headers=headers) as response:
+            rows = [row for row in (await response.json())["data"] if row["scope"] == "user"]
+        assert [(r["owner"], r["limit_usd"], r["source"]) for r in rows] == [("Alice@Example.com", 0, "admin")]
