@@ -1,14 +1,10 @@
-"""Which of a signed-in user's IdP groups an access token carries, and whether the token fits a
-request header.
+"""Which of a signed-in user's IdP groups an access token carries, and whether it fits a header.
 
-A user in hundreds of IdP groups (Entra ID's GUIDs) would get a token larger than a request
-header may be (``GATEWAY_MAX_HEADER_BYTES``): every call a 431. Only some groups are ever read
-(``Principal.groups``): the policy's ``groups`` entries and ``admin_groups``, the telemetry label
-(``GATEWAY_TELEMETRY_GROUPS``, else the caller's first group) and the billing-group tag (a policy
-group's pool pays; the group is the request's label, so with ``GATEWAY_BILLING_GROUP_TAG`` and
-without ``GATEWAY_TELEMETRY_GROUPS`` any group may be used: then all are kept). So a token
-carries those, in the IdP's order; a token that still would not fit is refused at sign-in (and at
-refresh) with a message saying so.
+A user in hundreds of IdP groups (Entra ID's GUIDs) would get a token over
+``GATEWAY_MAX_HEADER_BYTES``: every call a 431. A token carries only the groups something reads
+(``Principal.groups``): those the policy names, ``GATEWAY_TELEMETRY_GROUPS`` (else the first
+group, the caller's label), every group with a billing-group tag and no telemetry groups. One
+that still would not fit is refused at sign-in (and at refresh), saying so.
 
 Details: docs/internals/gateway-fleet.md
 """
