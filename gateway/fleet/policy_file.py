@@ -8,13 +8,13 @@ Details: docs/internals/gateway-fleet.md
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from gateway.document_files import DuplicateKey, load_json, load_yaml
 from gateway.fleet.model_rules import TIERS
 
 Tier = Literal["opus", "sonnet", "haiku"]
@@ -180,13 +180,10 @@ def _settings_problems(spec: PolicyIn, source: str) -> list[str]:
 
 def parse_policy(text: str, source: str) -> PolicyIn:
     """Parse and validate the policy file's text; ``PolicyError`` names every problem."""
-    try:
-        if source.endswith(".json"):
-            raw: Any = json.loads(text)
-        else:
-            import yaml
-
-            raw = yaml.safe_load(text)
+    try:  # (a key given twice is refused: the loaders would keep the last one without a word)
+        raw: Any = load_json(text) if source.endswith(".json") else load_yaml(text)
+    except DuplicateKey as exc:
+        raise PolicyError(f"{source}: {exc}") from None
     except (ValueError, ImportError) as exc:  # json.JSONDecodeError is a ValueError
         raise PolicyError(f"{source}: not valid JSON/YAML: {str(exc).splitlines()[0]}") from None
     except Exception as exc:  # yaml.YAMLError: its first line says where

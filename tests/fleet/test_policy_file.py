@@ -112,6 +112,10 @@ def test_no_file_is_the_default_policy() -> None:
         ("mode: sideways", "policy.yaml: mode: Input should be 'layered' or 'first_match'"),
         ("groups: [{group: a}, {group: a}]", "policy.yaml: groups.1: a second entry for the same group"),
         ("- just a list", "policy.yaml: (top level): expected a mapping"),
+        (  # the second base would silently replace the first: refused, naming it
+            "base: {spend_caps: {daily_usd: 5}}\nbase: {models: {deny: [opus]}}",
+            "policy.yaml: duplicate key 'base' at line 2",
+        ),
         ("base: {spend_caps: [", "policy.yaml: not valid YAML"),
         ("base: {spend_caps: {weekly_usd: .inf}}", "policy.yaml: base.spend_caps.weekly_usd: Input should be less"),
         (
