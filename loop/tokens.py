@@ -2,7 +2,9 @@
 
 Two rates, both chosen to err on the side of a larger context: what is *added* is estimated at 3
 bytes per token (real tokenizers average about 4 on English and code, so this over-counts), what a
-layer *frees* at 4 bytes per token (so the freed amount is not over-stated). The system prompt and
+layer *frees* at 4 bytes per token (so the freed amount is not over-stated); after a rewrite the
+context pass keeps at most the rewritten history re-estimated, so a big new result cut to an excerpt
+does not keep counting at the difference of the two rates. The system prompt and
 the tool definitions are part of the estimate whenever the API has not reported a size yet (the
 start of a run, and after the history was rewritten).
 """

@@ -26,8 +26,8 @@ from loop.context.settings import ContextSettings, LayerState, Thresholds
 from loop.context.thinking import has_thinking, strip_thinking
 from loop.cost import Pricing
 from loop.deps import Clock, ModelCaller
-from loop.events import Compaction, LoopEvent, StatusEvent
-from loop.messages import normalize
+from loop.events import Compaction, ContextBoundary, LoopEvent, StatusEvent
+from loop.messages import Message, normalize
 from loop.request import summary_request
 from loop.state import LoopState
 from loop.tokens import context_tokens, estimate_tokens, freed_tokens, message_bytes
@@ -94,11 +94,14 @@ class ContextPipeline:
             for layer in self._layers:
                 result = layer(messages, view, settings)
                 self._keep(result)
-                if result.event is not None:
-                    yield result.event
+                event = result.event
                 if result.messages is not messages:
+                    before = view.tokens
                     messages, rewritten = result.messages, True
-                    view = view.with_tokens(max(0, view.tokens - result.tokens_freed))
+                    view = view.with_tokens(self._after_rewrite(before - result.tokens_freed, messages))
+                    event = _restamped(event, before, view.tokens)
+                if event is not None:
+                    yield event
             planned = autocompact.plan(messages, view, settings, breaker_open=not self._breaker_allows())
             if isinstance(planned, autocompact.CompactPlan) and self._breaker_allows():
                 calls += 1
@@ -132,7 +135,7 @@ class ContextPipeline:
         if not self.thinking_enabled(state) and has_thinking(messages):
             stripped = strip_thinking(messages)
             freed = freed_tokens(message_bytes(messages), message_bytes(stripped))
-            view = view.with_tokens(max(0, view.tokens - freed))
+            view = view.with_tokens(self._after_rewrite(view.tokens - freed, stripped))
             messages, rewritten = stripped, True
         normalized = tuple(normalize(messages))
         tokens = settings.overhead_tokens + estimate_tokens(normalized) if full_rewrite else view.tokens
@@ -158,6 +161,12 @@ class ContextPipeline:
         during it, or before the pass yielded its state); then reset."""
         unbooked, self._unbooked = self._unbooked, TokenUsage()
         return unbooked
+
+    def _after_rewrite(self, tokens: int, messages: tuple[Message, ...]) -> int:
+        """The estimate after a rewrite: what was freed is counted at 4 bytes per token, but the
+        newer messages were added at 3, so a big new tool result cut to an excerpt would still
+        count most of its size; the whole history re-estimated bounds that."""
+        return max(0, min(tokens, self.settings.overhead_tokens + estimate_tokens(messages)))
 
     def _keep(self, result: LayerResult) -> None:
         for item in result.stored:
@@ -204,6 +213,17 @@ class ContextPipeline:
             yield _Summary(None, reason, outcome.usage)
             return
         yield _Summary(text, None, outcome.usage)
+
+
+def _restamped(
+    event: ContextBoundary | Compaction | None, before: int, after: int
+) -> ContextBoundary | Compaction | None:
+    """A layer's event with the estimate the pass kept after it (see ``_after_rewrite``)."""
+    if isinstance(event, Compaction):
+        return replace(event, tokens_after=min(event.tokens_after, after))
+    if isinstance(event, ContextBoundary):
+        return replace(event, tokens_freed=max(event.tokens_freed, before - after))
+    return event
 
 
 def server_applied_event(turn: int, reported: int, cleared: int) -> Compaction:

@@ -132,7 +132,7 @@ SMALL_WINDOW = {"context_window": 40_000, "max_tokens": 4_000, "escalated_max_to
 async def test_the_layers_run_in_order_0_to_4_in_one_pass() -> None:
     model = FakeModel([], then=summariser_or(FakeResponse.of(text("done"))))
     session = ContextSession()
-    history = work_history(12, 2_400, 45_000, 30_000)
+    history = work_history(12, 2_400, 55_000, 30_000)
     run = run_with(
         history,
         model,
@@ -519,6 +519,20 @@ async def test_a_shortened_result_is_read_back_whole() -> None:
     read_back = model.requests[2].body["messages"][-1]["content"][0]["content"]
     assert body[11_000:11_022] in read_back and "characters 11000-11022 of 22000" in read_back
     assert run.state.transitions == (NextTurn(1), NextTurn(1))
+
+
+async def test_a_multi_megabyte_result_cut_to_an_excerpt_does_not_end_the_run() -> None:
+    # The result's bytes were added at 3 per token and freed at 4: the estimate kept most of the
+    # 3 MB after layer 0 cut it, and the run ended BlockingLimit before the next request.
+    model = FakeModel([FakeResponse.of(tool_use("cat", {}, id="toolu_big"))], then=FakeResponse.of(text("done")))
+    run = run_with("go", model, tools=[FakeTool("cat", result="x" * 3_000_000, max_result_size_chars=50_000)])
+    events = await run_to_end(run)
+    assert run.terminal == Completed("end_turn")
+    assert main_calls(model) == 2 and model.calls("compact") == 0
+    sent = model.requests[1].body["messages"][-1]["content"][0]["content"]
+    assert len(sent) < 50_000 and 'read_tool_result(tool_use_id="toolu_big"' in sent
+    assert [e.layer for e in context_events(events)] == [Layer.TOOL_RESULT_BUDGET]
+    assert run.state.context_tokens < 10_000
 
 
 async def test_layers_off_sends_the_history_as_it_is() -> None:

@@ -60,7 +60,7 @@ async def test_every_layer_is_counted_with_the_tokens_it_freed() -> None:
     metrics = LoopMetrics(registry)
     model = FakeModel([], then=summariser_or(FakeResponse.of(text("done"))))
     run = run_with(
-        work_history(12, 2_400, 45_000, 30_000),
+        work_history(12, 2_400, 55_000, 30_000),
         model,
         metrics,
         tools=[FakeTool("read", max_result_size_chars=5_000)],
