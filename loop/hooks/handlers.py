@@ -1,8 +1,9 @@
 """Running one command, HTTP or Python hook under its timeout; never raises (but cancellation).
 
-A command runs through ``/bin/sh -c`` in the hooks' working directory, in its own process group
-(killed whole at the timeout), with ``CLAUDE_PROJECT_DIR`` set as Claude Code sets it; the input
-JSON is its stdin. Timeouts of commands and webhooks are wall-clock (real I/O); a Python callback's
+A command runs through ``/bin/sh -c`` in the hooks' working directory, in its own process group,
+with ``CLAUDE_PROJECT_DIR`` set as Claude Code sets it; the input JSON is its stdin. Its exit code
+decides as soon as the shell exits (a background child holding its stdout does not delay it), and
+the group is then killed whole, as at the timeout or a cancellation: nothing it started survives. Timeouts of commands and webhooks are wall-clock (real I/O); a Python callback's
 runs on the loop's injected clock.
 """
 
@@ -27,12 +28,15 @@ from loop.hooks.settings import CommandHook, HttpHook, PythonHook
 log = logging.getLogger("switchyard.loop.hooks")
 
 BLOCKING_EXIT_CODE = 2
+OUTPUT_GRACE_S = 1.0
+"""How long the hook's output is still read after its shell exited (and its group was killed)."""
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 async def run_command(hook: CommandHook, payload: bytes, *, cwd: str, timeout_s: float) -> HookOutput:
     try:
-        process = await asyncio.create_subprocess_shell(
+        transport, protocol = await asyncio.get_running_loop().subprocess_shell(
+            _CommandProtocol,
             hook.command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -43,28 +47,63 @@ async def run_command(hook: CommandHook, payload: bytes, *, cwd: str, timeout_s:
         )
     except OSError as exc:
         return HookOutput(error=f"the hook command could not start: {exc.strerror or exc}")
+    timed_out = False
     try:
-        async with asyncio.timeout(timeout_s):
-            stdout, stderr = await process.communicate(payload)
-    except TimeoutError:
-        _kill(process)
-        await process.wait()
+        stdin = transport.get_pipe_transport(0)
+        if isinstance(stdin, asyncio.WriteTransport):
+            stdin.write(payload)
+            stdin.close()  # after the buffered input is written
+        try:
+            async with asyncio.timeout(timeout_s):
+                await protocol.exited.wait()  # the shell's exit decides, not the pipes' EOF
+        except TimeoutError:
+            timed_out = True
+        finally:
+            _kill_group(transport.get_pid())  # what it left running in the background too
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(OUTPUT_GRACE_S):
+                await protocol.drained.wait()
+    finally:
+        transport.close()
+    if timed_out:
         return HookOutput(error=f"the hook command timed out after {timeout_s:g}s")
-    except BaseException:
-        _kill(process)
-        raise
-    out, err = stdout.decode(errors="replace"), stderr.decode(errors="replace")
-    if process.returncode == 0:
+    returncode = transport.get_returncode()
+    out, err = (bytes(protocol.output[fd]).decode(errors="replace") for fd in (1, 2))
+    if returncode == 0:
         return from_stdout(out)
-    if process.returncode == BLOCKING_EXIT_CODE:
+    if returncode == BLOCKING_EXIT_CODE:
         return HookOutput(blocked=True, reason=cut(err) or "blocked by a hook (exit code 2)")
-    return HookOutput(error=f"the hook command exited with {process.returncode}: {cut(err)[:500]}")
+    return HookOutput(error=f"the hook command exited with {returncode}: {cut(err)[:500]}")
 
 
-def _kill(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+class _CommandProtocol(asyncio.SubprocessProtocol):
+    """Collects a hook command's output and tells when its shell exited (``Process.wait`` waits
+    for the pipes' EOF too, which a background child holding them delays)."""
+
+    def __init__(self) -> None:
+        self.output = {1: bytearray(), 2: bytearray()}
+        self.exited = asyncio.Event()
+        self.drained = asyncio.Event()
+        self._open = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd in self.output:
+            self.output[fd] += data.encode() if isinstance(data, str) else data
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open:
+            self.drained.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the hook's whole process group (its shell may have exited already; its background
+    children are still in the group)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 async def run_http(

@@ -342,6 +342,38 @@ async def test_other_exit_codes_and_timeouts_are_non_blocking(
     assert "exited with 127: jq: command not found" in caplog.text and "timed out after 0.3s" in caplog.text
 
 
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie no one reaped yet is dead
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+async def test_exit_2_blocks_at_once_though_a_background_child_holds_the_pipes(tmp_path: Path) -> None:
+    # The hook waited for its pipes' EOF, held by the background sleep: it timed out, the block
+    # was ignored, the tool ran and the sleep outlived the run.
+    pid_file = tmp_path / "child.pid"
+    command = f"sleep 30 & echo $! > {pid_file}; echo 'blocked by policy' >&2; exit 2"
+    write, read = FakeTool("write", read_only=False), FakeTool("read")
+    started = time.monotonic()
+    run, _ = hooked_run(
+        tool_script(), command_hooks("PreToolUse", command, matcher="write", timeout=5), tools=(write, read)
+    )
+    assert await run.wait() == Completed("end_turn")
+    assert time.monotonic() - started < 4
+    assert write.calls == [] and len(read.calls) == 1
+    assert results(run)["toolu_fake_1_0"]["content"] == "A PreToolUse hook denied the write call: blocked by policy"
+    assert gone_within(int(pid_file.read_text()), 3)
+
+
 async def test_a_python_hook_times_out_on_the_loops_clock(caplog: pytest.LogCaptureFixture) -> None:
     async def stuck(data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         await context.clock.sleep(3_600)
