@@ -27,7 +27,7 @@ from loop.tools.base import Tool
 from .config import HttpServer, StdioServer
 from .oauth import client_credentials
 from .resources import ListMcpResources, ReadMcpResource, prompt_messages
-from .tools import McpTool
+from .tools import McpTool, unique_names
 
 log = logging.getLogger("switchyard.loop.mcp")
 
@@ -105,6 +105,7 @@ async def connect(
             capabilities = session.server_capabilities
             if capabilities is not None and capabilities.resources is not None:
                 with_resources[name] = session
+        unique_names([t for t in tools if isinstance(t, McpTool)])
         if with_resources:
             tools.extend([ListMcpResources(with_resources), ReadMcpResource(with_resources)])
         yield tools

@@ -11,7 +11,9 @@ sent as its JSON. ``is_error`` results are error results.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import mcp.types as mcp_types
@@ -25,6 +27,8 @@ from loop.tools.content import IMAGE_MEDIA_TYPES, ToolResultContent, content_tex
 
 from .config import Permission
 
+log = logging.getLogger("switchyard.loop.mcp")
+
 MAX_NAME = 64
 """The longest tool name the Messages API and Claude Code accept."""
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
@@ -32,12 +36,48 @@ _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
 def tool_name(server: str, tool: str) -> str:
     """``mcp__<server>__<tool>``, characters the API refuses replaced by ``_``; a longer name is
-    cut and made unique with a hash of the full one."""
+    cut and made unique with a hash of the full one (names that still clash: ``unique_names``)."""
     name = _INVALID.sub("_", f"mcp__{server}__{tool}")
     if len(name) <= MAX_NAME:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[: MAX_NAME - 9]}_{digest}"
+
+
+def unique_names(tools: Sequence[McpTool]) -> None:
+    """Rename the tools whose names clash (``get.item`` and ``get_item`` are both
+    ``mcp__s__get_item``; so are server ``a.b``'s ``x`` and server ``a_b``'s): a name sanitising
+    left as it was is kept, every other one of the clash gets a hash of its server and remote name
+    (deterministic: the same tools always get the same names)."""
+    groups: dict[str, list[McpTool]] = {}
+    for tool in tools:
+        groups.setdefault(tool.name, []).append(tool)
+    taken = set(groups)
+    for name, group in groups.items():
+        if len(group) < 2:
+            continue
+        exact = [t for t in group if name == f"mcp__{t.server}__{t.remote_name}"]
+        for tool in group:
+            if len(exact) == 1 and tool is exact[0]:
+                continue
+            tool.name = _suffixed(name, f"{tool.server}\0{tool.remote_name}", taken)
+            taken.add(tool.name)
+            log.warning(
+                "MCP tool %r of server %r is named %s: %s is another tool's",
+                tool.remote_name,
+                tool.server,
+                tool.name,
+                name,
+            )
+
+
+def _suffixed(name: str, identity: str, taken: set[str]) -> str:
+    digest = hashlib.sha256(identity.encode()).hexdigest()
+    for width in range(8, len(digest) + 1):
+        candidate = f"{name[: MAX_NAME - width - 1]}_{digest[:width]}"
+        if candidate not in taken:
+            return candidate
+    raise ValueError(f"no unique name for the MCP tool {identity!r}")  # pragma: no cover
 
 
 class McpInput(BaseModel):

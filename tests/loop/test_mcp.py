@@ -17,7 +17,7 @@ import loop
 from loop.callers import SdkModelCaller
 from loop.events import ToolFinished
 from loop.mcp import McpConfigError, McpServerError, Permission, connect, parse_servers, tool_name
-from loop.mcp.tools import result_content
+from loop.mcp.tools import McpTool, result_content, unique_names
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.transitions import Completed
 from tests.loop.support import of_type, pairing_violations, run_to_end
@@ -97,6 +97,26 @@ def test_long_tool_names_are_cut_and_stay_unique() -> None:
     first, second = tool_name("server", "t" * 80 + "1"), tool_name("server", "t" * 80 + "2")
     assert len(first) == len(second) == 64 and first != second
     assert first.startswith("mcp__server__ttt")
+
+
+def test_tools_whose_names_clash_are_renamed_deterministically() -> None:
+    def tools(*pairs: tuple[str, str]) -> list[McpTool]:
+        session: Any = None
+        return [
+            McpTool(server, mcp_types.Tool(name=name, input_schema={"type": "object"}), session, Permission.EDIT)
+            for server, name in pairs
+        ]
+
+    listed = tools(("raw", "get.item"), ("raw", "get_item"), ("raw", "get item"), ("a", "b__c"), ("a__b", "c"))
+    unique_names(listed)
+    names = [t.name for t in listed]
+    assert len(set(names)) == len(names) and all(len(n) <= 64 for n in names)
+    assert names[1] == "mcp__raw__get_item"  # the one sanitising left alone
+    assert names[0].startswith("mcp__raw__get_item_") and names[2].startswith("mcp__raw__get_item_")
+    assert names[3].startswith("mcp__a__b__c_") and names[4].startswith("mcp__a__b__c_")  # both as listed
+    reordered = tools(("a__b", "c"), ("raw", "get item"), ("raw", "get_item"), ("a", "b__c"), ("raw", "get.item"))
+    unique_names(reordered)
+    assert sorted(t.name for t in reordered) == sorted(names)
 
 
 def test_result_content_mapping() -> None:

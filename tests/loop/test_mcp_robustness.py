@@ -18,7 +18,7 @@ import loop
 from emulators import EmulatorConfig, RunningEmulator, emulator_in_thread
 from loop.cli import main
 from loop.events import ToolFinished
-from loop.mcp import McpConfigError, ServerFailure, connect, load_configs, parse_servers
+from loop.mcp import McpConfigError, ServerFailure, StdioServer, connect, load_configs, parse_servers
 from loop.tools import PermissionMode, PermissionPolicy
 from loop.transitions import Completed
 from tests.loop.support import of_type, run_to_end
@@ -208,3 +208,46 @@ def test_several_configs_files_and_json_strings(tmp_path: Path) -> None:
         load_configs([str(path), str(path)], {})
     with pytest.raises(McpConfigError, match="the JSON given is not valid"):
         load_configs(["{nope"], {})
+
+
+async def test_tool_names_that_clash_after_sanitising_are_made_unique(tmp_path: Path) -> None:
+    # Servers "my.fs" and "my_fs" both gave mcp__my_fs__read_text_file...: every run using the
+    # tools raised ValueError (two tools of one name).
+    roots = {name: tmp_path / f"root{i}" for i, name in enumerate(("my.fs", "my_fs"))}
+    for name, root in roots.items():
+        root.mkdir()
+        (root / "a.txt").write_text(f"in {name}\n")
+    fs = str(server_binary("filesystem"))
+    servers = {name: StdioServer(command=fs, args=[str(root)]) for name, root in roots.items()}  # in code
+    with (tmp_path / "err.log").open("w") as errlog:
+        async with connect(servers, errlog=errlog) as tools:
+            names = [t.name for t in tools]
+            assert tools.failures == [] and len(set(names)) == len(names)
+            assert "mcp__my_fs__read_text_file" in names  # the name sanitising left alone is kept
+            (renamed,) = [t for t in tools if getattr(t, "remote_name", "") == "read_text_file" and t.name != "mcp__my_fs__read_text_file"]  # fmt: skip
+            assert renamed.name.startswith("mcp__my_fs__read_text_file_") and len(renamed.name) <= 64
+            async with connect(servers, errlog=errlog) as again:
+                assert [t.name for t in again] == names  # deterministic
+            from loop.testing import FakeModel, FakeResponse, text, tool_use
+
+            paths = {name: str((root / "a.txt").resolve()) for name, root in roots.items()}
+            model = FakeModel(
+                [
+                    FakeResponse.of(
+                        tool_use(renamed.name, {"path": paths["my.fs"]}),
+                        tool_use("mcp__my_fs__read_text_file", {"path": paths["my_fs"]}),
+                    ),
+                    FakeResponse.of(text("done")),
+                ]
+            )
+            run = loop.query(
+                loop.QueryParams(
+                    "read both",
+                    tools=tools,
+                    deps=loop.LoopDeps(call_model=model),
+                    permissions=PermissionPolicy(mode=PermissionMode.DONT_ASK),
+                )
+            )
+            events = await run_to_end(run)
+    assert run.terminal == Completed("end_turn")
+    assert sorted(e.result["content"] for e in of_type(events, ToolFinished)) == ["in my.fs\n", "in my_fs\n"]
