@@ -8,6 +8,7 @@ Details: docs/internals/loop.md
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -38,6 +39,10 @@ class Run:
         ``None`` otherwise, and until the run completes."""
         self._submitted: list[Message] = []
         self._on_submit: Callable[[], None] | None = None
+        self._stepping: asyncio.Task[Any] | None = None
+        """The task waiting for the next event, while one does."""
+        self._stop: asyncio.Event | None = None
+        """Set by ``aclose`` from another task: that step was cancelled (and it has ended)."""
 
     def submit(self, message: str | Message) -> None:
         """A new user message for the running agent (see the module docstring). Before the run
@@ -69,17 +74,43 @@ class Run:
             if self._closed:
                 raise StopAsyncIteration
             self._events = self._start(self)
-        event = await self._events.__anext__()
+        self._stepping = asyncio.current_task()
+        try:
+            try:
+                event = await self._events.__anext__()
+            except asyncio.CancelledError:
+                if self._stop is None:
+                    raise
+                _uncancel()  # aclose() from another task cancelled this step: the run ends there
+                raise StopAsyncIteration from None
+            finally:
+                self._stepping = None
+            if self._stop is not None:  # the step swallowed the cancellation: end the run now
+                _uncancel()
+                await self._events.aclose()
+                raise StopAsyncIteration
+        finally:
+            if self._stop is not None:
+                self._stop.set()  # the run has settled
         if self._observers:
             notify_event(self._observers, event)
         return event
 
     async def aclose(self) -> None:
-        """Abort the run (a no-op once it has finished)."""
+        """Abort the run (a no-op once it has finished). From another task than the consumer's
+        (a stop button) while the consumer waits for an event, the consumer's step is cancelled:
+        its iteration ends (no ``CancelledError``) and this returns once the run has settled."""
         if self._events is None:
             if not self._closed and self._terminal is None:
                 self.settle(AbortedStreaming(turn=0), initial_state(self.initial_messages, 0.0))
             self._closed = True
+            return
+        stepping = self._stepping
+        if stepping is not None and stepping is not asyncio.current_task():
+            if self._stop is None:
+                self._stop = asyncio.Event()
+                stepping.cancel()
+            await self._stop.wait()
             return
         await self._events.aclose()
 
@@ -127,3 +158,10 @@ class Run:
             self._state = state
             if self._observers:
                 notify_terminal(self._observers, terminal)
+
+
+def _uncancel() -> None:
+    """Take back the cancellation ``aclose`` requested of the consumer's task."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        task.uncancel()

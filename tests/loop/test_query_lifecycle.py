@@ -9,7 +9,7 @@ import pytest
 
 import loop
 from loop.events import StreamEvent, ToolStarted
-from loop.messages import INTERRUPTED_RESULT_TEXT, INTERRUPTION_MESSAGE
+from loop.messages import INTERRUPTED_RESULT_TEXT, INTERRUPTION_MESSAGE, INTERRUPTION_TOOLS_MESSAGE
 from loop.request import ModelRequest
 from loop.testing import FakeModel, FakeResponse, FakeTool, VirtualClock, text, tool_use
 from loop.tools.base import Tool, ToolContext
@@ -195,4 +195,46 @@ async def test_cancelling_the_consumer_while_the_model_streams() -> None:
     assert run.messages == [
         {"role": "user", "content": [{"type": "text", "text": "go"}]},
         {"role": "user", "content": [{"type": "text", "text": INTERRUPTION_MESSAGE}]},  # a hard abort
+    ]
+
+
+async def test_aclose_from_another_task_while_tools_run_is_the_hard_abort() -> None:
+    # A stop button: aclose() raised "asynchronous generator is already running" and the run
+    # went on to complete.
+    fast = FakeTool("fast", result="fast result")
+    slow = Blocking("slow", read_only=True)
+    model = FakeModel([FakeResponse.of(tool_use("fast", {}), tool_use("slow", {}))], then=FakeResponse.of(text("no")))
+    run = loop.query(params(model, [fast, slow]))
+    consumer = asyncio.create_task(run.wait())
+    await slow.started.wait()
+    await run.aclose()
+    assert run.terminal == AbortedTools(turn=1, interrupted_tool_use_ids=("toolu_fake_1_1",))
+    assert await consumer == run.terminal  # its iteration ended, it was not cancelled
+    assert slow.cancelled and model.calls() == 1
+    last = run.messages[-1]["content"]
+    assert last[0] == {"type": "tool_result", "tool_use_id": "toolu_fake_1_0", "content": "fast result"}
+    assert last[1]["is_error"] is True and last[1]["content"] == INTERRUPTED_RESULT_TEXT
+    assert last[2] == {"type": "text", "text": INTERRUPTION_TOOLS_MESSAGE}
+    assert pairing_violations(run.messages) == []
+    await run.aclose()  # again: nothing changes
+    assert [e async for e in run] == []
+
+
+async def test_aclose_from_another_task_while_the_model_streams() -> None:
+    gate = asyncio.Event()
+
+    async def hanging(request: ModelRequest) -> Any:
+        yield FakeResponse.of(text("x")).events()[0]
+        gate.set()
+        await asyncio.Event().wait()
+        yield {}  # pragma: no cover
+
+    run = loop.query(params(hanging))
+    consumer = asyncio.create_task(run.wait())
+    await gate.wait()
+    await run.aclose()
+    assert await consumer == AbortedStreaming(turn=1)
+    assert run.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "user", "content": [{"type": "text", "text": INTERRUPTION_MESSAGE}]},
     ]
