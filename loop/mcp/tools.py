@@ -23,7 +23,14 @@ from pydantic import BaseModel, ConfigDict
 
 from loop.messages import Block, JSONObject
 from loop.tools.base import Tool, ToolContext, ToolError
-from loop.tools.content import IMAGE_MEDIA_TYPES, ToolResultContent, content_text, image_block, text_block
+from loop.tools.content import (
+    IMAGE_MEDIA_TYPES,
+    ToolResultContent,
+    checked_blocks,
+    content_text,
+    image_block,
+    text_block,
+)
 
 from .config import Permission
 
@@ -127,7 +134,7 @@ def result_content(result: mcp_types.CallToolResult) -> ToolResultContent:
         return orjson.dumps(result.structured_content).decode()
     if all(b["type"] == "text" for b in blocks):
         return "\n".join(str(b["text"]) for b in blocks)
-    return blocks
+    return checked_blocks(blocks)
 
 
 def content_blocks(item: mcp_types.ContentBlock) -> list[Block]:

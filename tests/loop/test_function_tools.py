@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import orjson
 import pytest
 from pydantic import BaseModel, Field
 
@@ -27,7 +28,7 @@ from loop.tools import (
     ToolRegistry,
     tool,
 )
-from loop.tools.content import to_content
+from loop.tools.content import EMPTY_RESULT, to_content
 from loop.transitions import Completed
 from tests.loop.support import fake_run, of_type, run_to_end
 
@@ -244,6 +245,51 @@ class Point(BaseModel):
     ],
 )
 def test_return_values_become_tool_result_content(value: Any, expected: Any) -> None:
+    assert to_content(value) == expected
+
+
+@tool(read_only=True)
+def hand_built() -> list[Any]:
+    """Content blocks built by hand, some of them broken."""
+    return [{"type": "text"}, "", {"type": "text", "text": "  "}, {"type": "image", "source": "nope"}, "ok"]
+
+
+async def test_broken_or_empty_result_blocks_never_reach_the_api() -> None:
+    # They were sent verbatim: the API refuses an empty text block ("text content blocks must be
+    # non-empty"), and with it in the history every later request of the session.
+    run, model = fake_run(
+        [FakeResponse.of(tool_use("hand_built", {})), FakeResponse.of(text("ok"))], tools=[hand_built]
+    )
+    await run_to_end(run)
+    assert run.terminal == Completed("end_turn")
+    assert model.requests[1].body["messages"][-1]["content"][0]["content"] == [
+        {"type": "text", "text": '{"type":"text"}'},
+        {"type": "text", "text": '{"type":"image","source":"nope"}'},
+        {"type": "text", "text": "ok"},
+    ]
+
+
+PNG_SOURCE = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"type": "text", "text": ""}, EMPTY_RESULT),
+        (["", {"type": "text", "text": "\n"}], EMPTY_RESULT),
+        ({"type": "text", "text": 3}, [{"type": "text", "text": '{"type":"text","text":3}'}]),
+        ({"type": "image", "source": PNG_SOURCE}, [{"type": "image", "source": PNG_SOURCE}]),
+        (
+            {"type": "image", "source": {**PNG_SOURCE, "media_type": "image/bmp"}},
+            [{"type": "text", "text": orjson.dumps({"type": "image", "source": {**PNG_SOURCE, "media_type": "image/bmp"}}).decode()}],
+        ),
+        ({"type": "image", "source": {"type": "url", "url": "https://x/a.png"}}, [{"type": "image", "source": {"type": "url", "url": "https://x/a.png"}}]),
+        ({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}}, [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}}]),
+        ({"type": "document"}, [{"type": "text", "text": '{"type":"document"}'}]),
+        ({"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": ""}]}, [{"type": "text", "text": '{"type":"search_result","source":"s","title":"t","content":[{"type":"text","text":""}]}'}]),
+    ],
+)  # fmt: skip
+def test_result_blocks_are_checked(value: Any, expected: Any) -> None:
     assert to_content(value) == expected
 
 

@@ -147,6 +147,16 @@ def test_result_content_mapping() -> None:
     assert result_content(texts) == "a\nb"
     structured = mcp_types.CallToolResult(content=[], structured_content={"t": 21.5})
     assert result_content(structured) == '{"t":21.5}'
+    png_only = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(text=""), mcp_types.ImageContent(data=png, mime_type="image/png")]
+    )  # the empty text block was sent, and the API refuses those
+    assert result_content(png_only) == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    ]
+    empty_image = mcp_types.CallToolResult(content=[mcp_types.ImageContent(data="", mime_type="image/png")])
+    assert result_content(empty_image) == [
+        {"type": "text", "text": '{"type":"image","source":{"type":"base64","media_type":"image/png","data":""}}'}
+    ]
 
 
 async def test_a_server_that_cannot_start_is_named(tmp_path: Path) -> None:
