@@ -124,6 +124,15 @@ class TurnAccumulator:
             self._error = error_from_event(event)
         return None
 
+    def _open_text(self) -> dict[int, JSONObject]:
+        found: dict[int, JSONObject] = {}
+        for index, open_block in self._open.items():
+            if open_block.start.get("type") == "text":
+                block, _ = open_block.close()
+                if block is not None and str(block.get("text", "")).strip():
+                    found[index] = block
+        return found
+
     def _close(self, index: int) -> ToolUse | None:
         open_block = self._open.pop(index, None)
         if open_block is None:
@@ -170,9 +179,14 @@ class TurnAccumulator:
             if isinstance(deleted, int):
                 self._cache_deleted = deleted
 
-    def outcome(self) -> TurnOutcome:
+    def outcome(self, *, open_text: bool = False) -> TurnOutcome:
+        """The response so far. ``open_text``: with the text blocks still streaming, as far as
+        they came (a cut text block is a valid one; a cut call or thinking block is not)."""
+        blocks = dict(self._done)
+        if open_text:
+            blocks.update(self._open_text())
         return TurnOutcome(
-            content=tuple(self._done[i] for i in sorted(self._done)),
+            content=tuple(blocks[i] for i in sorted(blocks)),
             stop_reason=self._stop_reason,
             stop_sequence=self._stop_sequence,
             stop_details=self._stop_details,

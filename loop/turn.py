@@ -39,8 +39,11 @@ class Turn:
     recorded: bool = False
     """The state's usage already counts this turn's response (``record_response``)."""
 
-    def partial(self) -> TurnOutcome:
-        return self.outcome if self.outcome is not None else self.accumulator.outcome()
+    def partial(self, *, open_text: bool = False) -> TurnOutcome:
+        """The response as far as it came (``open_text``: see ``TurnAccumulator.outcome``)."""
+        if self.outcome is not None:
+            return self.outcome
+        return self.accumulator.outcome(open_text=open_text)
 
 
 async def aborted(state: LoopState, turn: Turn | None) -> tuple[Terminal, LoopState]:
@@ -69,7 +72,7 @@ async def submit_interrupt(
     new = run.take_submitted()
     transition = SubmitInterrupt(turn.number)
     before = len(state.messages)
-    outcome = turn.partial()
+    outcome = turn.partial(open_text=True)  # what streamed is kept, a text block cut short too
     state = submitted(state, outcome, turn.executor.finished_results(), new, transition)
     turn.settled = True
     for message in state.messages[before : len(state.messages) - len(new)]:

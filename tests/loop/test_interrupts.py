@@ -40,6 +40,31 @@ async def test_a_message_submitted_while_the_model_streams_stops_the_turn_and_go
     assert all(INTERRUPTION_MESSAGE not in texts(m) for m in run.messages)
 
 
+async def test_a_text_block_cut_by_a_submitted_message_is_kept_as_far_as_it_streamed() -> None:
+    # Only finished blocks were kept: the text streaming when the message came was dropped.
+    clock = VirtualClock()
+    run, model = fake_run(
+        [
+            FakeResponse.of(text("done"), text("I will start by reading"), tool_use("build", {})),
+            FakeResponse.of(text("ok, instead")),
+        ],
+        clock=clock,
+        event_delay_s=1.0,
+        prompt_caching=False,
+    )
+    deltas = 0
+    async for event in run:
+        if isinstance(event, StreamEvent) and event.turn == 1 and event.event["type"] == "content_block_delta":
+            deltas += 1
+            if deltas == 3:  # "done", then "I will s" and "tart by " of the second block
+                run.submit("actually, do this instead")
+    assert run.terminal == Completed("end_turn")
+    assert run.state.transitions == (SubmitInterrupt(1),)
+    kept = {"role": "assistant", "content": [{"type": "text", "text": "done"}, {"type": "text", "text": "I will start by "}]}
+    assert model.requests[1].body["messages"][-2:] == [kept, NEW]
+    assert pairing_violations(run.messages) == []
+
+
 async def test_a_message_submitted_while_tools_run_stops_them_at_once() -> None:
     clock = VirtualClock()
     slow = FakeTool("build", read_only=False, duration_s=100.0)
