@@ -3,8 +3,9 @@
 A command runs through ``/bin/sh -c`` in the hooks' working directory, in its own process group,
 with ``CLAUDE_PROJECT_DIR`` set as Claude Code sets it; the input JSON is its stdin. Its exit code
 decides as soon as the shell exits (a background child holding its stdout does not delay it), and
-the group is then killed whole, as at the timeout or a cancellation: nothing it started survives. Timeouts of commands and webhooks are wall-clock (real I/O); a Python callback's
-runs on the loop's injected clock.
+the group is then killed whole, as at the timeout or a cancellation: nothing it started survives.
+Timeouts of commands and webhooks are wall-clock (real I/O); a Python callback's runs on the
+loop's injected clock.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ log = logging.getLogger("switchyard.loop.hooks")
 BLOCKING_EXIT_CODE = 2
 OUTPUT_GRACE_S = 1.0
 """How long the hook's output is still read after its shell exited (and its group was killed)."""
+MAX_OUTPUT_BYTES = 1 << 20
+"""What is kept of each of a hook's stdout and stderr (a hook printing without end is cut here)."""
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -87,8 +90,9 @@ class _CommandProtocol(asyncio.SubprocessProtocol):
         self._open = {1, 2}
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if fd in self.output:
-            self.output[fd] += data.encode() if isinstance(data, str) else data
+        kept = self.output.get(fd)
+        if kept is not None and len(kept) < MAX_OUTPUT_BYTES:  # the rest is read and dropped
+            kept += (data.encode() if isinstance(data, str) else data)[: MAX_OUTPUT_BYTES - len(kept)]
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)

@@ -18,6 +18,7 @@ from loop.hooks.runner import HookRunner
 from loop.hooks.settings import HookEvent
 from loop.messages import Block, tool_result_block
 from loop.outcome import ToolUse
+from loop.tools.content import checked_blocks
 from loop.tools.dispatcher import PreparedCall, ToolDispatcher
 from loop.tools.permissions import (
     PermissionCallback,
@@ -149,7 +150,10 @@ class HookedDispatcher(ToolDispatcher):
         content = block.get("content")
         if answer.updated_output is not None:
             replaced = answer.updated_output
-            content = replaced if isinstance(replaced, str | list) else orjson.dumps(replaced).decode()
+            if isinstance(replaced, list):  # blocks from a hook are checked as a tool's are
+                content = checked_blocks(replaced)
+            else:
+                content = replaced if isinstance(replaced, str) else orjson.dumps(replaced).decode()
         notes = [
             text for text in (answer.reason if answer.blocked else "", answer.additional_context) if text
         ]

@@ -486,3 +486,16 @@ async def test_session_end_runs_when_the_run_is_aborted() -> None:
         async for _event in run:
             break
     assert run.terminal == loop.AbortedStreaming(turn=1) and ended == ["other"]
+
+
+async def test_blocks_a_post_tool_use_hook_substitutes_are_checked(tmp_path: Path) -> None:
+    """A hook's replacement blocks enter the history as a tool's would: an empty text block (the
+    API refuses it) is dropped, a block missing its text is sent as its JSON."""
+    output = '[{"type": "text", "text": ""}, {"type": "text"}, {"type": "text", "text": "kept"}]'
+    replace = script(tmp_path, "replace.sh",
+                     f"""echo '{{"hookSpecificOutput": {{"hookEventName": "PostToolUse", "updatedMCPToolOutput": {output}}}}}'\n""")  # fmt: skip
+    hooks = {"PostToolUse": [{"matcher": "read", "hooks": [{"type": "command", "command": replace}]}]}
+    run, _ = hooked_run(tool_script(), hooks, tools=(FakeTool("write", read_only=False), FakeTool("read")))
+    await run.wait()
+    content = results(run)["toolu_fake_1_1"]["content"]
+    assert content == [{"type": "text", "text": '{"type":"text"}'}, {"type": "text", "text": "kept"}]
