@@ -499,3 +499,18 @@ async def test_blocks_a_post_tool_use_hook_substitutes_are_checked(tmp_path: Pat
     await run.wait()
     content = results(run)["toolu_fake_1_1"]["content"]
     assert content == [{"type": "text", "text": '{"type":"text"}'}, {"type": "text", "text": "kept"}]
+
+
+async def test_a_command_hooks_output_is_kept_to_a_bound(tmp_path: Path) -> None:
+    """A hook printing without end is read to its exit and cut at ``MAX_OUTPUT_BYTES`` per stream:
+    a JSON answer longer than that arrives cut (and is reported as invalid), memory stays bounded."""
+    from loop.hooks.handlers import MAX_OUTPUT_BYTES, run_command
+    from loop.hooks.settings import CommandHook
+
+    size = MAX_OUTPUT_BYTES + 4096
+    command = f"""printf '{{"systemMessage": "'; head -c {size} /dev/zero | tr '\\0' a; printf '"}}'"""
+    answer = await run_command(CommandHook(command=command), b"{}", cwd=str(tmp_path), timeout_s=20)
+    assert answer.error is not None and "invalid JSON" in answer.error
+    small = f"""printf '{{"systemMessage": "'; head -c 1000 /dev/zero | tr '\\0' a; printf '"}}'"""
+    answer = await run_command(CommandHook(command=small), b"{}", cwd=str(tmp_path), timeout_s=20)
+    assert not answer.error and answer.system_message == "a" * 1000
