@@ -511,6 +511,6 @@ async def test_a_command_hooks_output_is_kept_to_a_bound(tmp_path: Path) -> None
     command = f"""printf '{{"systemMessage": "'; head -c {size} /dev/zero | tr '\\0' a; printf '"}}'"""
     answer = await run_command(CommandHook(command=command), b"{}", cwd=str(tmp_path), timeout_s=20)
     assert answer.error is not None and "invalid JSON" in answer.error
-    small = f"""printf '{{"systemMessage": "'; head -c 1000 /dev/zero | tr '\\0' a; printf '"}}'"""
+    small = """printf '{"systemMessage": "'; head -c 1000 /dev/zero | tr '\\0' a; printf '"}'"""
     answer = await run_command(CommandHook(command=small), b"{}", cwd=str(tmp_path), timeout_s=20)
     assert not answer.error and answer.system_message == "a" * 1000
