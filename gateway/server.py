@@ -188,7 +188,7 @@ class Gateway:
             metrics.inflight_requests.dec()
             if cache_context is not None:
                 outcome.cache_break_reason = self.cache.after(
-                    cache_context, outcome.usage, outcome.status, provider
+                    cache_context, outcome.usage, outcome.status, provider, served_model=outcome.model_fallback
                 )
 
     def count_dropped_betas(self, prepared: PreparedRequest, provider: str) -> None:

@@ -9,6 +9,7 @@ Details: docs/internals/gateway-cache.md
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -133,16 +134,28 @@ class CachePipeline:
         return client.with_payload(result.payload) if result.changed else client
 
     def after(
-        self, context: CacheContext, usage: Usage, status: int, provider: str, *, moved: bool = False
+        self,
+        context: CacheContext,
+        usage: Usage,
+        status: int,
+        provider: str,
+        *,
+        moved: bool = False,
+        served_model: str | None = None,
     ) -> str | None:
         """Classify a cache break (``None`` when there was none) and record the request's cache use.
 
         ``moved``: the request went to another upstream than the session's last one (several
-        upstreams): a break is then ``upstream_changed``, whatever else differs."""
-        if status != 200 or context.session_id is None or context.hashes is None:
+        upstreams): a break is then ``upstream_changed``, whatever else differs. ``served_model``:
+        the model that answered when it was not the request's (a model fallback): its cache is the
+        one read and written."""
+        hashes, session_id = context.hashes, context.session_id
+        if status != 200 or session_id is None or hashes is None:
             return None
         now = self.clock()
-        reason = classify(context.previous, context.hashes, usage, now)
+        if served_model is not None and served_model != hashes.model:
+            hashes = dataclasses.replace(hashes, model=served_model)
+        reason = classify(context.previous, hashes, usage, now)
         if moved and reason is not None and reason is not BreakReason.FIRST_REQUEST:
             reason = BreakReason.UPSTREAM_CHANGED
         record: BreakRecord | None = None
@@ -171,7 +184,7 @@ class CachePipeline:
                     ).decode()
                 )
         cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
-        request = PreviousRequest(context.hashes, context.at, cached) if context.hashes.ttls else None
+        request = PreviousRequest(hashes, context.at, cached) if hashes.ttls else None
         if request is not None or record is not None:
-            self._store.finish(context.team, context.session_id, request, record)
+            self._store.finish(context.team, session_id, request, record)
         return reason.value if reason is not None else None

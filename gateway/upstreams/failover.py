@@ -269,7 +269,8 @@ class UpstreamSet:
             if context is not None and served is not None:
                 moved = plan.home is not None and served.name != plan.home
                 outcome.cache_break_reason = reason_after = served.cache.after(
-                    context, outcome.usage, outcome.status, served.kind.value, moved=moved
+                    context, outcome.usage, outcome.status, served.kind.value, moved=moved,
+                    served_model=outcome.model_fallback,
                 )
                 if reason_after == "upstream_changed":
                     self.metrics.move_writes.labels(served.name).inc(

@@ -182,3 +182,32 @@ async def test_cloud_captures_through_their_upstream(
         upstream = stack.model_requests()
         assert_prefix_kept([r.json() for r in upstream], [r.body for r in upstream])
         assert stack.breaks() == {"first_request": 1}
+
+
+async def test_a_turn_served_by_the_fallback_model_is_a_model_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two 529s on the session's model send turn 3 to the fallback model, whose cache holds none
+    of the prefix; turn 4 is back on the first model. Both reads fall short because the serving
+    model changed: ``model_changed`` twice (the break was ``unknown``, the hashes being those of
+    the model the client asked for)."""
+    async with cache_stack(
+        "anthropic",
+        tmp_path,
+        monkeypatch,
+        GATEWAY_MAX_RETRIES="3",
+        GATEWAY_CLIENT_RETRYING_MAX_RETRIES="3",
+        GATEWAY_FALLBACK_MODEL="claude-sonnet-4-5",
+        GATEWAY_FALLBACK_AFTER_OVERLOADS="2",
+    ) as stack:
+        first, second, third = claude_code_session("fallback")
+        one, two = await stack.send(first), await stack.send(second)
+        assert (one.status, two.status) == (200, 200) and two.read == one.cached
+        overloaded = third.copy()
+        overloaded.set_header("x-emulator-fault", "model=claude-opus-4-8,fail_first=2:529,retry_after_ms=1")
+        three = await stack.send(overloaded)
+        assert three.headers.get("x-gateway-model-fallback") == "claude-sonnet-4-5"
+        assert three.read < two.cached  # the fallback model's cache held none of it
+        four = await stack.send(third.copy())
+        assert four.status == 200 and not four.headers.get("x-gateway-model-fallback")
+        assert stack.breaks() == {"first_request": 1, "model_changed": 2}
