@@ -1,8 +1,10 @@
 """Cache-break detection: when an upstream reads less from the cache than the session's unchanged
 prefix should have earned, say why.
 
-The first segment that differs from the session's previous request names the break (a fixed
-set of reason words, listed in the design document; they are metric labels).
+The first segment that differs from the previous request of the same conversation names the break
+(a fixed set of reason words, listed in the design document; they are metric labels). A session
+may hold several conversations (Claude Code's side requests and sub-agents share its session id):
+a request is compared with its own conversation's last request (``conversation_record``).
 
 Details: docs/internals/gateway-cache.md
 """
@@ -10,6 +12,7 @@ Details: docs/internals/gateway-cache.md
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,3 +100,19 @@ def classify(
     if now - previous.at > longest:
         return BreakReason.TTL_EXPIRED
     return BreakReason.UNKNOWN
+
+
+def conversation_record(records: Sequence[PreviousRequest], current: PrefixHashes) -> PreviousRequest | None:
+    """The last request of ``current``'s conversation among a session's recent ones (most recent
+    first), ``None`` for a new conversation. Of one conversation: the same static system prompt and
+    tools (a compaction replaces the first message, keeps those), or the same first message with
+    one of them (the tools or the system prompt changed mid-conversation). Side calls and sub-agents
+    have a system prompt and tools of their own, though their first message may be the main one's."""
+    for record in records:
+        hashes = record.hashes
+        same_system, same_tools = hashes.system_static == current.system_static, hashes.tools == current.tools
+        if same_system and same_tools:
+            return record
+        if (same_system or same_tools) and hashes.first_message == current.first_message:
+            return record
+    return None

@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 import orjson
 
-from gateway.cache.breaks import BreakReason, BreakRecord, PreviousRequest, classify
+from gateway.cache.breaks import BreakReason, BreakRecord, PreviousRequest, classify, conversation_record
 from gateway.cache.history import scan_messages
 from gateway.cache.latches import DEFAULT_LATCHED_BETAS, Latches, merged_betas, observe
 from gateway.cache.normalise import CacheRules, normalise
 from gateway.cache.prefix import PrefixHashes, prefix_hashes
-from gateway.cache.session_store import MemorySessionStore, Quota, SessionStore
+from gateway.cache.session_store import MemorySessionStore, Quota, SessionStore, SessionView
 from gateway.providers.base import ClientRequest
 from gateway.providers.betas import request_betas
 from gateway.redis_link import RedisLink
@@ -40,6 +40,7 @@ class CacheContext:
     session_id: str | None
     hashes: PrefixHashes | None  # None without a session: nothing to compare them with
     previous: PreviousRequest | None
+    earlier: tuple[PreviousRequest, ...]  # the session's other conversations' last requests
     latches: Latches
     notes: tuple[str, ...]
     at: float  # when ``before`` ran (wall-clock seconds of the pipeline's clock)
@@ -96,7 +97,8 @@ class CachePipeline:
         previous: PreviousRequest | None = None
         # one look at the messages: which can hold a marker, and the history the session's last
         # request already sent (this replica's record of it says how long it was)
-        scan = scan_messages(client.payload, self._settled(team, session_id))
+        view = self._store.view(team, session_id) if session_id is not None else None
+        scan = scan_messages(client.payload, _settled(view))
         if session_id is not None:
             observed = observe(client.payload, betas, self._latchable, messages=scan.marked)
             latches, previous = await self._store.begin(team, session_id, observed)
@@ -117,15 +119,9 @@ class CachePipeline:
                 previous=previous.hashes if previous is not None else None,
                 scan=scan,
             )
-        return updated, CacheContext(team, session_id, hashes, previous, latches, tuple(result.notes), now)
-
-    def _settled(self, team: str, session_id: str | None) -> int | None:
-        """How many leading messages this request shares with the session's last one if its
-        history only grew (what the history check of that request covers: all but its last)."""
-        view = self._store.view(team, session_id) if session_id is not None else None
-        if view is None or view.previous is None or not view.previous.hashes.history_check:
-            return None
-        return len(view.previous.hashes.messages) - 1
+        earlier = view.earlier if view is not None else ()
+        notes = tuple(result.notes)
+        return updated, CacheContext(team, session_id, hashes, previous, earlier, latches, notes, now)
 
     def normalise_only(self, client: ClientRequest) -> ClientRequest:
         """count_tokens: the same cache_control rules, without touching the session's latches."""
@@ -155,7 +151,9 @@ class CachePipeline:
         now = self.clock()
         if served_model is not None and served_model != hashes.model:
             hashes = dataclasses.replace(hashes, model=served_model)
-        reason = classify(context.previous, hashes, usage, now)
+        records = (context.previous, *context.earlier) if context.previous is not None else context.earlier
+        previous = conversation_record(records, hashes)  # None: the first of a new conversation
+        reason = classify(previous, hashes, usage, now)
         if moved and reason is not None and reason is not BreakReason.FIRST_REQUEST:
             reason = BreakReason.UPSTREAM_CHANGED
         record: BreakRecord | None = None
@@ -165,7 +163,7 @@ class CachePipeline:
                 now,
                 reason.value,
                 usage.cache_read_input_tokens,
-                context.previous.cached if context.previous else None,
+                previous.cached if previous else None,
                 usage.cache_miss_reason,
             )
             if reason is not BreakReason.FIRST_REQUEST:
@@ -185,6 +183,17 @@ class CachePipeline:
                 )
         cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         request = PreviousRequest(hashes, context.at, cached) if hashes.ttls else None
+        earlier = None
+        if request is not None and records:  # the other conversations': all but this one's
+            earlier = tuple(dict.fromkeys(r for r in records if r != previous))
         if request is not None or record is not None:
-            self._store.finish(context.team, session_id, request, record)
+            self._store.finish(context.team, session_id, request, record, earlier)
         return reason.value if reason is not None else None
+
+
+def _settled(view: SessionView | None) -> int | None:
+    """How many leading messages this request shares with the session's last one if its history
+    only grew (what the history check of that request covers: all but its last)."""
+    if view is None or view.previous is None or not view.previous.hashes.history_check:
+        return None
+    return len(view.previous.hashes.messages) - 1

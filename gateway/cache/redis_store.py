@@ -103,9 +103,14 @@ class RedisSessionStore(SessionStore):
         return merge_latches(latches, local_latches), previous if previous is not None else local_previous
 
     def finish(
-        self, team: str, session_id: str, request: PreviousRequest | None, break_record: BreakRecord | None
+        self,
+        team: str,
+        session_id: str,
+        request: PreviousRequest | None,
+        break_record: BreakRecord | None,
+        earlier: tuple[PreviousRequest, ...] | None = None,
     ) -> None:
-        self._local.finish(team, session_id, request, break_record)
+        self._local.finish(team, session_id, request, break_record, earlier)  # (other conversations: local)
         if request is None or not self._link.available():
             return
         key, _ = session_keys(team, session_id)
@@ -140,7 +145,7 @@ class RedisSessionStore(SessionStore):
         view = (
             SessionView()
             if local is None
-            else SessionView(local.latches, local.previous, local.recent_breaks, local.touched)
+            else SessionView(local.latches, local.previous, local.recent_breaks, local.touched, local.earlier)
         )
         key, betas_key = session_keys(team, session_id)
 

@@ -21,6 +21,7 @@ from gateway.cache.breaks import BreakRecord, PreviousRequest
 from gateway.cache.latches import Latches
 
 RECENT_BREAKS: Final = 20
+RECENT_CONVERSATIONS: Final = 4  # last requests kept per session: its own and three other conversations
 SHARED_VALUES: Final = 4096  # distinct shared values kept before the table starts over
 
 T = TypeVar("T", bound=Hashable)
@@ -32,6 +33,8 @@ class SessionView:
     previous: PreviousRequest | None = None
     recent_breaks: tuple[BreakRecord, ...] = ()
     touched: float = 0.0
+    # the last requests of the session's other conversations, most recent first (this replica's)
+    earlier: tuple[PreviousRequest, ...] = ()
 
 
 def merge_latches(current: Latches, observed: Latches) -> Latches:
@@ -88,10 +91,16 @@ class SessionStore(ABC):
 
     @abstractmethod
     def finish(
-        self, team: str, session_id: str, request: PreviousRequest | None, break_record: BreakRecord | None
+        self,
+        team: str,
+        session_id: str,
+        request: PreviousRequest | None,
+        break_record: BreakRecord | None,
+        earlier: tuple[PreviousRequest, ...] | None = None,
     ) -> None:
         """Record what the request sent and left in the cache (``None``: keep the previous
-        record), and its cache break, if any."""
+        record), its cache break, if any, and the other conversations' last requests (``None``:
+        unchanged)."""
 
     @abstractmethod
     def view(self, team: str, session_id: str) -> SessionView | None:
@@ -198,7 +207,11 @@ class MemorySessionStore(SessionStore):
         view = self._get(team, session_id)
         view.latches = self.shared.get(merge_latches(latches, view.latches))
         if previous is not None:
-            view.previous = self.shared.request(previous)
+            adopted = self.shared.request(previous)
+            if view.previous is not None and view.previous != adopted:  # ours may be another conversation's
+                others = (view.previous, *view.earlier)
+                view.earlier = tuple(dict.fromkeys(r for r in others if r != adopted))[: RECENT_CONVERSATIONS - 1]
+            view.previous = adopted
 
     async def begin(
         self, team: str, session_id: str, observed: Latches
@@ -206,7 +219,12 @@ class MemorySessionStore(SessionStore):
         return self.merge(team, session_id, observed)
 
     def finish(
-        self, team: str, session_id: str, request: PreviousRequest | None, break_record: BreakRecord | None
+        self,
+        team: str,
+        session_id: str,
+        request: PreviousRequest | None,
+        break_record: BreakRecord | None,
+        earlier: tuple[PreviousRequest, ...] | None = None,
     ) -> None:
         sessions = self._teams.get(team)
         view = sessions.get(session_id) if sessions is not None else None
@@ -214,6 +232,8 @@ class MemorySessionStore(SessionStore):
             return
         if request is not None:
             view.previous = self.shared.request(request)
+        if earlier is not None:
+            view.earlier = earlier[: RECENT_CONVERSATIONS - 1]
         if break_record is not None:
             view.recent_breaks = (*view.recent_breaks[1 - RECENT_BREAKS :], break_record)
 

@@ -211,3 +211,36 @@ async def test_a_turn_served_by_the_fallback_model_is_a_model_change(
         four = await stack.send(third.copy())
         assert four.status == 200 and not four.headers.get("x-gateway-model-fallback")
         assert stack.breaks() == {"first_request": 1, "model_changed": 2}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock"])
+async def test_two_conversations_in_one_session_are_compared_each_with_its_own(
+    provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code's side calls and sub-agents carry the main conversation's session id (captures
+    074/075 share one) with their own system prompt and tools. Interleaved, each conversation's
+    turn reads all its own last turn cached: no break; the side conversation's first turn is its
+    own first request (it was compared with the main conversation's and called a break)."""
+    async with cache_stack(provider, tmp_path, monkeypatch) as stack:
+        main_1, main_2, main_3 = claude_code_session("both")
+        side_1 = Turn.load("075_cc_interactive_turn1").with_session("both")
+        side_2 = side_1.copy()
+        del side_2.body["messages"][0]["content"][-1]["cache_control"]
+        side_2.body["messages"] += [
+            {"role": "assistant", "content": [{"type": "text", "text": "Echo: ok"}]},
+            {"role": "user", "content": [{"type": "text", "text": "and then?", "cache_control": {"type": "ephemeral"}}]},
+        ]
+        answers: dict[str, list[Answer]] = {"main": [], "side": []}
+        for name, turn in (("main", main_1), ("side", side_1), ("main", main_2), ("side", side_2), ("main", main_3)):
+            answer = await stack.send(turn)
+            assert answer.status == 200, answer.body[:300]
+            answers[name].append(answer)
+        for turns in answers.values():  # the upstream: no cache broke
+            for before, after in itertools.pairwise(turns):
+                assert after.read == before.cached
+        firsts = sum(1 for turns in answers.values() if turns[0].read == 0)
+        assert stack.breaks() == {"first_request": firsts}
+        status, view = await stack.session("both")
+        assert (status == 200 and view["recent_breaks"] == []) or all(
+            b["reason"] == "first_request" for b in view["recent_breaks"]
+        )

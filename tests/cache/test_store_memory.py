@@ -179,3 +179,18 @@ def test_the_shared_table_is_bounded() -> None:
     for i in range(10):
         shared.get(f"distinct-{i}")
     assert len(shared) <= 3
+
+
+async def test_another_replicas_last_request_keeps_ours_among_the_other_conversations() -> None:
+    """Adopting the fleet's last request (Redis: another replica served the session last) keeps
+    this replica's own last request among the session's other conversations, bounded."""
+    store = MemorySessionStore(10, 3600, clock=lambda: 10.0)
+    await store.begin(TEAM, "s", Latches())
+    store.finish(TEAM, "s", record(1.0), None)
+    for at in (2.0, 3.0, 4.0, 5.0):
+        store.adopt(TEAM, "s", Latches(), record(at))
+    view = store.view(TEAM, "s")
+    assert view is not None and view.previous == record(5.0)
+    assert view.earlier == (record(4.0), record(3.0), record(2.0))  # the last three others
+    store.adopt(TEAM, "s", Latches(), record(5.0))  # the same record again: nothing moves
+    assert view.earlier == (record(4.0), record(3.0), record(2.0))
