@@ -146,6 +146,9 @@ def describe(exc: ValidationError, source: str) -> list[str]:
     return lines
 
 
+MAX_SAFE_INTEGER = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER: Claude Code reads these settings
+
+
 def _json_problems(value: Any, where: str) -> list[str]:
     """Where ``value`` is not JSON the checksum can be taken over (string keys, finite numbers):
     ``<path>: <problem>``, naming the type found, never the value."""
@@ -161,6 +164,10 @@ def _json_problems(value: Any, where: str) -> list[str]:
         return [line for index, item in enumerate(value) for line in _json_problems(item, f"{where}.{index}")]
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{where}: not a finite number"]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        # (YAML reads 0x... of any length) past 2**53 a client's JSON (JavaScript) changes it, and
+        # Python's refuses integers of over 4,300 digits
+        return [f"{where}: an integer beyond 2**53; quote it to make it a string"]
     if value is None or isinstance(value, str | int | float):  # bool is an int
         return []
     return [f"{where}: not a JSON value ({type(value).__name__}); quote it to make it a string"]

@@ -129,6 +129,10 @@ def test_no_file_is_the_default_policy() -> None:
         ("users: [{user: u, managed_settings: {a: [1, .nan]}}]", "policy.yaml: users.0.managed_settings.a.1: not a finite"),
         ("groups: [{group: g, managed_settings: {b: !!binary aGk=}}]", "policy.yaml: groups.0.managed_settings.b: not a JSON"),
         ("base: {managed_settings: {s: !!set {x}}}", "policy.yaml: base.managed_settings.s: not a JSON value (set)"),
+        (  # YAML reads hex of any length: the checksum's JSON would refuse it on every request
+            "base: {managed_settings: {env: {N: 0x" + "f" * 4000 + "}}}",
+            "policy.yaml: base.managed_settings.env.N: an integer beyond 2**53",
+        ),
         ("base: {managed_settings: {env: {1: x}}}", "policy.yaml: base.managed_settings.env: a key is not a string (int)"),
         ("groups: [{group: a, pool: {daily_usd: yes}}]", "policy.yaml: groups.0.pool.daily_usd: Input should be a number, not a boolean"),
     ],
