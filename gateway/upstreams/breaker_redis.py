@@ -2,8 +2,8 @@
 and the half-open probe slots are the fleet's (``half_open_probes`` in all, not per replica).
 
 Keys per upstream: ``switchyard:upstreams:breaker:<name>:failures`` (sorted set),
-``...:open_until`` (wall-clock seconds) and ``...:probes`` (sorted set of the slots taken, scored
-by their expiry). ``sync`` reads every ``open_until`` (one ``MGET``) at most every ``sync_s``; a
+``...:open_until`` (wall-clock seconds), ``...:probes`` (sorted set of the slots taken, scored
+by their expiry) and ``...:closed_at`` (when the fleet last closed it). ``sync`` reads every ``open_until`` (one ``MGET``) at most every ``sync_s``; a
 probe slot is taken by one Lua script (one round trip) and expires after ``probe_slot_s``. A
 circuit opened or closed while Redis was away is written back when Redis answers again, unless the
 fleet's record is newer (a replica's breaker does not lose what it learnt during the outage).
@@ -46,6 +46,11 @@ def breaker_keys(name: str) -> tuple[str, str]:
 
 def probes_key(name: str) -> str:
     return f"{KEY_PREFIX}breaker:{name}:probes"
+
+
+def closed_key(name: str) -> str:
+    """When the fleet last closed the circuit (a close is otherwise only a missing ``open_until``)."""
+    return f"{KEY_PREFIX}breaker:{name}:closed_at"
 
 
 class RedisBreakerBoard(BreakerBoard):
@@ -99,10 +104,15 @@ class RedisBreakerBoard(BreakerBoard):
 
     async def _shared_close(self, name: str) -> None:
         failures, open_until = breaker_keys(name)
-        reply = await self._shared.run(
-            "breaker close", lambda: self._shared.redis.delete(open_until, failures, probes_key(name))
-        )
-        self._written(name, reply, None)
+        now = self.clock()
+
+        async def write() -> Any:
+            pipe = self._shared.redis.pipeline(transaction=True)
+            pipe.delete(open_until, failures, probes_key(name))
+            pipe.set(closed_key(name), repr(now), px=self._ttl_ms)
+            return await pipe.execute()
+
+        self._written(name, await self._shared.run("breaker close", write), None)
 
     def _written(self, name: str, reply: Any, open_until: float | None) -> None:
         if reply is None:  # Redis is away: the fleet learns it when it is back (``_reconcile``)
@@ -121,8 +131,15 @@ class RedisBreakerBoard(BreakerBoard):
             return False
         if until is None:  # closed here: stale if Redis's open period began before that
             newer = shared_until is not None and shared_until - self.options.open_s < at
-        else:  # opened here: unknown to Redis, or Redis's period ends sooner
-            newer = shared_until is None or shared_until < until
+        elif shared_until is not None:  # opened here, and in Redis: the period that ends later
+            newer = shared_until < until
+        else:  # opened here, closed in Redis (or never opened there): unless the fleet closed it since
+            closed: Any = await self._shared.run("breaker sync", lambda: self._shared.redis.get(closed_key(name)))
+            try:
+                closed_at = None if closed is None else float(closed)
+            except ValueError:
+                closed_at = None
+            newer = closed_at is None or closed_at < until - self.options.open_s
         if not newer:
             del self._unsynced[name]
             return False

@@ -149,3 +149,26 @@ async def test_a_breaker_closed_while_redis_was_away_does_not_reopen(redis_serve
         await b.failure("up")  # the fleet opens it anew after the outage: that record wins
         await a.sync()
         assert a.state("up") is BreakerState.OPEN
+
+
+async def test_an_open_period_from_the_outage_does_not_undo_the_fleets_later_close(
+    redis_server: RedisServer,
+) -> None:
+    """A alone lost Redis and opened the circuit; B opened it too, probed and closed it. A's open
+    (older than B's close, which Redis records) is dropped when A is back: B stays closed."""
+    clock, backoff = Clock(), Clock()
+    async with _links(redis_server, backoff) as (link_a, link_b):
+        a = RedisBreakerBoard(["up"], OPTIONS, link_a, sync_s=0, clock=clock)
+        b = RedisBreakerBoard(["up"], OPTIONS, link_b, sync_s=0, clock=clock)
+        with _frozen(redis_server):
+            await a.failure("up")  # A alone: open until t0+120, not written
+        clock.now += 1
+        await b.failure("up")
+        clock.now += 125
+        assert await b.acquire("up")
+        await b.success("up")  # closed by the fleet at t0+126, after A's open
+        clock.now += 300
+        backoff.now += 600
+        await a.sync()
+        await b.sync()
+        assert a.state("up") is b.state("up") is BreakerState.CLOSED
