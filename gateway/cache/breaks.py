@@ -102,17 +102,50 @@ def classify(
     return BreakReason.UNKNOWN
 
 
-def conversation_record(records: Sequence[PreviousRequest], current: PrefixHashes) -> PreviousRequest | None:
+def conversation_record(
+    records: Sequence[PreviousRequest], current: PrefixHashes
+) -> tuple[PreviousRequest | None, bool]:
     """The last request of ``current``'s conversation among a session's recent ones (most recent
-    first), ``None`` for a new conversation. Of one conversation: the same static system prompt and
-    tools (a compaction replaces the first message, keeps those), or the same first message with
-    one of them (the tools or the system prompt changed mid-conversation). Side calls and sub-agents
-    have a system prompt and tools of their own, though their first message may be the main one's."""
-    for record in records:
+    first), ``None`` for a new conversation. Best first: the same static system prompt and tools
+    and first message (parallel sub-agents of one kind differ in their first message); a history
+    that continues (two messages shared, or all of the record's); the same system prompt and tools
+    (a compaction replaced the first message); the same first message and one of them. The
+    longest shared history, then the most recent, decides among equals. Side calls and sub-agents
+    have a system prompt and tools of their own, though their first message may be the main one's.
+
+    Also whether ``current`` surely continues that conversation (its record is then replaced): a
+    match by system prompt and tools alone may be a compaction or another sub-agent of that kind
+    starting (told apart by nothing in the request), so that record is kept too."""
+    best: PreviousRequest | None = None
+    best_key: tuple[int, int, int] | None = None
+    for age, record in enumerate(records):
         hashes = record.hashes
-        same_system, same_tools = hashes.system_static == current.system_static, hashes.tools == current.tools
-        if same_system and same_tools:
-            return record
-        if (same_system or same_tools) and hashes.first_message == current.first_message:
-            return record
-    return None
+        same_agent = hashes.system_static == current.system_static and hashes.tools == current.tools
+        shared = _shared_messages(hashes.messages, current.messages)
+        if same_agent and shared >= 1:
+            rank = 4
+        elif shared >= 2 or 1 <= shared == len(hashes.messages):
+            rank = 3
+        elif same_agent:
+            rank = 2
+        elif shared >= 1 and (hashes.system_static == current.system_static or hashes.tools == current.tools):
+            rank = 1
+        else:
+            continue
+        key = (rank, shared, -age)
+        if best_key is None or key > best_key:
+            best, best_key = record, key
+    return best, best_key is not None and best_key[0] != 2
+
+
+def _shared_messages(previous: tuple[str, ...], current: tuple[str, ...]) -> int:
+    """How many leading messages two requests share (their hashes are cumulative: equal at ``i``
+    means equal up to ``i``), by bisection."""
+    low, high = 0, min(len(previous), len(current))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if previous[middle - 1] == current[middle - 1]:
+            low = middle
+        else:
+            high = middle - 1
+    return low

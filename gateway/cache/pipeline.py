@@ -152,7 +152,7 @@ class CachePipeline:
         if served_model is not None and served_model != hashes.model:
             hashes = dataclasses.replace(hashes, model=served_model)
         records = (context.previous, *context.earlier) if context.previous is not None else context.earlier
-        previous = conversation_record(records, hashes)  # None: the first of a new conversation
+        previous, continues = conversation_record(records, hashes)  # None: a new conversation's first
         reason = classify(previous, hashes, usage, now)
         if moved and reason is not None and reason is not BreakReason.FIRST_REQUEST:
             reason = BreakReason.UPSTREAM_CHANGED
@@ -185,7 +185,7 @@ class CachePipeline:
         request = PreviousRequest(hashes, context.at, cached) if hashes.ttls else None
         earlier = None
         if request is not None and records:  # the other conversations': all but this one's
-            earlier = tuple(dict.fromkeys(r for r in records if r != previous))
+            earlier = tuple(dict.fromkeys(r for r in records if not (continues and r == previous)))
         if request is not None or record is not None:
             self._store.finish(context.team, session_id, request, record, earlier)
         return reason.value if reason is not None else None
