@@ -1,13 +1,15 @@
-"""Session placement: which upstream holds a session's prompt cache.
+"""Session placement: which upstream holds a session's prompt cache, and which provider produced
+its conversations' thinking.
 
-A session (the id of :mod:`gateway.session_ids`, per team) is placed on the upstream that served it
-last, with the time of that request. The map is bounded (least recently used sessions go first,
-and a placement idle for ``idle_s`` expires). With Redis configured the placements are shared by
-every replica (``switchyard:upstreams:placement:<team>:<route>:<session id>`` hash ``upstream``,
-``at``, ``foreign``;
-expiring after ``idle_s``), with the local map as the fallback when Redis is unavailable. A
-placement made while Redis was away stays the replica's own until Redis is back: then the newer of
-it and Redis's record wins, and a newer local one is written back.
+A session (the id of :mod:`gateway.session_ids`, per team) is placed, per route, on the upstream that
+served it last, with the time of that request; a conversation of it (``h:<first message>:<session
+id>``) records the provider kind of its last answer and how many leading messages came from others
+(``foreign``). Both are slots of one map, bounded (least recently used first, per team; idle for
+``idle_s``: expired). With Redis configured the slots are shared by every replica
+(``switchyard:upstreams:placement:<team>:<slot>`` hash ``upstream``, ``at``, ``foreign``; expiring
+after ``idle_s``; several read or written in one round trip), with the local map as the fallback
+when Redis is unavailable. A slot written while Redis was away stays the replica's own until Redis
+is back: then the newer of it and Redis's record wins, and a newer local one is written back.
 """
 
 from __future__ import annotations
@@ -17,21 +19,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 from urllib.parse import quote
 
 from gateway.redis_link import RedisLink
 from gateway.upstreams.shared import KEY_PREFIX
 
-ALL_MESSAGES: Final = 1 << 62  # ``Placement.foreign`` for "every message"
-
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    upstream: str
+    upstream: str  # a route slot: the upstream's name; a conversation slot: the provider kind
     at: float  # wall-clock seconds of the last request it served
-    # how many leading messages of its history may hold thinking another provider signed (it moved
-    # between providers, or was resumed unknown on a route over several): 0 for none
+    # a conversation slot: how many of its leading messages may hold thinking another provider
+    # than ``upstream`` signed (it moved between providers, or was resumed unknown)
     foreign: int = 0
 
 
@@ -71,10 +71,18 @@ class PlacementMap:
         return placement
 
     async def get(self, team: str, session_id: str) -> Placement | None:
-        return self.local(team, session_id)
+        return (await self.get_many(team, (session_id,)))[0]
+
+    async def get_many(self, team: str, slots: tuple[str, ...]) -> list[Placement | None]:
+        """The placements of several of a team's slots (one round trip with Redis)."""
+        return [self.local(team, slot) for slot in slots]
 
     async def put(self, team: str, session_id: str, placement: Placement) -> None:
-        self._remember(team, session_id, placement)
+        await self.put_many(team, ((session_id, placement),))
+
+    async def put_many(self, team: str, placed: tuple[tuple[str, Placement], ...]) -> None:
+        for slot, placement in placed:
+            self._remember(team, slot, placement)
 
     def _remember(self, team: str, session_id: str, placement: Placement) -> None:
         key = (team, session_id)
@@ -123,55 +131,63 @@ class RedisPlacementMap(PlacementMap):
         # placements whose write to Redis failed (Redis was away): newer than what Redis holds
         self._unsynced: set[tuple[str, str]] = set()
 
-    async def get(self, team: str, session_id: str) -> Placement | None:
-        key = placement_key(team, session_id)
-        fields: Any = await self._shared.run(
-            "placement read", lambda: self._shared.redis.hmget(key, "upstream", "at", "foreign", "mixed")
-        )
-        if fields is None:
-            return self.local(team, session_id)
-        upstream, at, foreign, mixed = fields
+    async def get_many(self, team: str, slots: tuple[str, ...]) -> list[Placement | None]:
+        keys = [placement_key(team, slot) for slot in slots]
+
+        async def read() -> Any:
+            pipe = self._shared.redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.hmget(key, "upstream", "at", "foreign")
+            return await pipe.execute()
+
+        replies: Any = await self._shared.run("placement read", read)
+        if replies is None:
+            return [self.local(team, slot) for slot in slots]
+        return [await self._resolve(team, slot, fields) for slot, fields in zip(slots, replies, strict=True)]
+
+    async def _resolve(self, team: str, slot: str, fields: Any) -> Placement | None:
+        """Redis's record of ``slot`` against this replica's (a newer one placed while Redis was
+        away is written back)."""
+        upstream, at, foreign = fields
         shared: Placement | None = None
         if upstream is not None:
             try:
-                # (a record of an earlier version: ``mixed`` 1, every message foreign)
-                count = int(foreign) if foreign is not None else (ALL_MESSAGES if mixed == b"1" else 0)
-                shared = Placement(upstream.decode(), float(at or 0.0), count)
+                shared = Placement(upstream.decode(), float(at or 0.0), int(foreign or 0))
             except (ValueError, UnicodeDecodeError):
-                return self.local(team, session_id)
-        if (team, session_id) in self._unsynced:  # placed here while Redis was away
-            own = self.local(team, session_id)
+                return self.local(team, slot)
+        if (team, slot) in self._unsynced:  # placed here while Redis was away
+            own = self.local(team, slot)
             if own is not None and (shared is None or own.at >= shared.at):
-                await self.put(team, session_id, own)  # the fleet learns it now
+                await self.put(team, slot, own)  # the fleet learns it now
                 return own
-            self._unsynced.discard((team, session_id))
+            self._unsynced.discard((team, slot))
         if shared is None:
             return None  # unknown to the fleet (or expired): the local map would be stale
-        self._remember(team, session_id, shared)
+        self._remember(team, slot, shared)
         return shared
 
     def _forget(self, key: tuple[str, str]) -> None:
         super()._forget(key)
         self._unsynced.discard(key)
 
-    async def put(self, team: str, session_id: str, placement: Placement) -> None:
-        self._remember(team, session_id, placement)
-        key = placement_key(team, session_id)
+    async def put_many(self, team: str, placed: tuple[tuple[str, Placement], ...]) -> None:
+        for slot, placement in placed:
+            self._remember(team, slot, placement)
 
         async def write() -> Any:
             pipe = self._shared.redis.pipeline(transaction=True)
-            pipe.hset(
-                key,
-                mapping={
-                    "upstream": placement.upstream,
-                    "at": repr(placement.at),
-                    "foreign": placement.foreign,
-                },
-            )
-            pipe.expire(key, self._idle_whole_s)
+            for slot, placement in placed:
+                key = placement_key(team, slot)
+                pipe.hset(
+                    key,
+                    mapping={"upstream": placement.upstream, "at": repr(placement.at), "foreign": placement.foreign},
+                )
+                pipe.expire(key, self._idle_whole_s)
             return await pipe.execute()
 
-        if await self._shared.run("placement write", write) is None:
-            self._unsynced.add((team, session_id))
-        else:
-            self._unsynced.discard((team, session_id))
+        synced = await self._shared.run("placement write", write) is not None
+        for slot, _ in placed:
+            if synced:
+                self._unsynced.discard((team, slot))
+            else:
+                self._unsynced.add((team, slot))

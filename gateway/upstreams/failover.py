@@ -24,7 +24,6 @@ from aiohttp import web
 from gateway.accounting import RequestScope
 from gateway.cache.pipeline import CacheContext
 from gateway.errors import ClientInputError, GatewayError
-from gateway.provider_names import ProviderName
 from gateway.providers.base import ClientRequest, Operation, PreparedRequest
 from gateway.retry import RetryResult, RetryStatus
 from gateway.retry_budget import ClientRetries, policy_for
@@ -36,8 +35,9 @@ from gateway.upstreams.config import UpstreamsConfig
 from gateway.upstreams.failures import failover_reason, forget_stream, stream_failover_reason
 from gateway.upstreams.health import ActiveProbe, PassiveHealth, readiness
 from gateway.upstreams.metrics import UpstreamMetrics
+from gateway.upstreams.provenance import History, for_upstream, history_of, next_origin
 from gateway.upstreams.router import Plan, Router
-from gateway.upstreams.signatures import message_count, strip_thinking
+from gateway.upstreams.signatures import conversation_slot
 from gateway.upstreams.upstream import Upstream
 
 if TYPE_CHECKING:
@@ -47,23 +47,15 @@ log = logging.getLogger("switchyard.upstreams")
 
 
 @dataclass(frozen=True, slots=True)
-class _History:
-    """Where a request's history comes from: ``kind``'s provider, except its first ``foreign``
-    messages (of ``count``), whose thinking another provider may have signed."""
-
-    kind: ProviderName
-    foreign: int
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
 class _AnswerContext:
     """What relaying a chosen upstream's answer needs from ``exchange`` besides the attempt."""
 
     plan: Plan
     placement: Placement | None
     slot: str | None  # the session's placement key within its team (route and session id)
-    history: _History
+    origin: Placement | None  # where the conversation's thinking comes from (``.provenance``)
+    origin_slot: str | None  # its key (first message and session id)
+    history: History
     failures: dict[str, str]  # upstream -> why it was left (filled in as candidates fail)
     retrying: ClientRetries
     retry_key: RequestKey
@@ -101,23 +93,6 @@ class UpstreamSet:
         # internal upstream names reach clients only when the operator asks (GATEWAY_UPSTREAM_HEADER)
         self._upstream_header = gateway.settings.selection.upstream_header
 
-    def _client_for(self, client: ClientRequest, upstream: Upstream, history: _History) -> ClientRequest:
-        """``client`` for ``upstream``, without thinking blocks its provider may not have signed."""
-        if client.operation is not Operation.MESSAGES:
-            return client
-        before = history.foreign if upstream.kind is history.kind else None  # None: every message
-        if before == 0:
-            return client
-        stripped, removed = strip_thinking(client, before)
-        if removed:
-            log.info(
-                "left out %d thinking block(s) produced on another provider before sending to %s (request %s)",
-                removed,
-                upstream.name,
-                client.request_id,
-            )
-        return stripped
-
     def _unavailable(self, plan: Plan, client: ClientRequest) -> GatewayError:
         wait = max(1, math.ceil(self.breakers.retry_after(plan.route)))
         return GatewayError(
@@ -142,24 +117,21 @@ class UpstreamSet:
         session_id = client.session_id if operation is Operation.MESSAGES else None
         await self.breakers.sync()
         route = self.router.route_for(client.model)
-        # a session is placed per route: the caches of a side request's model (another route, say
-        # haiku for Claude Code's titles) do not move the main conversation's placement
-        slot = None if session_id is None else f"{route.key}:{session_id}"
-        placement = await self.placements.get(team, slot) if slot is not None else None
+        # a session is placed per route (a side request's model on another route, say haiku for
+        # Claude Code's titles, does not move the conversation), its thinking's origin is kept per
+        # conversation (the same conversation on another route, after a model switch, is one)
+        slot = origin_slot = None
+        placement = origin = None
+        if session_id is not None:
+            slot, origin_slot = f"{route.key}:{session_id}", conversation_slot(client.payload, session_id)
+            found = await self.placements.get_many(team, (slot, origin_slot) if origin_slot else (slot,))
+            placement, origin = found[0], found[-1] if origin_slot else None
         now = self.clock()
         plan = self.router.plan(client.model, session_id, placement, self.breakers.available, now)
         if not plan.candidates:
             raise self._unavailable(plan, client)
-        count = message_count(client) if operation is Operation.MESSAGES else 0
-        if placement is not None:  # (fewer messages than it says foreign: rewritten, all suspect)
-            foreign = min(placement.foreign, count)
-        elif slot is not None and self._spans_kinds(route.upstreams):
-            # a session unknown here (idle past ``idle_s``, evicted, resumed from elsewhere) on a
-            # route over several providers: where its history's thinking came from is unknown
-            foreign = count
-        else:
-            foreign = 0
-        history = _History(self.upstreams[plan.home or plan.candidates[0]].kind, foreign, count)
+        unknown = origin_slot is not None and self._spans_kinds(route.upstreams)
+        history = history_of(client, origin, unknown=unknown, assumed=self.upstreams[plan.home or plan.candidates[0]].kind)
         base_policy = policy_for(gateway.retry_policy, retrying)
         served: Upstream | None = None
         attempt: RetryResult[PreparedRequest] | None = None
@@ -167,7 +139,7 @@ class UpstreamSet:
         failures: dict[str, str] = dict.fromkeys(plan.skipped, "breaker_open")
         refused: ClientInputError | None = None
         tried = 0
-        answer_context = _AnswerContext(plan, placement, slot, history, failures, retrying, retry_key)
+        answer_context = _AnswerContext(plan, placement, slot, origin, origin_slot, history, failures, retrying, retry_key)
         gateway.metrics.inflight_requests.inc()
         try:
             outcome.upstream_started_at = gateway.clock()
@@ -178,7 +150,7 @@ class UpstreamSet:
                     continue
                 try:
                     prepared = await upstream.preparation.prepare(
-                        self._client_for(client, upstream, history), team
+                        for_upstream(client, upstream.kind, name, history), team
                     )
                 except ClientInputError as exc:  # this upstream cannot serve it (e.g. the model)
                     self.breakers.release(name)
@@ -342,29 +314,30 @@ class UpstreamSet:
     async def _place(
         self, context: _AnswerContext, team: str, served: Upstream, attempt: RetryResult[PreparedRequest]
     ) -> None:
-        """Record where the session's cache now is (and which of its messages came from another
-        provider than that upstream's), and count a move."""
+        """Record where the session's cache now is and where its conversation's thinking comes
+        from (a provider answering after another: every message it was sent came from elsewhere;
+        that count never shrinks: a short request of the conversation does not vouch for the
+        rest), and count a move."""
         slot, plan, placement, history = context.slot, context.plan, context.placement, context.history
         if slot is None:
             return
         ok = attempt.error is None and attempt.response is not None and attempt.response.status < 400
         if not ok:
             return
-        # served by another provider than the history's: all of what it was sent came from elsewhere
-        foreign = history.foreign if served.kind is history.kind else history.count
         if plan.home is not None and served.name != plan.home:
             reason = "return" if plan.reason == "return" else context.failures.get(plan.home, "breaker_open")
             self.metrics.moves.labels(plan.home, served.name, reason).inc()
             log.info("session moved from upstream %s to %s (%s)", plan.home, served.name, reason)
         now = self.clock()
-        if (
-            placement is not None
-            and placement.upstream == served.name
-            and placement.foreign == foreign
-            and now - placement.at < self._refresh_s
-        ):
-            return  # unchanged and recent: not rewritten on every request (one Redis write saved)
-        await self.placements.put(team, slot, Placement(served.name, now, foreign))
+        writes: list[tuple[str, Placement]] = []
+        if placement is None or placement.upstream != served.name or now - placement.at >= self._refresh_s:
+            writes.append((slot, Placement(served.name, now)))  # (unchanged and recent: not rewritten)
+        if context.origin_slot is not None:
+            origin = next_origin(history, served.kind, context.origin, now, self._refresh_s)
+            if origin is not None:
+                writes.append((context.origin_slot, origin))
+        if writes:
+            await self.placements.put_many(team, tuple(writes))
 
     async def readyz(self) -> web.Response:
         """Ready while one upstream can serve (credentials present, breaker not open)."""

@@ -10,11 +10,22 @@ Details: docs/internals/gateway-upstreams.md
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
+from gateway.cache.canonical import as_blocks, canonical, digest
 from gateway.providers.base import ClientRequest
 
 THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
+
+
+def conversation_slot(payload: Mapping[str, Any], session_id: str) -> str | None:
+    """The key of a session's conversation: its first message (without cache markers, which move
+    between turns) and the session id; ``None`` without messages."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    return f"h:{digest(canonical(as_blocks(messages[0])))}:{session_id}"
 
 
 def message_count(client: ClientRequest) -> int:

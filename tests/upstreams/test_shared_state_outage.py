@@ -30,7 +30,6 @@ from tests.upstreams.test_shared_state import _metric, _turn, replicas_env
 
 pytestmark = pytest.mark.timeout(120)
 PASSWORD = "redis-pw-9f3c1e"
-SESSION_KEY = "switchyard:upstreams:placement:{team}:{session}"
 
 
 @pytest.fixture
@@ -53,12 +52,13 @@ def _log_with(gateway: GatewayProcess, text: str) -> str:
 
 
 def _placement(server: RedisServer, session: str) -> str | None:
-    """The upstream Redis holds for ``session`` (any team), or ``None``."""
+    """The upstream Redis holds for ``session``'s route slot (any team), or ``None``."""
 
     async def read() -> str | None:
         client = server.client()
         try:
             keys = await client.keys(f"switchyard:upstreams:placement:*:{session}")
+            keys = [k for k in keys if b":h:" not in k]  # the route slot (not the conversation's)
             if not keys:
                 return None
             value = await client.hget(keys[0], "upstream")
