@@ -92,6 +92,7 @@ class UpstreamSet:
         self.clock = clock  # wall-clock seconds (placements and breakers are shared by replicas)
         # internal upstream names reach clients only when the operator asks (GATEWAY_UPSTREAM_HEADER)
         self._upstream_header = gateway.settings.selection.upstream_header
+        self._several_kinds = len({u.kind for u in upstreams.values()}) > 1  # thinking may cross
 
     def _unavailable(self, plan: Plan, client: ClientRequest) -> GatewayError:
         wait = max(1, math.ceil(self.breakers.retry_after(plan.route)))
@@ -118,20 +119,21 @@ class UpstreamSet:
         await self.breakers.sync()
         route = self.router.route_for(client.model)
         # a session is placed per route (a side request's model on another route, say haiku for
-        # Claude Code's titles, does not move the conversation), its thinking's origin is kept per
-        # conversation (the same conversation on another route, after a model switch, is one)
+        # Claude Code's titles, does not move the conversation); with upstreams of several provider
+        # kinds its thinking's origin is kept per conversation (across routes: after a model switch)
         slot = origin_slot = None
         placement = origin = None
         if session_id is not None:
-            slot, origin_slot = f"{route.key}:{session_id}", conversation_slot(client.payload, session_id)
+            slot = f"{route.key}:{session_id}"
+            origin_slot = conversation_slot(client.payload, session_id) if self._several_kinds else None
             found = await self.placements.get_many(team, (slot, origin_slot) if origin_slot else (slot,))
             placement, origin = found[0], found[-1] if origin_slot else None
         now = self.clock()
         plan = self.router.plan(client.model, session_id, placement, self.breakers.available, now)
         if not plan.candidates:
             raise self._unavailable(plan, client)
-        unknown = origin_slot is not None and self._spans_kinds(route.upstreams)
-        history = history_of(client, origin, unknown=unknown, assumed=self.upstreams[plan.home or plan.candidates[0]].kind)
+        assumed = self.upstreams[plan.home or plan.candidates[0]].kind
+        history = history_of(client, origin, unknown=origin_slot is not None, assumed=assumed)
         base_policy = policy_for(gateway.retry_policy, retrying)
         served: Upstream | None = None
         attempt: RetryResult[PreparedRequest] | None = None
@@ -306,10 +308,6 @@ class UpstreamSet:
         finally:
             if not committed:  # handed back, answered without relaying the stream, or the client left
                 self.breakers.release(name)  # (a half-open probe slot is not kept)
-
-    def _spans_kinds(self, names: tuple[str, ...]) -> bool:
-        """Whether these upstreams are of more than one provider kind."""
-        return len({self.upstreams[name].kind for name in names}) > 1
 
     async def _place(
         self, context: _AnswerContext, team: str, served: Upstream, attempt: RetryResult[PreparedRequest]

@@ -7,8 +7,9 @@ messages came from other providers (``foreign``). A request to that kind leaves 
 messages only (the turns its own provider produced keep theirs, so a tool loop after a move keeps
 thinking on); to another kind, out of every message. A provider answering after another makes every
 message it was sent foreign; the count never shrinks (a short request of the conversation does not
-vouch for the rest; a compacted history is stripped whole). A conversation with no record on a route
-over several kinds (idle past ``idle_s``, evicted, resumed from elsewhere) has an unknown origin.
+vouch for the rest; a compacted history is stripped whole). Records are kept only when the
+upstreams are of several provider kinds; then a conversation with no record (new, idle past
+``idle_s``, evicted, resumed from elsewhere) has an unknown origin.
 
 Details: docs/internals/gateway-upstreams.md
 """
