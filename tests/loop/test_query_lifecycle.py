@@ -176,8 +176,8 @@ async def test_cancelling_the_consumer_during_tools_keeps_finished_results() -> 
     assert results[1]["is_error"] is True and results[1]["content"] == INTERRUPTED_RESULT_TEXT
 
 
-async def test_cancelling_the_consumer_while_the_model_streams() -> None:
-    gate = asyncio.Event()
+def _hanging_after_one_event(gate: asyncio.Event) -> Any:
+    """A model caller that streams one event, sets ``gate`` and then never sends another."""
 
     async def hanging(request: ModelRequest) -> Any:
         yield FakeResponse.of(text("x")).events()[0]
@@ -185,7 +185,12 @@ async def test_cancelling_the_consumer_while_the_model_streams() -> None:
         await asyncio.Event().wait()
         yield {}  # pragma: no cover
 
-    run = loop.query(params(hanging))
+    return hanging
+
+
+async def test_cancelling_the_consumer_while_the_model_streams() -> None:
+    gate = asyncio.Event()
+    run = loop.query(params(_hanging_after_one_event(gate)))
     consumer = asyncio.create_task(run.wait())
     await gate.wait()
     consumer.cancel()
@@ -222,14 +227,7 @@ async def test_aclose_from_another_task_while_tools_run_is_the_hard_abort() -> N
 
 async def test_aclose_from_another_task_while_the_model_streams() -> None:
     gate = asyncio.Event()
-
-    async def hanging(request: ModelRequest) -> Any:
-        yield FakeResponse.of(text("x")).events()[0]
-        gate.set()
-        await asyncio.Event().wait()
-        yield {}  # pragma: no cover
-
-    run = loop.query(params(hanging))
+    run = loop.query(params(_hanging_after_one_event(gate)))
     consumer = asyncio.create_task(run.wait())
     await gate.wait()
     await run.aclose()

@@ -24,6 +24,7 @@ from gateway.upstreams.breaker import BreakerState
 from gateway.upstreams.breaker_redis import RedisBreakerBoard
 from gateway.upstreams.config import BreakerOptions
 from tests.support.redis_server import RedisServer, running_redis
+from tests.upstreams.test_shared_probes import Clock
 
 pytestmark = pytest.mark.timeout(60)
 OPTIONS = BreakerOptions(failures=1, window_s=60, open_s=120, half_open_probes=1, probe_slot_s=30)
@@ -33,16 +34,6 @@ OPTIONS = BreakerOptions(failures=1, window_s=60, open_s=120, half_open_probes=1
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     with running_redis(tmp_path) as server:
         yield server
-
-
-class Clock:
-    """Seconds moved by the test (wall clock of placements and breakers; Redis' back-off clock)."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @contextlib.contextmanager
