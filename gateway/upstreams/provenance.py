@@ -1,15 +1,10 @@
 """Where a conversation's thinking comes from, so a request carries only thinking its target's
 provider signed.
 
-A conversation of a session (its first message and the session id: ``signatures.conversation_slot``)
-records, as a placement slot, the provider kind that answered it last and how many of its leading
-messages came from other providers (``foreign``). A request to that kind leaves thinking out of those
-messages only (the turns its own provider produced keep theirs, so a tool loop after a move keeps
-thinking on); to another kind, out of every message. A provider answering after another makes every
-message it was sent foreign; the count never shrinks (a short request of the conversation does not
-vouch for the rest; a compacted history is stripped whole). Records are kept only when the
-upstreams are of several provider kinds; then a conversation with no record (new, idle past
-``idle_s``, evicted, resumed from elsewhere) has an unknown origin.
+A conversation (first message and session id) records the provider kind that answered it last and
+how many leading messages came from others (``foreign``, never lowered): a request to that kind
+leaves thinking out of those only, to another kind out of all. Kept only when the upstreams are of
+several kinds; then a conversation with no record has an unknown origin.
 
 Details: docs/internals/gateway-upstreams.md
 """

@@ -89,6 +89,19 @@ class Fleet:
         """Messages requests the upstream answered (its emulator's request log)."""
         return sum(1 for r in self.emulators[name].requests if r.method == "POST" and "token" not in r.path)
 
+    def failures(self, upstream: str) -> int:
+        """``gateway_upstream_failures_total`` of ``upstream``, every reason summed."""
+        registry = self.gateway.runner.app[METRICS_KEY].registry
+        return int(
+            sum(
+                sample.value
+                for family in registry.collect()
+                if family.name == "gateway_upstream_failures"
+                for sample in family.samples
+                if sample.name.endswith("_total") and sample.labels.get("upstream") == upstream
+            )
+        )
+
     def metric(self, name: str, **labels: str) -> float:
         registry = self.gateway.runner.app[METRICS_KEY].registry
         value = registry.get_sample_value(name, labels)

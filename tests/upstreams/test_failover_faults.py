@@ -131,7 +131,9 @@ async def test_primary_failures_fail_over_before_any_content(
             *(_turn(fleet.client(f"s-{i}"), f"hello {i}", stream=i % 2 == 0) for i in range(6))
         )
         assert all(m.content and m.content[0].type == "text" for m in results)  # lost 0, hung 0
-        assert fleet.served("vertex") == 6
+        # each answered once by vertex, but for vertex's own failed tries (its retries as the last
+        # candidate: on a loaded machine a try can exceed the harness's 1 s first-byte timeout)
+        assert fleet.served("vertex") == 6 + fleet.failures("vertex")
         assert fleet.metric("gateway_upstream_failures_total", upstream="primary", reason=reason) >= 1
 
 
