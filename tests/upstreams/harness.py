@@ -143,7 +143,9 @@ async def four_upstreams(
             {
                 "GATEWAY_API_KEYS": CLIENT_KEY,
                 "GATEWAY_UPSTREAMS_FILE": str(path),
-                "GATEWAY_FIRST_BYTE_TIMEOUT_S": "1",
+                # short enough for a test to see a stall, long enough for a whole non-streaming
+                # answer on a loaded 2-core machine (a test of stalled headers sets its own)
+                "GATEWAY_FIRST_BYTE_TIMEOUT_S": "5",
                 "GATEWAY_MAX_RETRY_DELAY_S": "0.05",
                 "GATEWAY_NONSTREAMING_FALLBACK": "0",
                 **(env or {}),
