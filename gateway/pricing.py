@@ -199,8 +199,13 @@ DEFAULT_TABLE: Final = PriceTable(BUILTIN_MODELS, BUILTIN_DEFAULT)
 
 
 # -- the override file -----------------------------------------------------------------------
+# Built on first use. No Infinity or NaN (Python's json reads both): a price of either makes every
+# cost, and so gateway_cost_usd_total, inf or nan for good (inf x 0 tokens is nan).
+_OVERRIDE_MODEL: Final = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
+
+
 class _RatesIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
+    model_config = _OVERRIDE_MODEL
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
@@ -232,14 +237,14 @@ class _ModelIn(_RatesIn):
 
 
 class _ProviderIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
+    model_config = _OVERRIDE_MODEL
 
     multiplier: float = Field(1.0, gt=0)
     models: dict[str, _ModelIn] = Field(default_factory=dict)
 
 
 class _TableIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
+    model_config = _OVERRIDE_MODEL
 
     source: str | None = None
     default: _ModelIn | None = None

@@ -16,8 +16,9 @@ class Section(BaseModel):
     """One group of settings; ``title`` heads its variables in ``switchyard serve --help``."""
 
     # docstrings: gateway.config_docs. defer_build: a section's own validator is built only if it is
-    # validated alone; ``Settings`` validates every section within its own (one build, not two)
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+    # validated alone; ``Settings`` validates every section within its own (one build, not two).
+    # No inf or nan: pydantic parses "inf" as a float, which no timeout or bound can use
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True, allow_inf_nan=False)
     title: ClassVar[str] = "Settings"
 
 

@@ -221,6 +221,9 @@ def test_override_file(tmp_path: Path) -> None:
         ('{"models": {"x": {"input": 1}}}', "models.x.output"),
         ('{"providers": {"azure": {}}}', "providers.azure"),
         ('{"modles": {}}', "modles"),
+        # Python's json reads Infinity and NaN: every cost was inf, or nan (inf x 0 tokens)
+        ('{"default": {"input": Infinity, "output": 15}}', "default.input: Input should be a finite"),
+        ('{"providers": {"bedrock": {"multiplier": Infinity}}}', "providers.bedrock.multiplier"),
     ],
 )
 def test_invalid_override_is_reported_where(document: str, message: str) -> None:

@@ -50,6 +50,24 @@ def test_bad_values_name_the_variable(env: dict[str, str], variable: str) -> Non
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        # accepted before, then every request was a 500 (aiohttp: "cannot convert float infinity")
+        ("GATEWAY_UPSTREAM_CONNECT_TIMEOUT_S", "inf"),
+        ("GATEWAY_DRAIN_TIMEOUT_S", "inf"),  # "deadline in infs": the drain never ended
+        ("GATEWAY_MAX_RETRY_DELAY_S", "1e999"),  # overflows to inf
+        ("GATEWAY_STREAM_IDLE_TIMEOUT_S", "Infinity"),
+        ("GATEWAY_HEADER_TIMEOUT_S", "nan"),
+        ("GATEWAY_API_KEYS_RELOAD_S", "NaN"),  # was "should be less than or equal to 300"
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings.from_environ({variable: value})
+    assert str(info.value) == f"{variable}: Input should be a finite number"
+
+
 def test_client_key_without_cert(tmp_path: Path) -> None:
     key = tmp_path / "k.pem"
     key.write_text("x")
