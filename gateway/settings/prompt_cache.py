@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from gateway import config_checks
 from gateway.cache.budget import DEFAULT_SESSION_MAX
-from gateway.settings.section import CommaSet, Section
+from gateway.settings.section import CommaSet, Flag, Section
 
 
 class CacheSettings(Section):
@@ -28,7 +28,7 @@ class CacheSettings(Section):
     """Redis timeout, seconds; on failure requests continue on the in-memory view."""
     latched_betas: CommaSet = Field(frozenset(), alias="GATEWAY_LATCHED_BETAS")
     """Comma-separated betas latched per session in addition to the defaults."""
-    auto_cache: bool = Field(False, alias="GATEWAY_AUTO_CACHE")
+    auto_cache: Flag = Field(False, alias="GATEWAY_AUTO_CACHE")
     """`1`: place cache breakpoints on requests that carry none."""
     normalise_billing_header: CommaSet = Field(
         frozenset({"bedrock", "vertex"}), alias="GATEWAY_NORMALISE_BILLING_HEADER"

@@ -9,7 +9,7 @@ import pytest
 from pydantic import Field, ValidationError
 
 from gateway.config import ConfigError, Settings
-from gateway.config_checks import leaf_fields
+from gateway.config_checks import aliases_of, leaf_fields
 from gateway.keys import KeyRing
 from gateway.startup_summary import public_summary
 
@@ -66,6 +66,20 @@ def test_a_number_that_is_not_finite_is_refused(variable: str, value: str) -> No
     with pytest.raises(ConfigError) as info:
         Settings.from_environ({variable: value})
     assert str(info.value) == f"{variable}: Input should be a finite number"
+
+
+def test_every_flag_reads_blank_as_off_and_words_in_any_case() -> None:
+    """A flag is a flag: ``GATEWAY_AUTO_CACHE=`` (a blank value in a manifest) was a start-up error
+    while every other flag read it as off (it was a plain ``bool``, not ``Flag``)."""
+    flags = [name for name, field in leaf_fields(Settings).items() if field.annotation is bool]
+    needs = {"AWS_REGION": "us-east-1", "CLOUD_ML_REGION": "us-east5", "ANTHROPIC_FOUNDRY_RESOURCE": "r"}
+    assert "cache.auto_cache" in flags and len(flags) >= 10
+    for name in flags:
+        variable = aliases_of(Settings, name)[0]
+        section, _, field = name.partition(".")
+        for text, expected in (("", False), (" Off ", False), (" YES ", True), ("on", True)):
+            settings = Settings.from_environ({**needs, variable: text})
+            assert getattr(getattr(settings, section), field) is expected, (variable, text)
 
 
 def test_client_key_without_cert(tmp_path: Path) -> None:
