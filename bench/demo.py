@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from loop.demo import AgentDemoResult
 
 CLIENT_KEY = "sk-demo-client"
-MODEL = "claude-sonnet-4-5"  # served by all four upstreams' catalogues
+MODEL = "claude-sonnet-4-6"  # served by all four upstreams' catalogues; the SDK warns 4.5 is past end-of-life
 
 # A small in-memory project the demo's tools read from.
 PROJECT = {
