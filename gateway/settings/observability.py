@@ -19,7 +19,7 @@ class ObservabilitySettings(Section):
     log_level: str = Field("INFO", alias="GATEWAY_LOG_LEVEL")
     """`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL` (JSON lines on stderr)."""
     log_bodies: Flag = Field(False, alias="GATEWAY_LOG_BODIES")
-    """`1`: request/response bodies in the access log (off: no prompt content is logged)."""
+    """`1`: request bodies in the access log, as `request_body` (off: no prompt content is logged)."""
     pricing_file: ReadableFile = Field(None, alias="GATEWAY_PRICING_FILE")
     """JSON file overriding the price table behind `gateway_cost_usd_total`."""
 

@@ -26,6 +26,7 @@ from tests.observability.rig import (
     expected_cost,
     gateway_rig,
 )
+from tests.support.import_graph import REPO
 from tests.support.log_lines import LogLines
 
 PROMPT = "Tell me about the lighthouse keeper's secret recipe."
@@ -129,6 +130,21 @@ async def test_log_bodies_adds_the_request_but_still_no_credential(
     logged = everything_logged(caplog, log_lines)
     for secret in (KEY, TEAM_KEY, UPSTREAM_KEY, WRONG_KEY):
         assert secret not in logged
+
+
+async def test_every_access_line_field_is_documented_in_the_readme(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, log_lines: LogLines
+) -> None:
+    """A platform engineer parses these lines: each field (and each usage key) is named in the
+    README's "Access log" paragraph."""
+    caplog.set_level(logging.INFO, logger="switchyard.access")
+    await _traffic(tmp_path, GATEWAY_LOG_BODIES="1")
+    lines = log_lines.access()
+    fields = {key for line in lines for key in line} | {key for line in lines for key in line["usage"] or {}}
+    assert {"request_body", "served_model", "cache_write_1h_tokens"} <= fields  # not vacuous
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("**Access log.**", 1)[1].split("\n\n", 1)[0]
+    assert sorted(field for field in fields if f"`{field}`" not in paragraph) == []
 
 
 async def test_access_line_format_is_the_envelope_then_the_record(
