@@ -53,6 +53,7 @@ def log_request(
         "operation": client.operation.value,
         "model": client.model,
         "served_model": outcome.model_fallback or client.model,
+        "upstream_model": outcome.upstream_model,
         "stream": client.stream,
         "team": team,
         "status": outcome.status,

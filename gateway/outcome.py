@@ -21,6 +21,7 @@ class Outcome:
     client_disconnected: bool = False
     retries: int = 0
     model_fallback: str | None = None
+    upstream_model: str | None = None  # the model id the answering attempt sent upstream (mapped)
     nonstreaming_fallback: bool = False
     idle_events: list[str] = field(default_factory=list)
     failure: str | None = None

@@ -181,18 +181,25 @@ class PriceTable:
         self.provider_multipliers = dict(provider_multipliers or {})
         self.source = source
 
-    def price(self, provider: str, model: str) -> ModelPrice:
-        """The price of ``model`` (any client-visible or provider-native name) on ``provider``."""
-        label = metric_label(model)
-        own = self.provider_models.get(provider, {})
-        for name in (model, label):
-            if name in own:
-                return own[name]
-        shared = self.models.get(model) or self.models.get(label) or self.default
-        return shared.scaled(self.provider_multipliers.get(provider, 1.0))
+    def price(self, provider: str, model: str, upstream_model: str | None = None) -> ModelPrice:
+        """The price of ``model`` (any client-visible or provider-native name) on ``provider``.
 
-    def cost(self, provider: str, model: str, usage: Usage) -> Cost:
-        return cost_of(usage, self.price(provider, model).rates_for(usage))
+        ``upstream_model`` is the id the upstream was sent (a ``GATEWAY_MODEL_MAP`` target): it
+        answered, so it is looked up first; the client's name after it, then ``default``."""
+        own = self.provider_models.get(provider, {})
+        names = (model,) if not upstream_model or upstream_model == model else (upstream_model, model)
+        for name in names:
+            label = metric_label(name)
+            for key in (name, label):
+                if key in own:
+                    return own[key]
+            shared = self.models.get(name) or self.models.get(label)
+            if shared is not None:
+                return shared.scaled(self.provider_multipliers.get(provider, 1.0))
+        return self.default.scaled(self.provider_multipliers.get(provider, 1.0))
+
+    def cost(self, provider: str, model: str, usage: Usage, upstream_model: str | None = None) -> Cost:
+        return cost_of(usage, self.price(provider, model, upstream_model).rates_for(usage))
 
 
 DEFAULT_TABLE: Final = PriceTable(BUILTIN_MODELS, BUILTIN_DEFAULT)

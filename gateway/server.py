@@ -33,6 +33,7 @@ from gateway.outcome import Outcome
 from gateway.pricing import load_price_table
 from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.betas import BetaPolicy
+from gateway.providers.models import answering_model
 from gateway.redis_link import link_for
 from gateway.relay import StreamRelay, StreamSettings
 from gateway.relay_whole import relay_buffered
@@ -313,6 +314,7 @@ class Gateway:
         first = await retry_loop.first_attempt(send, prepared, policy, self.clock)
         if isinstance(first, RetryResult):  # answered at once: no retry loop to run
             outcome.retries, outcome.failure, outcome.model_fallback = 0, None, None
+            outcome.upstream_model = first.request.upstream_model or None
             return first
         final: RetryResult[PreparedRequest] | None = None
         async for event in retry_loop.with_retry(
@@ -351,6 +353,7 @@ class Gateway:
             raise RuntimeError("with_retry ended without an outcome")
         outcome.retries, outcome.failure = final.retries, None
         outcome.model_fallback = final.model_fallback
+        outcome.upstream_model = final.request.upstream_model or None
         return final
 
     def _close(self, scope: RequestScope) -> None:
@@ -365,9 +368,10 @@ class Gateway:
             started, finished, outcome.upstream_started_at, outcome.upstream_done_at, outcome.relay_busy_s
         )
         cost = None
-        served = outcome.model_fallback or model  # tokens and spend go to the model that answered
+        served = outcome.model_fallback or model  # tokens and spend go to the model that answered:
+        answered = answering_model(outcome.upstream_model, served)  # a model map's target if known
         if client.operation is Operation.MESSAGES and scope.client is not None:
-            cost = self.prices.cost(provider, served, outcome.usage)
+            cost = self.prices.cost(provider, served, outcome.usage, outcome.upstream_model)
         if scope.admission is not None and self.policy is not None:  # spend, tokens, stream slot
             self.policy.record(scope.admission, None if cost is None else cost.total, outcome.usage)
         self.metrics.observe_finished(
@@ -379,7 +383,7 @@ class Gateway:
             ttft_s=ttft,
             overhead_s=overhead,
             upstream_error=scope.upstream_error,
-            served_model=served,
+            served_model=answered,
             team=team if scope.principal is None else scope.principal.label,
             usage=outcome.usage if cost is not None else None,
             cost=cost,

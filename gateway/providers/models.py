@@ -26,6 +26,7 @@ __all__ = [
     "ModelEntry",
     "ModelResolver",
     "UnknownModel",
+    "answering_model",
 ]
 
 UNKNOWN_RELEASE: Final = "1970-01-01T00:00:00Z"
@@ -103,6 +104,14 @@ def metric_label(model: str) -> str:
         return entry.alias
     native = _NATIVE_LABELS.get(strip_geography(model))
     return native if native is not None else OTHER
+
+
+def answering_model(upstream_model: str | None, model: str) -> str:
+    """The name of the model that answered, for its metric label: the id sent upstream (a model
+    map's target, a provider-native id) when the catalogue knows it, else ``model``."""
+    if upstream_model and metric_label(upstream_model) != OTHER:
+        return upstream_model
+    return model
 
 
 _NATIVE_LABELS: Final[dict[str, str]] = {}

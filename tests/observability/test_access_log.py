@@ -106,6 +106,7 @@ async def test_one_line_per_request_without_credentials_or_content(
     assert first["duration_ms"] > 0 and first["cache_break_reason"] is None
     assert "request_body" not in first
     assert (second["retries"], second["model_fallback"], second["served_model"]) == (2, HAIKU, HAIKU)
+    assert (first["upstream_model"], second["upstream_model"], rejected["upstream_model"]) == (SONNET, HAIKU, None)
     assert second["session_id"] is None and second["team"] == "default"
     assert second["cost_usd"] == pytest.approx(
         expected_cost("anthropic", HAIKU, responses[1].usage), abs=1e-9
@@ -118,6 +119,26 @@ async def test_one_line_per_request_without_credentials_or_content(
     assert PROMPT not in logged and "lighthouse" not in logged
     completion = responses[0].content[0].text
     assert completion and completion not in logged
+
+
+async def test_a_mapped_model_is_logged_priced_and_counted_as_the_model_that_answered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, log_lines: LogLines
+) -> None:
+    """``GATEWAY_MODEL_MAP={"fast": HAIKU}``: a request for ``fast`` was priced at the ``other``
+    tier (15 times Haiku's input price) and counted under ``model="other"``."""
+    caplog.set_level(logging.INFO, logger="switchyard.access")
+    async with gateway_rig(tmp_path, {"GATEWAY_MODEL_MAP": f'{{"fast": "{HAIKU}"}}'}) as rig:
+        response = await rig.client(TEAM_KEY).messages.create(
+            model="fast", max_tokens=32, messages=[{"role": "user", "content": PROMPT}]
+        )
+        labels = {"provider": "anthropic", "team": TEAM}
+        spent = rig.value("gateway_cost_usd_total", **labels, model=HAIKU)
+        other = rig.value("gateway_cost_usd_total", **labels, model="other")
+    (line,) = log_lines.access()
+    assert (line["model"], line["served_model"], line["upstream_model"]) == ("fast", "fast", HAIKU)
+    want = expected_cost("anthropic", HAIKU, response.usage)
+    assert want > 0 and line["cost_usd"] == pytest.approx(want, abs=1e-9)
+    assert (spent, other) == (pytest.approx(want, abs=1e-9), 0.0)
 
 
 async def test_log_bodies_adds_the_request_but_still_no_credential(

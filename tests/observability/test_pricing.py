@@ -213,6 +213,25 @@ def test_override_file(tmp_path: Path) -> None:
     assert table.cost("bedrock", "claude-haiku-4-5", Usage(1_000_000)).total == exact(0.5)
 
 
+def test_the_model_that_answered_is_priced(tmp_path: Path) -> None:
+    """A model map's target answered: it is priced, not the client's alias (an unknown name, priced
+    at the ``other`` tier: 15 times Haiku's input price)."""
+    path = tmp_path / "prices.json"
+    path.write_text(orjson.dumps(OVERRIDES).decode())
+    table = load_price_table(path)
+    usage = Usage(1_000_000)
+    assert DEFAULT_TABLE.cost("anthropic", "fast", usage, "claude-haiku-4-5").total == exact(1.0)
+    assert DEFAULT_TABLE.cost("anthropic", "fast", usage).total == exact(15.0)  # nothing mapped
+    native = "us.anthropic.claude-haiku-4-5-20251001-v1:0"  # a provider-native id folds to its alias
+    assert DEFAULT_TABLE.cost("bedrock", "fast", usage, native).total == exact(1.0)
+    # an id the table does not know (a deployment name): the client's name is priced
+    assert DEFAULT_TABLE.cost("foundry", "claude-opus-4-5", usage, "dep-7").total == exact(5.0)
+    # the override file's entry for the deployment wins over the client's name
+    assert table.cost("foundry", "claude-opus-4-5", usage, "my-deployment").total == exact(1.0)
+    # a provider's own entry for the answering model, before the client's name
+    assert table.cost("bedrock", "claude-opus-4-5", usage, "claude-haiku-4-5").total == exact(0.5)
+
+
 @pytest.mark.parametrize(
     ("document", "message"),
     [
