@@ -32,7 +32,7 @@ from gateway.streaming.guard import HandBack, HandedBack, StreamFailure
 from gateway.upstreams.affinity import Placement, PlacementMap
 from gateway.upstreams.breaker import BreakerBoard
 from gateway.upstreams.config import UpstreamsConfig
-from gateway.upstreams.failures import failover_reason, forget_stream, stream_failover_reason
+from gateway.upstreams.failures import UNSERVABLE, failover_reason, forget_stream, stream_failover_reason
 from gateway.upstreams.health import ActiveProbe, PassiveHealth, readiness
 from gateway.upstreams.metrics import UpstreamMetrics
 from gateway.upstreams.provenance import History, for_upstream, history_of, next_origin
@@ -156,7 +156,7 @@ class UpstreamSet:
                     )
                 except ClientInputError as exc:  # this upstream cannot serve it (e.g. the model)
                     self.breakers.release(name)
-                    failures[name] = "unservable"
+                    failures[name] = UNSERVABLE
                     refused = refused or exc
                     continue
                 except BaseException:
@@ -192,8 +192,17 @@ class UpstreamSet:
                 for event in retried:
                     if event.reason != "credential_refresh":
                         self.metrics.failures.labels(name, event.reason).inc()
-                        if reason is not None:  # a retry that then succeeded does not trip it
+                        if reason not in (None, UNSERVABLE):  # a retry that then succeeded does not trip it
                             await self.breakers.failure(name)  # (a half-open probe: not reopened)
+                if reason == UNSERVABLE:  # it answered (501): no failure of its health, try the next
+                    self.breakers.release(name)
+                    failures[name] = reason
+                    if last and all(why == UNSERVABLE for why in failures.values()):
+                        served, context = upstream, prepared.cache  # none can serve it: this answer
+                        break
+                    if attempt.response is not None:
+                        attempt.response.close()
+                    continue
                 if reason is None and last:
                     await self.breakers.success(name)
                     self.health.observe(name, ok=True)

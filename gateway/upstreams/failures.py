@@ -15,6 +15,8 @@ from gateway.retry import RetryResult
 from gateway.streaming.guard import StreamFailure
 from gateway.streaming.usage import Usage
 
+UNSERVABLE = "unservable"  # the reason of an upstream that cannot serve the request (not a failure)
+
 
 def failover_reason(attempt: RetryResult[PreparedRequest]) -> str | None:
     """Why the request should move on from this upstream, or ``None`` to answer with this outcome."""
@@ -39,6 +41,8 @@ def status_reason(status: int, *, gateway_made: bool) -> str | None:
     upstream's answer (whose 502/504 are ``status_5xx``)."""
     if status in (401, 403):  # the gateway's own credential for this upstream is refused or unobtainable
         return "credentials"
+    if status == 501:  # not_supported: it answered that it cannot serve this request, not a failure
+        return UNSERVABLE  # of its health (Bedrock's CountTokens for an inference profile)
     if status == 429:
         return "status_429"
     if status == 529:

@@ -124,7 +124,9 @@ async def four_upstreams(
     extra: tuple[dict[str, Any], ...] = (),
     sections: Mapping[str, Any] | None = None,
     providers: tuple[str, ...] = ("anthropic", "bedrock", "vertex", "foundry"),
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> AsyncIterator[Fleet]:
+    """``overrides``: fields added to an upstream's entry, by name (``{"bedrock": {"model_map": ...}}``)."""
     async with contextlib.AsyncExitStack() as stack:
         emulated: list[EmulatedUpstream] = []
         for provider in providers:
@@ -135,6 +137,7 @@ async def four_upstreams(
                 monkeypatch.setenv(name, value)
             emulated.append(upstream)
         entries = [*extra, *(entry(u) for u in emulated)]
+        entries = [{**e, **(overrides or {}).get(e["name"], {})} for e in entries]
         names = [e["name"] for e in entries]
         route = [n for n in order if n in names] + [e["name"] for e in extra if e["name"] not in order]
         options = {"routes": [{"models": ["*"], "upstreams": route}], **(sections or {})}
