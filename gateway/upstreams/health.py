@@ -2,14 +2,13 @@
 
 Passive: an exponentially weighted error rate per upstream (each request's outcome moves it by
 ``ALPHA``). ``gateway_upstream_health`` is 1 while the upstream's breaker is closed and its error
-rate is under ``UNHEALTHY_ERROR_RATE``, else 0. Latency is the ``gateway_upstream_latency_seconds``
-histogram (observed by the failover path).
+rate is under ``UNHEALTHY_ERROR_RATE``, else 0. Latency: ``gateway_upstream_latency_seconds``.
 
-Active (``probe.interval_s`` > 0): every interval, each upstream whose breaker is not closed (or
-every upstream, so an idle one is known too) gets a ``count_tokens`` request for a one-word prompt;
-an answer below 500 (``501 not_supported`` included: the upstream answered) counts as a success for
-its breaker (closing a half-open one), a failure as a failure. The probe takes a half-open probe
-slot like a request does, so it never adds load to an open circuit.
+Active (``probe.interval_s`` > 0): every interval, each upstream gets a ``count_tokens`` request for
+a one-word prompt, taking a half-open probe slot like a request (no load on an open circuit). An
+answer below 500 (429 excepted) is a success for its breaker (closing a half-open one), any other a
+failure; one that cannot count for the probed model (refused before sending: a model it does not
+serve, an inference profile) gives no verdict: the slot is given back, with one warning.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from typing import Final
 import orjson
 from aiohttp import web
 
-from gateway.errors import GatewayError
+from gateway.errors import ClientInputError, GatewayError
 from gateway.providers.base import ClientRequest, Operation, PreparedRequest, Provider
 from gateway.upstreams.breaker import BreakerBoard, BreakerState
 from gateway.upstreams.metrics import UpstreamMetrics
@@ -77,9 +76,11 @@ class ActiveProbe:
         self._interval_s = interval_s
         self._timeout_s = timeout_s
         self._sleep = sleep
+        self._unprobed: set[str] = set()  # upstreams warned about: they cannot count for the model
 
     async def probe(self, name: str) -> bool | None:
-        """Probe one upstream; ``None`` when its breaker gave no probe slot."""
+        """Probe one upstream; ``None`` when its breaker gave no probe slot or it cannot count
+        for the probed model."""
         await self._breakers.sync()
         if not await self._breakers.acquire(name):
             return None
@@ -87,10 +88,25 @@ class ActiveProbe:
         ok = False
         try:
             prepared: PreparedRequest = provider.prepare(probe_request(self._model))
+            if prepared.unsupported is not None:  # answered without asking (an inference profile)
+                raise ClientInputError(501, prepared.unsupported)
             async with asyncio.timeout(self._timeout_s):
                 response = await provider.count_tokens(prepared)
             ok = response.status < 500 and response.status not in (429,)
             response.close()
+        except ClientInputError as exc:  # it cannot count for this model: no word on its health
+            self._breakers.release(name)
+            if name not in self._unprobed:
+                self._unprobed.add(name)
+                log.warning(
+                    "the probe cannot check upstream %s with model %s (%s %s): set probe.model to a "
+                    "model every upstream serves",
+                    name,
+                    self._model,
+                    exc.status,
+                    exc.message,
+                )
+            return None
         except (GatewayError, TimeoutError, OSError) as exc:
             log.info("probe of upstream %s failed: %s", name, type(exc).__name__)
         if ok:

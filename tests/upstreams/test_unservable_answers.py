@@ -65,3 +65,22 @@ async def test_no_candidate_able_to_count_answers_not_supported_not_overloaded(
         assert raised.value.response.headers["x-should-retry"] == "false"
         assert fleet.failures("bedrock") == fleet.failures("vertex") == 0
 
+
+async def test_a_probe_model_an_upstream_cannot_serve_does_not_open_its_breaker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no probe.model: the first literal pattern of the routes, "opus" (a Claude Code alias that only
+    # the first party is sent as it is; Bedrock and Vertex refuse it before sending)
+    route = {"models": ["claude-opus-*", "opus"], "upstreams": ["primary", "bedrock", "vertex"]}
+    sections = {"routes": [route], "breaker": {"failures": 2}, "probe": {"interval_s": 0.05}}
+    async with four_upstreams(
+        tmp_path, monkeypatch, providers=("anthropic", "bedrock", "vertex"), sections=sections
+    ) as fleet:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while sum(r.path.endswith("/count_tokens") for r in fleet.emulators["primary"].requests) < 4:
+            assert loop.time() < deadline, "the probe never ran"
+            await asyncio.sleep(0.05)
+        for name in ("primary", "bedrock", "vertex"):
+            assert fleet.metric("gateway_breaker_state", upstream=name) == 0, name
+            assert fleet.metric("gateway_upstream_health", upstream=name) == 1, name
