@@ -203,7 +203,7 @@ class BetaPolicy:
     accepted: Mapping[ProviderName, frozenset[str] | None]
 
     @classmethod
-    def from_settings(cls, overrides: Mapping[str, list[str]]) -> BetaPolicy:
+    def from_settings(cls, overrides: Mapping[ProviderName, list[str]] | Mapping[str, list[str]]) -> BetaPolicy:
         accepted = {provider: default_accepted(provider) for provider in ProviderName}
         for name, betas in overrides.items():
             accepted[ProviderName(name)] = None if ALL in betas else frozenset(betas)

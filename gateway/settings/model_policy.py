@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar
 from pydantic import BeforeValidator, Field
 
 from gateway.config_values import TRUTHY, comma_set, json_or_file
+from gateway.provider_names import ProviderName
 from gateway.settings.section import Flag, Section
 
 
@@ -26,7 +27,7 @@ class ModelSettings(Section):
         default_factory=dict, alias="GATEWAY_MODEL_MAP"
     )
     """JSON object (or a path to one) mapping client model names to upstream ids."""
-    beta_policy: Annotated[dict[str, list[str]], BeforeValidator(json_or_file)] = Field(
+    beta_policy: Annotated[dict[ProviderName, list[str]], BeforeValidator(json_or_file)] = Field(
         default_factory=dict, alias="GATEWAY_BETA_POLICY"
     )
     """JSON object `{provider: [betas]}` replacing a provider's accepted `anthropic-beta` list."""

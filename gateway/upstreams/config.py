@@ -69,7 +69,7 @@ class UpstreamEntry(_Strict):
     project: str | None = None
     credentials: dict[str, str] = Field(default_factory=dict)
     model_map: dict[str, str] = Field(default_factory=dict)
-    beta_policy: dict[str, list[str]] = Field(default_factory=dict)
+    beta_policy: dict[ProviderName, list[str]] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("env", mode="before")

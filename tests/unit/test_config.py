@@ -41,6 +41,7 @@ def test_settings_are_frozen() -> None:
         ({"GATEWAY_MAX_BODY_BYTES": "-1"}, "GATEWAY_MAX_BODY_BYTES"),
         ({"GATEWAY_ALLOW_UNAUTHENTICATED": "maybe"}, "GATEWAY_ALLOW_UNAUTHENTICATED"),
         ({"GATEWAY_LOG_LEVEL": "LOUD"}, "GATEWAY_LOG_LEVEL"),
+        ({"GATEWAY_BETA_POLICY": '{"bedrok": ["x"]}'}, "GATEWAY_BETA_POLICY"),  # was a traceback
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], variable: str) -> None:

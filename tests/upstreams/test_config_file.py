@@ -191,6 +191,10 @@ def _one(name: str = "first", **extra: Any) -> dict[str, Any]:
             {**_one(), "routes": [{"models": ["*"], "upstreams": ["first", "x"], "weights": [1e308, 1e308]}]},
             "routes[0]: weights: their sum must be a finite number",
         ),
+        (  # a provider name misspelt: a traceback once the providers were built
+            {**_one(), "upstreams": [{**_one()["upstreams"][0], "beta_policy": {"bedrok": ["x"]}}]},
+            "upstreams[0].beta_policy.bedrok",
+        ),
     ],
 )
 def test_hostile_values_are_one_line_each(tmp_path: Path, content: Any, expected: str) -> None:
