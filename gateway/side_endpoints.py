@@ -69,7 +69,15 @@ class SideEndpoints:
     async def models(self, request: web.Request) -> web.StreamResponse:
         principal = self.gateway.auth.principal_for(request)
         headers = forwardable_headers(request)
-        upstream = await self.gateway.provider.list_models(headers, raw_query(request))
+        several = self.gateway.upstreams
+        if several is None:
+            upstream = await self.gateway.provider.list_models(headers, raw_query(request))
+        else:  # the first upstream that can answer (one down does not take the listing with it)
+            from gateway.upstreams.upstream import list_models
+
+            upstream = await list_models(
+                several.upstreams.values(), several.breakers.available, headers, raw_query(request)
+            )
         if self.gateway.policy is not None:  # only the models the caller may use
             upstream = await filtered_listing(upstream, self.gateway.policy.effective(principal).models)
         try:

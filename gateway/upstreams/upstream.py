@@ -7,11 +7,12 @@ Details: docs/internals/gateway-upstreams.md
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from gateway.cache.pipeline import CachePipeline
 from gateway.cache.session_store import SessionStore
+from gateway.errors import GatewayError
 from gateway.provider_names import ProviderName
 from gateway.providers.base import Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.request_preparation import RequestPreparation
@@ -51,3 +52,25 @@ def build_upstreams(
             spec.name, spec.provider, provider, cache, RequestPreparation(cache, provider)
         )
     return built
+
+
+async def list_models(
+    upstreams: Iterable[Upstream], available: Callable[[str], bool], headers: list[tuple[str, str]], query: str
+) -> UpstreamResponse:
+    """``GET /v1/models`` from the first upstream (file order) whose breaker is not open that
+    answers it: an unreachable one, or one answering 429 or 5xx, passes it on to the next (the last
+    one's answer or error stands). Bedrock and Vertex list from their tables, never failing."""
+    listed = list(upstreams)
+    candidates = [u for u in listed if available(u.name)] or listed
+    for index, upstream in enumerate(candidates):
+        last = index == len(candidates) - 1
+        try:
+            response = await upstream.provider.list_models(headers, query)
+        except GatewayError:
+            if last:
+                raise
+            continue
+        if last or (response.status < 500 and response.status != 429):
+            return response
+        response.close()
+    raise AssertionError("unreachable: the last candidate returns or raises")  # pragma: no cover
