@@ -8,8 +8,8 @@ id>``) records the provider kind of its last answer and how many leading message
 ``idle_s``: expired). With Redis configured the slots are shared by every replica
 (``switchyard:upstreams:placement:<team>:<slot>`` hash ``upstream``, ``at``, ``foreign``; expiring
 after ``idle_s``; several read or written in one round trip), with the local map as the fallback
-when Redis is unavailable. A slot written while Redis was away stays the replica's own until Redis
-is back: then the newer of it and Redis's record wins, and a newer local one is written back.
+when Redis is unavailable. A slot written while Redis was away (or lost by a Redis restart) stays
+the replica's own until Redis is back: then the newer of the two wins; a newer local one is written back.
 """
 
 from __future__ import annotations
@@ -161,8 +161,11 @@ class RedisPlacementMap(PlacementMap):
                 await self.put(team, slot, own)  # the fleet learns it now
                 return own
             self._unsynced.discard((team, slot))
-        if shared is None:
-            return None  # unknown to the fleet (or expired): the local map would be stale
+        if shared is None:  # a record never outlives Redis's (both expire idle_s after the last
+            own = self.local(team, slot)  # write): one here means Redis lost it (restarted, flushed)
+            if own is not None:
+                await self.put(team, slot, own)  # the fleet learns it again
+            return own
         self._remember(team, slot, shared)
         return shared
 

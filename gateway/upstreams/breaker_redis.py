@@ -3,10 +3,11 @@ and the half-open probe slots are the fleet's (``half_open_probes`` in all, not 
 
 Keys per upstream: ``switchyard:upstreams:breaker:<name>:failures`` (sorted set),
 ``...:open_until`` (wall-clock seconds), ``...:probes`` (sorted set of the slots taken, scored
-by their expiry) and ``...:closed_at`` (when the fleet last closed it). ``sync`` reads every ``open_until`` (one ``MGET``) at most every ``sync_s``; a
+by their expiry) and ``...:closed_at`` (when the fleet last closed it). ``sync`` reads every
+``open_until`` and ``closed_at`` (one ``MGET``) at most every ``sync_s``; a
 probe slot is taken by one Lua script (one round trip) and expires after ``probe_slot_s``. A
-circuit opened or closed while Redis was away is written back when Redis answers again, unless the
-fleet's record is newer (a replica's breaker does not lose what it learnt during the outage).
+circuit opened or closed while Redis was away (or open, and lost by a Redis restart) is written back
+when Redis answers again, unless the fleet's record is newer (a replica keeps what it learnt).
 
 Details: docs/internals/gateway-upstreams.md
 """
@@ -191,15 +192,31 @@ class RedisBreakerBoard(BreakerBoard):
         if now - self._synced_at < self._sync_s:
             return
         self._synced_at = now
-        keys = [breaker_keys(name)[1] for name in self._names]
+        keys = [breaker_keys(name)[1] for name in self._names] + [closed_key(name) for name in self._names]
         values = await self._shared.run("breaker sync", lambda: self._shared.redis.mget(keys))
         if values is None:
             return
-        for name, value in zip(self._names, values, strict=True):
-            try:
-                until = None if value is None else float(value)
-            except ValueError:
-                until = None
+        count = len(self._names)
+        for name, value, closed in zip(self._names, values[:count], values[count:], strict=True):
+            until, closed_at = _seconds(value), _seconds(closed)
             if name in self._unsynced and await self._reconcile(name, until):
                 continue
+            if until is None and self._lost(name, closed_at):  # open here: Redis lost it (restarted)
+                await self._shared_open(name, self._circuits[name].open_until or self.clock())
+                continue
             self._adopt(name, until)
+
+    def _lost(self, name: str, closed_at: float | None) -> bool:
+        """Whether Redis, holding no ``open_until`` for a circuit open here, lost it: no replica
+        closed it since its open period began (``open_until`` outlives an open period)."""
+        until = self._circuits[name].open_until
+        if until is None or self.state(name) is not BreakerState.OPEN:
+            return False
+        return closed_at is None or closed_at < until - self.options.open_s
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
