@@ -60,6 +60,9 @@ class RetryPolicy:
     client_retrying_max_retries: int = 1
     client_retry_limit: int = 10
     prior_overloads: int = 0  # consecutive 529s this prompt met before this request (its client's)
+    # several upstreams, while other candidates remain: a wait longer than this (an upstream's
+    # ``retry-after``) ends the retries at once, so the request moves on instead of waiting
+    move_on_after_s: float | None = None
 
     @classmethod
     def from_settings(cls, resilience: ResilienceSettings) -> RetryPolicy:
@@ -274,8 +277,9 @@ async def with_retry(
             return
         asked = parse_retry_after(headers)
         delay = asked if asked is not None else backoff_delay(retries, rng)
+        moving_on = policy.move_on_after_s is not None and delay > policy.move_on_after_s
         delay = min(delay, policy.max_delay_s)
-        if retries >= policy.max_retries:
+        if retries >= policy.max_retries or moving_on:
             yield RetryResult(response, error, retries, switched_to, current, Stop.BUDGET, delay, overloads)
             return
         if clock() + delay > deadline:

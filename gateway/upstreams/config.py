@@ -137,6 +137,7 @@ class BreakerOptions(_Strict):
 
 class FailoverOptions(_Strict):
     same_upstream_retries: int = Field(1, ge=0)
+    same_upstream_max_wait_s: float = Field(5.0, ge=0, le=MAX_SECONDS)  # a longer retry-after moves on
 
 
 class ProbeOptions(_Strict):

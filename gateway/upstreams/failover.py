@@ -165,9 +165,11 @@ class UpstreamSet:
                 # the last one that can be tried now gets the whole retry budget and keeps its fallback
                 last = not any(map(self.breakers.available, plan.candidates[index + 1 :]))
                 policy = base_policy
-                if not last and policy.max_retries > self.config.failover.same_upstream_retries:
+                if not last:  # a few quick retries here, then the next candidate (no long waits)
                     policy = dataclasses.replace(
-                        policy, max_retries=self.config.failover.same_upstream_retries
+                        policy,
+                        max_retries=min(policy.max_retries, self.config.failover.same_upstream_retries),
+                        move_on_after_s=self.config.failover.same_upstream_max_wait_s,
                     )
                 self.metrics.selected.labels(name, plan.reason if tried == 0 else "failover").inc()
                 tried += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -199,6 +200,21 @@ async def test_connection_refused_upstream_is_skipped(
         assert (
             fleet.metric("gateway_upstream_failures_total", upstream="dead", reason="connection_error") == 2
         )
+
+
+async def test_a_long_retry_after_moves_on_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A throttled primary's ``retry-after: 30`` kept the client waiting 30 s for the one
+    same-upstream retry while Bedrock could answer; a short one is still waited for (the session's
+    cache is on the primary)."""
+    async with four_upstreams(tmp_path, monkeypatch, providers=("anthropic", "bedrock")) as fleet:
+        fleet.emulators["primary"].set_fault("fail_first=1000000:429,retry_after=30")
+        started = time.monotonic()
+        message = await _turn(fleet.client("s-throttled"), "hello")
+        assert message.content[0].type == "text" and time.monotonic() - started < 10
+        assert (fleet.served("primary"), fleet.served("bedrock")) == (1, 1)  # no retry on the primary
+        fleet.emulators["primary"].set_fault("fail_first=1:429,retry_after=0.2", key="brief")
+        await _turn(fleet.client("s-brief"), "hello")
+        assert (fleet.served("primary"), fleet.served("bedrock")) == (3, 1)  # retried there, served
 
 
 async def test_slow_first_byte_within_the_timeout_stays(
