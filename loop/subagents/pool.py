@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ from loop.transitions import (
     Guardrail,
     GuardrailKind,
     GuardrailReport,
+    ModelError,
     Terminal,
     describe,
 )
@@ -45,6 +47,8 @@ from loop.usage import TokenUsage
 if TYPE_CHECKING:
     from loop.hooks.runner import HookRunner
     from loop.params import QueryFunction
+
+log = logging.getLogger("switchyard.loop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +248,10 @@ class SubagentPool:
                     terminal = _out_of_time(allowance, run)
                 state = TaskState.COMPLETED if isinstance(terminal, Completed) else TaskState.FAILED
                 self._finish(task, state, terminal, run.state.usage, _final_text(run), allowance)
+        except Exception as exc:  # a crash in the child's run is the child's failure, not the parent's
+            log.warning("sub-agent %s (%s) failed: %s", task.task_id, task.agent.name, exc, exc_info=True)
+            crashed = ModelError("client_error", f"{type(exc).__name__}: {exc}")
+            self._finish(task, TaskState.FAILED, crashed, TokenUsage(), "", allowance)
         except asyncio.CancelledError:
             run_ = task.run
             terminal = run_.terminal if run_ is not None and run_.finished else AbortedStreaming(turn=0)
