@@ -140,6 +140,7 @@ class SubagentPool:
         budget = NestedBudget(
             max_tokens=loop_config.max_total_tokens,
             max_cost_usd=loop_config.max_cost_usd,
+            max_cache_reads=loop_config.max_cache_read_tokens,
             deadline=deadline,
             share=config.budget_share,
             parent_spent=TokenUsage,
@@ -298,6 +299,7 @@ class SubagentPool:
             max_turns=agent.max_turns or parent.max_turns,
             max_total_tokens=allowance.tokens,
             max_cost_usd=allowance.cost_usd,
+            max_cache_read_tokens=allowance.cache_reads,
             max_wall_clock_s=allowance.seconds,
             source=f"agent:{agent.name}",
             subagent=True,  # never continues on the token budget: it is the top-level run's
@@ -354,6 +356,10 @@ def _no_budget(kind: str, allowance: Allowance) -> Guardrail:
     if kind == "cost":
         detail = "the parent's cost budget has nothing left for a sub-agent"
         return Guardrail(GuardrailKind.COST, GuardrailReport(0, allowance.cost_usd or 0.0, 0, detail))
+    if kind == "cache_read_tokens":
+        detail = "the parent's cache-read budget has nothing left for a sub-agent"
+        report = GuardrailReport(0, float(allowance.cache_reads or 0), 0, detail)
+        return Guardrail(GuardrailKind.CACHE_READ_TOKENS, report)
     detail = "the parent's wall-clock budget has run out"
     return Guardrail(GuardrailKind.WALL_CLOCK, GuardrailReport(0, float(allowance.seconds or 0), 0, detail))
 

@@ -38,6 +38,7 @@ def run_pool(
     budget = NestedBudget(
         max_tokens=config.max_total_tokens,
         max_cost_usd=config.max_cost_usd,
+        max_cache_reads=config.max_cache_read_tokens,
         deadline=None if config.max_wall_clock_s is None else started + config.max_wall_clock_s,
         share=subagents.budget_share,
         parent_spent=lambda: current().usage,
