@@ -17,7 +17,7 @@ from loop.fallback import after_overload
 from loop.outcome import ApiErrorInfo, TurnOutcome
 from loop.state import LoopState
 from loop.stop_hooks import StopHookResult
-from loop.tokens import context_tokens
+from loop.tokens import context_tokens, discounted_image_bytes
 from loop.transitions import (
     CollapseDrain,
     Completed,
@@ -136,6 +136,8 @@ def _learned_limit(state: LoopState, error: ContextError, config: LoopConfig) ->
     but never less than the largest prompt the upstream accepted in this run."""
     if error.kind is ContextErrorKind.OUTPUT_OVERFLOW:
         return state.context.learned_limit  # the prompt itself fitted
+    if error.kind is ContextErrorKind.REQUEST_TOO_LARGE and discounted_image_bytes(state.messages):
+        return state.context.learned_limit  # too many bytes of images, not too many tokens
     if error.limit is not None:
         learned = error.limit
     else:

@@ -51,11 +51,18 @@ def message_bytes(messages: Iterable[Message]) -> int:
     return sum(_sized(orjson.dumps(m), (m,)) for m in messages)
 
 
+def discounted_image_bytes(messages: Sequence[Message]) -> int:
+    """Base64 image bytes the estimate does not count (the images' data beyond ``IMAGE_TOKENS``):
+    a request refused for its size in bytes says nothing about its size in tokens when it is
+    more than nothing."""
+    return sum(max(0, size - _IMAGE_BYTES) for size in _image_sizes(messages))
+
+
 def _sized(dumped: bytes, messages: Sequence[Message]) -> int:
     """``len(dumped)`` less the base64 image data beyond what an image is counted at."""
     if _IMAGE_MARK not in dumped:
         return len(dumped)
-    return len(dumped) - sum(max(0, size - _IMAGE_BYTES) for size in _image_sizes(messages))
+    return len(dumped) - discounted_image_bytes(messages)
 
 
 def _image_sizes(blocks: Iterable[object]) -> Iterable[int]:
