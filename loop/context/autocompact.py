@@ -2,7 +2,8 @@
 protected tail.
 
 Pure: :func:`plan` builds the call, :func:`complete` the new history; the pipeline makes the call.
-The protected tail is kept unchanged, and a failed reactive compaction still shrinks the history.
+The protected tail is kept unchanged, a failed reactive compaction still shrinks the history, and
+auto-compaction skips a head too small to free anything.
 
 Details: docs/internals/loop-context.md
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from loop.context.history import SUMMARY_NOTE, protected_tail_start
 from loop.context.kinds import Layer, Outcome
+from loop.context.microcompact import min_free_tokens
 from loop.context.result import LayerResult
 from loop.context.settings import ContextSettings, LayerState
 from loop.context.state import Pending
@@ -67,6 +69,8 @@ def plan(
     first, summarised = _split_first(head, config.keep_first_message_tokens)
     if not summarised:
         return LayerResult(layer, messages)
+    if not reactive and estimate_tokens(summarised) < config.compact_max_tokens + min_free_tokens(state, settings):
+        return LayerResult(layer, messages)  # the summary could be as long: nothing worth a cache break
     if breaker_open and not reactive:
         event = Compaction(
             state.turn, layer, state.tokens, state.tokens, Outcome.BREAKER_OPEN, "circuit breaker open"

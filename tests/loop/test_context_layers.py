@@ -350,11 +350,23 @@ def test_a_previous_summary_is_summarised_again_not_kept() -> None:
     planned = autocompact.plan(messages, STATE, config, breaker_open=False)
     assert isinstance(planned, autocompact.CompactPlan)
     first = autocompact.complete(planned, "summary one", STATE, config).messages
-    grown = (*first, *pair(20, "x" * 3_000), *pair(21, "x" * 3_000), *pair(22, "x" * 3_000))
+    grown = (*first, *pair(20, "x" * 20_000), *pair(21, "x" * 3_000), *pair(22, "x" * 3_000))
     again = autocompact.plan(grown, STATE, config, breaker_open=False)
     assert isinstance(again, autocompact.CompactPlan)
     assert again.first == {"role": "user", "content": [{"type": "text", "text": "task"}]}
     assert "summary one" in again.messages[0]["content"][0]["text"]  # in the transcript
+
+
+def test_a_head_no_larger_than_a_summary_is_not_summarised_unless_the_upstream_refused() -> None:
+    config = settings(caps={})  # auto-compact at 19,000; a summary may take 4,096, a gain 1,900
+    planned = autocompact.plan(history(8, 3_000), STATE, config, breaker_open=False)
+    assert isinstance(planned, autocompact.CompactPlan)
+    first = autocompact.complete(planned, "summary one", STATE, config).messages
+    grown = (*first, *pair(20, "x" * 3_000), *pair(21, "x" * 20_000), *pair(22, "x" * 20_000))
+    skipped = autocompact.plan(grown, STATE, config, breaker_open=False)  # the tail is what is big
+    assert isinstance(skipped, LayerResult) and skipped.messages is grown and skipped.event is None
+    reactive = LayerState(3, 25_000, pending=Pending.REACTIVE)
+    assert isinstance(autocompact.plan(grown, reactive, config, breaker_open=False), autocompact.CompactPlan)
 
 
 def test_the_transcript_is_shed_to_fit_its_budget() -> None:

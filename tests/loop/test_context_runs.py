@@ -260,6 +260,33 @@ async def test_a_summariser_that_always_fails_is_called_three_times_in_a_ten_run
     assert model.calls("compact") == 4 and session.breaker.trips == 2
 
 
+async def test_a_big_protected_tail_does_not_make_every_turn_summarise_a_small_head() -> None:
+    """Each result is 20,800 characters (~6,900 estimated tokens): the last two turns alone are over
+    the auto-compact threshold (10,904 in a 30,000 window), collapse folds each older turn into a
+    digest, and what is left to summarise is the digest and the previous summary. Summarising that
+    freed nothing (the summary was as long) and cost a call and a cache write every turn."""
+    calls: list[int] = []
+
+    def answer(request: ModelRequest) -> FakeResponse:
+        if request.source == "compact":
+            return FakeResponse.of(text("Summary: the agent read the log " + "s" * 800))
+        calls.append(len(calls))
+        usage = {"input_tokens": len(orjson.dumps(request.body)) // 4, "output_tokens": 50}
+        if len(calls) > 12:
+            return FakeResponse.of(text("done"), usage=usage)
+        return FakeResponse.of(text("next part"), call(f"toolu_{len(calls)}", part=len(calls)), usage=usage)
+
+    model = FakeModel([], then=answer)
+    reader = FakeTool("read", result="line of the log\n" * 1_300)
+    window = {"context_window": 30_000, "max_tokens": 4_000, "escalated_max_tokens": 8_192}
+    run = run_with("read the whole log", model, tools=[reader], max_turns=30, **window)
+    events = await run_to_end(run)
+    assert run.terminal == Completed("end_turn") and len(calls) == 13
+    assert model.calls("compact") == 0  # it was 10: one per turn from the fourth on
+    assert all(e.layer is Layer.COLLAPSE for e in context_events(events))
+    assert pairing_violations(run.state.messages) == []
+
+
 async def test_reactive_compact_then_a_blocking_stop_hook_then_prompt_too_long_compacts_once() -> None:
     hook_calls: list[int] = []
 
