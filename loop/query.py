@@ -187,9 +187,14 @@ async def _drive(params: QueryParams, run: Run) -> AsyncGenerator[LoopEvent, Non
                     yield step
             if prepared is None:  # pragma: no cover - the pass always ends with one
                 raise RuntimeError("the context pass ended without a result")
+            spent_on_context = prepared.state.usage != state.usage
             state = prepared.state
             if rewritten:
                 state = replace(state, budget=state.budget.compacted())
+            stop = check_guardrails(state, config, clock.now()) if spent_on_context else None
+            if stop is not None:  # the summarisation call reached a limit: no call after it
+                run.settle(stop, state)
+                return
             if hooks is not None:
                 hooks.note_history(state.messages)
             blocked = check_blocking(prepared.tokens, prepared.thresholds.blocking, config)

@@ -25,6 +25,8 @@ from loop.testing import FakeModel, FakeResponse, FakeTool, VirtualClock, text, 
 from loop.transitions import (
     CollapseDrain,
     Completed,
+    Guardrail,
+    GuardrailKind,
     ModelError,
     NextTurn,
     PromptTooLong,
@@ -258,6 +260,25 @@ async def test_a_summariser_that_always_fails_is_called_three_times_in_a_ten_run
     for _ in range(2):
         await run_with(history, model, session=session, clock=clock, **config).wait()
     assert model.calls("compact") == 4 and session.breaker.trips == 2
+
+
+async def test_a_summarisation_call_that_reaches_the_token_limit_is_the_last_call() -> None:
+    """The guardrails are checked before each call: the summary (62,000 billed tokens) reached the
+    50,000 limit, so the request it prepared is not sent (it was, and the run spent 92,100)."""
+
+    def answer(request: ModelRequest) -> FakeResponse:
+        if request.source == "compact":
+            return FakeResponse.of(text(SUMMARY), usage={"input_tokens": 60_000, "output_tokens": 2_000})
+        return FakeResponse.of(text("done"), usage={"input_tokens": 30_000, "output_tokens": 100})
+
+    model = FakeModel([], then=answer)
+    run = run_with(conversation(6, chars=15_000), model, max_total_tokens=50_000, **SMALL_WINDOW)
+    events = await run_to_end(run)
+    assert isinstance(run.terminal, Guardrail) and run.terminal.kind is GuardrailKind.TOKENS
+    assert [r.source for r in model.requests] == ["compact"]
+    assert run.state.usage.billed == 62_000
+    (compaction,) = [e for e in context_events(events) if isinstance(e, Compaction)]
+    assert compaction.outcome is Outcome.APPLIED and pairing_violations(run.state.messages) == []
 
 
 async def test_a_big_protected_tail_does_not_make_every_turn_summarise_a_small_head() -> None:
