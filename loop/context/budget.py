@@ -125,11 +125,11 @@ def _budget_message(
             continue
         text = result_text(block)
         if len(text) > cap and not is_marked(text):
-            new_blocks[i] = _shortened(
-                block, text, name, cap, config.excerpt_head_chars, config.excerpt_tail_chars
-            )
-            stored.append(StoredText(tool_use_id, name, text))
-            changed = True
+            shortened = _shortened(block, text, name, cap, config.excerpt_head_chars, config.excerpt_tail_chars)
+            if len(result_text(shortened)) < len(text):  # a tiny cap: the note alone is longer
+                new_blocks[i] = shortened
+                stored.append(StoredText(tool_use_id, name, text))
+                changed = True
         sizes[i] = len(result_text(new_blocks[i]))
     if per_message is not None:
         total = sum(sizes.values())
@@ -142,9 +142,12 @@ def _budget_message(
             tool_use_id = str(blocks[i].get("tool_use_id", ""))
             name = names.get(tool_use_id, "")
             cap = max(NOTE_ROOM * 2, min(sizes[i] // 2, per_message // max(1, len(sizes))))
-            new_blocks[i] = _shortened(
+            shortened = _shortened(
                 blocks[i], text, name, cap, config.excerpt_head_chars, config.excerpt_tail_chars
             )
+            if len(result_text(shortened)) >= sizes[i]:
+                continue  # a small result: its excerpt and note would be longer than it is
+            new_blocks[i] = shortened
             stored.append(StoredText(tool_use_id, name, text))
             total -= sizes[i] - len(result_text(new_blocks[i]))
             changed = True

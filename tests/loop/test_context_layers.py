@@ -178,6 +178,21 @@ def test_budget_caps_the_results_of_one_message_together() -> None:
     assert sum(sizes) <= 20_000 and len(result.stored) >= 2
 
 
+def test_budget_never_makes_a_result_longer_than_it_was() -> None:
+    """An excerpt carries a note of ~250 characters: a result shorter than excerpt + note is left
+    as it is (it was replaced by something longer, stored, and reported as a compaction)."""
+    results = [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "y" * 300} for i in range(1_000)]
+    calls = [{"type": "tool_use", "id": f"toolu_{i}", "name": "stat", "input": {}} for i in range(1_000)]
+    many = (user("task"), {"role": "assistant", "content": calls}, {"role": "user", "content": results})
+    over = budget.apply(many, STATE, settings(caps={"stat": 50_000}))  # 300,000 chars > 200,000
+    assert over.messages is many and over.stored == () and over.event is None
+    tiny = (user("task"), *pair(0, "z" * 150, name="tiny"))
+    assert budget.apply(tiny, STATE, settings(caps={"tiny": 100})).messages is tiny
+    mixed = (user("task"), *pair(0, "z" * 150, name="tiny"), *pair(1, "w" * 5_000, name="tiny"))
+    result = budget.apply(mixed, STATE, settings(caps={"tiny": 100}))  # the long one is still cut
+    assert result.messages[2] is mixed[2] and [s.tool_use_id for s in result.stored] == ["toolu_1"]
+
+
 def test_budget_keeps_images_of_a_shortened_result() -> None:
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
     messages = (user("task"), *pair(0, [{"type": "text", "text": "z" * 4_000}, image]))
