@@ -73,11 +73,18 @@ def build_request(
 
 
 def summary_request(
-    config: LoopConfig, *, system: str, messages: Sequence[Message], max_tokens: int, request_id: str
+    config: LoopConfig,
+    *,
+    system: str,
+    messages: Sequence[Message],
+    max_tokens: int,
+    request_id: str,
+    model: str | None = None,
 ) -> ModelRequest:
-    """The summarisation side call: same model, no tools, no thinking, ``source="compact"``."""
+    """The summarisation side call: the run's model (``model``, else ``config.model``), no tools, no
+    thinking, ``source="compact"``."""
     body: JSONObject = {
-        "model": config.model,
+        "model": model or config.model,
         "max_tokens": max_tokens,
         "system": [{"type": "text", "text": system}],
         "messages": list(messages),

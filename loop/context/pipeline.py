@@ -27,6 +27,7 @@ from loop.context.thinking import has_thinking, strip_thinking
 from loop.cost import Pricing
 from loop.deps import Clock, ModelCaller
 from loop.events import Compaction, ContextBoundary, LoopEvent, StatusEvent
+from loop.fallback import current_model
 from loop.messages import Message, normalize
 from loop.request import summary_request
 from loop.state import LoopState
@@ -107,7 +108,7 @@ class ContextPipeline:
                 calls += 1
                 self._session.summariser_calls += 1
                 summary = _Summary(None, "no answer", TokenUsage())
-                async for item in self._summarise(planned):
+                async for item in self._summarise(planned, current_model(state, self._config)):
                     if isinstance(item, _Summary):
                         summary = item
                     else:
@@ -182,9 +183,14 @@ class ContextPipeline:
             return False
         return breaker.record_failure(self._clock.now(), self.settings.config.breaker_threshold)
 
-    async def _summarise(self, plan: autocompact.CompactPlan) -> AsyncGenerator[StatusEvent | _Summary, None]:
+    async def _summarise(
+        self, plan: autocompact.CompactPlan, model: str
+    ) -> AsyncGenerator[StatusEvent | _Summary, None]:
+        """The summarisation call, on ``model``: the run's current one (its fallback model after a
+        sticky switch, never the overloaded primary)."""
         request = summary_request(
             self._config,
+            model=model,
             system=plan.system,
             messages=plan.messages,
             max_tokens=plan.max_tokens,

@@ -167,3 +167,36 @@ async def test_a_callers_own_fallback_is_sticky() -> None:
     await run.wait()
     assert caller.models == [PRIMARY, FALLBACK]
     assert run.state.model == FALLBACK
+
+
+async def test_summarisation_after_the_switch_goes_to_the_fallback_model() -> None:
+    """The switch is for the rest of the run: a compaction after it is not sent to the overloaded
+    primary (and is priced for the model it went to)."""
+    overloaded = FakeResponse.http_error(529, "overloaded_error", "Overloaded")
+    grown = FakeResponse.of(tool_use("read", {}), usage={"input_tokens": 170_000, "output_tokens": 10})
+
+    def answer(request: ModelRequest) -> FakeResponse:
+        return FakeResponse.of(text("Summary of the work." if request.source == "compact" else "done"))
+
+    model = FakeModel([overloaded, overloaded, overloaded, grown], then=answer)
+    history = [
+        message
+        for i in range(6)
+        for message in (
+            {"role": "user", "content": f"question {i}: " + "q" * 15_000},
+            {"role": "assistant", "content": [text(f"answer {i}: " + "a" * 15_000)]},
+        )
+    ]
+    run = loop.query(
+        loop.QueryParams(
+            [*history, {"role": "user", "content": "now the task"}],
+            tools=[FakeTool("read")],
+            config=WITH_FALLBACK,
+            deps=loop.LoopDeps(call_model=model, clock=VirtualClock()),
+            permissions=PermissionPolicy(mode=PermissionMode.DONT_ASK),
+        )
+    )
+    await run.wait()
+    assert run.terminal == Completed("end_turn")
+    sent = [(r.source, r.body["model"]) for r in model.requests]
+    assert sent[3:] == [("sdk", FALLBACK), ("compact", FALLBACK), ("sdk", FALLBACK)]
