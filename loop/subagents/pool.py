@@ -329,9 +329,12 @@ class SubagentPool:
 
 
 def _narrowed(agent: AgentDefinition, names: Sequence[str] | None) -> list[Tool[Any]]:
+    from loop.subagents.tool import AgentTool  # not at import: it imports this module
+
+    own = [tool for tool in agent.tools if not isinstance(tool, AgentTool)]  # children start none
     if names is None:
-        return list(agent.tools)
-    available = {tool.name: tool for tool in agent.tools}
+        return own
+    available = {tool.name: tool for tool in own}
     unknown = [name for name in names if name not in available]
     if unknown:
         raise ValueError(

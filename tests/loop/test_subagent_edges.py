@@ -1,11 +1,18 @@
 """Sub-agents at their edges: a child whose run raises fails alone, as a failed task with an error
-result, and the parent goes on; a parent's cache-read cap nests like its token budget."""
+result, and the parent goes on; a parent's cache-read cap nests like its token budget; a child
+never gets an agent tool, even one its definition lists (a pool of Python code)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import loop
 from loop.events import TaskState, TaskUpdate, ToolFinished
-from loop.testing import FakeModel, FakeResponse, FakeTool, text, tool_use
+from loop.request import ModelRequest
+from loop.subagents import AgentDefinition, SubagentConfig, SubagentPool
+from loop.subagents.tool import AgentTool
+from loop.testing import FakeModel, FakeResponse, FakeTool, VirtualClock, text, tool_use
 from loop.transitions import Guardrail, GuardrailKind, ModelError
 from tests.loop.subagent_support import agent_call, live_tasks, subagent_run
 from tests.loop.support import of_type, run_to_end
@@ -54,3 +61,26 @@ async def test_children_draw_cache_reads_from_the_parents_cap() -> None:
     # the parent stops at its own cap, over it by one call per run (as the token guardrail does)
     assert isinstance(run.terminal, Guardrail) and run.terminal.kind is GuardrailKind.CACHE_READ_TOKENS
     assert run.state.usage.cache_read_input_tokens == 120_000
+
+
+async def test_a_definition_listing_an_agent_tool_does_not_give_children_one() -> None:
+    """Python code sharing one tool list between its run and its agents hands the pool's own agent
+    tool to its children: each child started another, until the pool's slots were all held by
+    parents waiting for a child that could not start (a hang, or a stall until the deadline)."""
+    clock = VirtualClock()
+    sent: list[list[str]] = []
+
+    def delegate(request: ModelRequest) -> FakeResponse:
+        sent.append([t["name"] for t in request.body.get("tools", [])])
+        return FakeResponse.of(agent_call("go deeper"))
+
+    tools: list[Any] = [FakeTool("ls")]
+    agents = SubagentConfig(agents=[AgentDefinition("helper", "Helps.", tools=tools)], max_concurrent=2)
+    deps = loop.LoopDeps(call_model=FakeModel([], then=delegate, clock=clock), clock=clock)
+    pool = SubagentPool.create(agents, loop_config=loop.LoopConfig(), deps=deps, run_query=loop.query)
+    tools.append(AgentTool(pool))
+    result = await asyncio.wait_for(pool.wait(pool.spawn("go deeper")), timeout=10)
+    assert list(pool.tasks) == ["agent_1"]  # no grandchild
+    assert all(names == ["ls", "read_tool_result"] for names in sent)
+    assert result.state is TaskState.FAILED  # every call it made was to a tool it does not have
+    assert live_tasks() == []
