@@ -329,9 +329,7 @@ class SubagentPool:
 
 
 def _narrowed(agent: AgentDefinition, names: Sequence[str] | None) -> list[Tool[Any]]:
-    from loop.subagents.tool import AgentTool  # not at import: it imports this module
-
-    own = [tool for tool in agent.tools if not isinstance(tool, AgentTool)]  # children start none
+    own = [tool for tool in agent.tools if not _starts_subagents(tool)]  # children start none
     if names is None:
         return own
     available = {tool.name: tool for tool in own}
@@ -341,6 +339,11 @@ def _narrowed(agent: AgentDefinition, names: Sequence[str] | None) -> list[Tool[
             f"the {agent.name} agent has no tool {', '.join(unknown)}; its tools: {', '.join(available) or '(none)'}"
         )
     return [available[name] for name in dict.fromkeys(names)]
+
+
+def _starts_subagents(tool: Tool[Any]) -> bool:
+    """The ``agent`` tool (``loop.subagents.tool``, which imports this module): it holds a pool."""
+    return isinstance(getattr(tool, "pool", None), SubagentPool)
 
 
 def _final_text(run: Run) -> str:
