@@ -25,7 +25,7 @@ from gateway.content_coding import BodyDecoder, check_inflated, content_coding, 
 from gateway.errors import GatewayError
 from gateway.fleet.principal import Principal, Source
 from gateway.headers import forwardable_request_headers
-from gateway.json_limits import is_depth_error, nests_deeper_than
+from gateway.json_limits import TooDeep, loads_within
 from gateway.keys import DEFAULT_TEAM, InboundKey, KeyRing, Role
 from gateway.providers.base import ClientRequest, Operation
 from gateway.settings.listener import ListenerSettings
@@ -186,20 +186,14 @@ def parse_json_object(body: bytes, max_depth: int) -> dict[str, Any]:
     if not body:
         raise GatewayError(400, "request body is empty; expected a JSON object")
     try:
-        payload = orjson.loads(body)
+        payload = loads_within(body, max_depth)
+    except TooDeep:
+        raise GatewayError(400, f"request body nests JSON more than {max_depth} levels deep") from None
     except orjson.JSONDecodeError as exc:
-        if is_depth_error(exc):
-            raise _too_deep(max_depth) from None
         raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise GatewayError(400, "request body must be a JSON object")
-    if nests_deeper_than(payload, max_depth):
-        raise _too_deep(max_depth)
     return payload
-
-
-def _too_deep(max_depth: int) -> GatewayError:
-    return GatewayError(400, f"request body nests JSON more than {max_depth} levels deep")
 
 
 def forwardable_headers(request: web.Request) -> list[tuple[str, str]]:

@@ -1,40 +1,46 @@
-"""How deep a parsed request body nests, checked at C speed before anything recursive touches it.
+"""A request body parsed with its nesting bounded, at C speed, before anything recursive touches it.
 
-A body deeper than ``GATEWAY_MAX_JSON_DEPTH`` is refused, so every later step is safe. Depth is
-measured from ``OPT_INDENT_2`` output, not by a Python walk (the argument is in the design document).
+A body deeper than ``GATEWAY_MAX_JSON_DEPTH`` is refused, so every later step is safe. The bound is
+orjson's own depth limit, reached by parsing the body inside padding brackets: no Python walk, no
+second pass over the value, no copy larger than the body.
 
 Details: docs/internals/gateway.md
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import Any, Final
 
 import orjson
 
 MAX_SUPPORTED_DEPTH: Final = 200  # below orjson's 254-level writer, with room for log envelopes
-_ORJSON_READ_LIMIT: Final = "depth limit exceeded"  # orjson.loads' message past 1,024 levels
+ORJSON_READ_DEPTH: Final = 1024  # the deepest document orjson.loads reads
+_ORJSON_READ_LIMIT: Final = "depth limit exceeded"  # orjson.loads' message past that depth
 
 
-@functools.cache
-def _deeper_than(limit: int) -> re.Pattern[bytes]:
-    indent = b"\n" + b" " * (2 * limit)
-    # after the indent: one more space (a deeper line), or a container opening here, maybe as the
-    # value of a member (a key is a JSON string: an escaped quote never ends it)
-    return re.compile(re.escape(indent) + rb'(?: |(?:"(?:[^"\\]|\\.)*": )?[\[{])')
+class TooDeep(ValueError):
+    """The body nests containers more than the limit."""
 
 
-def nests_deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` (as ``orjson.loads`` returns it) nests containers more than ``limit`` deep."""
+def loads_within(body: bytes, limit: int) -> Any:
+    """``orjson.loads(body)``; :class:`TooDeep` when it nests more than ``limit`` containers, and
+    the body's own ``orjson.JSONDecodeError`` when it is not JSON."""
+    if not 1 <= limit <= MAX_SUPPORTED_DEPTH:
+        raise ValueError(f"limit must be within 1..{MAX_SUPPORTED_DEPTH}, not {limit}")
+    pad = ORJSON_READ_DEPTH - limit  # padded, the body reaches orjson's limit exactly at ``limit``
     try:
-        text = orjson.dumps(value, option=orjson.OPT_INDENT_2)
-    except orjson.JSONEncodeError:  # deeper than orjson writes (254), so than any allowed limit
-        return True
-    if b"\n" + b" " * (2 * limit) not in text:  # one C search settles nearly every body
-        return False
-    return _deeper_than(limit).search(text) is not None
+        value = orjson.loads(b"[" * pad + body + b"]" * pad)
+    except orjson.JSONDecodeError as exc:
+        if is_depth_error(exc):
+            raise TooDeep(f"nests more than {limit} levels") from None
+        orjson.loads(body)  # not JSON: its own error, positions as the client sent them
+        raise  # (not reached: JSON inside brackets is JSON)
+    for _ in range(pad):
+        if type(value) is not list or len(value) != 1:  # the body closed a padding bracket itself
+            orjson.loads(body)  # so it is not one JSON value: its own error
+            raise orjson.JSONDecodeError("not one JSON value", "", 0)  # (not reached either)
+        value = value[0]
+    return value
 
 
 def is_depth_error(error: orjson.JSONDecodeError) -> bool:

@@ -1,4 +1,4 @@
-"""The nesting-depth check of request bodies (gateway.json_limits), against a plain reference."""
+"""The depth-bounded parse of request bodies (gateway.json_limits), against a plain reference."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gateway.errors import GatewayError
 from gateway.inbound import parse_json_object
-from gateway.json_limits import MAX_SUPPORTED_DEPTH, nests_deeper_than
+from gateway.json_limits import MAX_SUPPORTED_DEPTH, TooDeep, loads_within
 
 
 def reference_depth(value: Any) -> int:
@@ -37,6 +37,17 @@ json_values = st.recursive(
 )
 
 
+def nests_deeper_than(value: Any, limit: int) -> bool:
+    """What ``loads_within`` says of ``value`` written as a body (and it reads the value back)."""
+    body = orjson.dumps(value)
+    try:
+        parsed = loads_within(body, limit)
+    except TooDeep:
+        return True
+    assert parsed == value
+    return False
+
+
 @settings(max_examples=400, derandomize=True, deadline=None, database=None)
 @given(value=json_values, limit=st.integers(min_value=1, max_value=12))
 def test_the_check_agrees_with_the_reference(value: Any, limit: int) -> None:
@@ -59,10 +70,22 @@ def test_the_boundary_is_exact(limit: int, objects: bool) -> None:
     assert nests_deeper_than([1, [2, {"a": []}]], 3)
 
 
-@pytest.mark.parametrize("depth", [255, 256, 490, 1023, 1024])
-def test_values_deeper_than_orjson_writes_are_too_deep(depth: int) -> None:
-    value = orjson.loads(b"[" * depth + b"]" * depth)
-    assert nests_deeper_than(value, MAX_SUPPORTED_DEPTH)
+@pytest.mark.parametrize("depth", [255, 256, 490, 1023, 1024, 1025, 5000])
+def test_bodies_deeper_than_orjson_reads_or_writes_are_too_deep(depth: int) -> None:
+    with pytest.raises(TooDeep):
+        loads_within(b"[" * depth + b"]" * depth, MAX_SUPPORTED_DEPTH)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"  ", b"1],[2", b"{}]", b"[{}", b"{} {}", b"\xef\xbb\xbf{}", b"]" * 5, b"[" * 5, b"{\"a\":1}]" * 3],
+)
+def test_what_is_not_one_json_value_gets_its_own_error(body: bytes) -> None:
+    with pytest.raises(orjson.JSONDecodeError) as refused:
+        loads_within(body, 16)
+    with pytest.raises(orjson.JSONDecodeError) as alone:
+        orjson.loads(body)
+    assert str(refused.value) == str(alone.value)
 
 
 @pytest.mark.parametrize("depth", [129, 490, 1023, 1024, 1025, 5000])
