@@ -25,6 +25,7 @@ ACCESS_LOGGER: Final = "switchyard.access"
 access_log = logging.getLogger(ACCESS_LOGGER)
 
 LOG_BODY_LIMIT: Final = 64 * 1024
+LOGGED_NAME_LIMIT: Final = 256  # characters of a model name in a line
 
 
 def log_request(
@@ -51,9 +52,9 @@ def log_request(
         "session_id": client.session_id,
         "provider": provider,
         "operation": client.operation.value,
-        "model": client.model,
-        "served_model": outcome.model_fallback or client.model,
-        "upstream_model": outcome.upstream_model,
+        "model": _name(client.model),
+        "served_model": _name(outcome.model_fallback or client.model),
+        "upstream_model": None if outcome.upstream_model is None else _name(outcome.upstream_model),
         "stream": client.stream,
         "team": team,
         "status": outcome.status,
@@ -83,6 +84,14 @@ def log_request(
         record["request_body_error"] = "not serialisable"
         line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     log_writer().write(line)
+
+
+def _name(model: str) -> str:
+    """A model name as logged: the client's field is whatever it sent (megabytes, at worst); one
+    line must stay short, or the log writer drops other requests' lines behind it."""
+    if len(model) <= LOGGED_NAME_LIMIT:
+        return model
+    return f"{model[:LOGGED_NAME_LIMIT]}... ({len(model)} characters)"
 
 
 def _add_body(record: dict[str, object], client: ClientRequest) -> None:

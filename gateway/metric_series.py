@@ -83,8 +83,8 @@ class FinishedSeries:
 
     __slots__ = ("duration", "label", "overhead", "requests", "spend", "ttft")
 
-    def __init__(self, metrics: GatewayMetrics, provider: str, model: str, stream: bool, status: int) -> None:
-        self.label = label = metrics.model_label(model)
+    def __init__(self, metrics: GatewayMetrics, provider: str, label: str, stream: bool, status: int) -> None:
+        self.label = label
         stream_label = "true" if stream else "false"
         self.requests = metrics.requests.labels(provider, label, stream_label, f"{status // 100}xx")
         self.duration = metrics.duration.labels(provider, label, stream_label)

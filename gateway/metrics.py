@@ -34,6 +34,8 @@ EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # most resolved label sets (and model names) remembered per cache: what bounded labels produce
 # (catalogue models x teams x kinds) fits; beyond it ``labels()`` runs each time, correct, only slower
 MAX_CACHED: Final = 4096
+# longer model names (no model's: a client's model field is whatever it sent) are never kept
+MAX_CACHED_NAME: Final = 256
 
 M = TypeVar("M", bound=MetricWrapperBase)
 
@@ -280,10 +282,12 @@ class GatewayMetrics:
         """Everything one finished API request adds, in one call: its ``gateway_requests_total``
         sample, duration, time to first token and overhead, an upstream error, and (``usage`` and
         ``cost`` given) the tokens and spend of the model that answered."""
-        key = (provider, model, stream, status, served_model, team)
+        # keyed by labels, never by the client's names (a model field may be megabytes long)
+        label, served = self.model_label(model), self.model_label(served_model)
+        key = (provider, label, stream, status, served, team)
         series = self._finished.get(key)
         if series is None:
-            series = FinishedSeries(self, provider, model, stream, status)
+            series = FinishedSeries(self, provider, label, stream, status)
             if len(self._finished) < MAX_CACHED:
                 self._finished[key] = series
         series.requests.inc()
@@ -303,7 +307,7 @@ class GatewayMetrics:
         if usage is not None and cost is not None:
             row = series.spend
             if row is None:
-                row = series.spend = self._spend_row(provider, self.model_label(served_model), team)
+                row = series.spend = self._spend_row(provider, served, team)
             observe_spend(row, usage, cost)
 
     def _spend_row(self, provider: str, label: str, team: str) -> SpendRow:
@@ -320,7 +324,7 @@ class GatewayMetrics:
         label = self._labels.get(model)
         if label is None:
             label = metric_label(model)
-            if len(self._labels) < MAX_CACHED:
+            if len(self._labels) < MAX_CACHED and len(model) <= MAX_CACHED_NAME:
                 self._labels[model] = label
         return label
 

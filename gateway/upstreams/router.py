@@ -24,6 +24,7 @@ from gateway.upstreams.affinity import Placement
 from gateway.upstreams.config import Route, UpstreamsConfig
 
 MAX_CACHED_ROUTES = 1024
+MAX_CACHED_NAME = 256  # longer model names (no model's) are matched each time, never kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +57,10 @@ class Router:
             route = next(
                 (r for r in self._routes if any(fnmatch.fnmatchcase(model, p) for p in r.patterns)), self._all
             )
-            if len(self._cache) >= MAX_CACHED_ROUTES:
-                self._cache.clear()
-            self._cache[model] = route
+            if len(model) <= MAX_CACHED_NAME:  # a client's model field may be megabytes long
+                if len(self._cache) >= MAX_CACHED_ROUTES:
+                    self._cache.clear()
+                self._cache[model] = route
         return route
 
     def preferred(self, route: Route, session_id: str | None) -> tuple[tuple[str, ...], bool]:

@@ -63,6 +63,16 @@ def test_weights_spread_new_sessions_the_same_way_on_every_replica() -> None:
     assert Router(config).plan("m", "x", None, everything, 0).reason == "weighted"
 
 
+def test_long_model_names_are_routed_but_never_kept() -> None:
+    """A client's model field may be megabytes long: the route cache held up to 1,024 of them."""
+    router = Router(_config((Route(("claude-opus-*",), ("c",), None),)))
+    for index in range(20):
+        name = f"claude-opus-{index}-" + "x" * 100_000
+        assert router.plan(name, None, None, everything, 0).candidates == ("c",)
+    assert router.plan("claude-opus-5-5", None, None, everything, 0).candidates == ("c",)
+    assert list(router._cache) == ["claude-opus-5-5"]
+
+
 def test_affinity_keeps_a_moved_session_until_its_cache_would_have_expired() -> None:
     router = Router(_config((Route(("*",), ("a", "b"), None),), return_after_s=300))
     moved = Placement("b", at=1000.0)
