@@ -24,6 +24,7 @@ log = logging.getLogger("switchyard.cache")
 _CCH: Final = re.compile(r"cch=[0-9a-fA-F]+;")
 EPHEMERAL: Final = {"type": "ephemeral"}
 ONE_HOUR: Final = {"type": "ephemeral", "ttl": "1h"}
+LOGGED_DROPPED: Final = 8  # dropped markers named in the log line; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +222,12 @@ def _limit(result: Normalised) -> None:
     trimmed = trim_breakpoints(result.payload, messages=result.marked)
     result.payload = trimmed.body
     result.changed = True
-    dropped = ", ".join("/".join(str(p) for p in b.path) or "top-level" for b in trimmed.dropped)
-    result.notes.append(f"dropped breakpoints: {dropped}")
-    log.info("more than 4 cache breakpoints: dropped %s", dropped)
+    names = ["/".join(str(p) for p in b.path) or "top-level" for b in trimmed.dropped]
+    result.notes.append(f"dropped breakpoints: {', '.join(names)}")
+    # one short line whatever the client sent (a body can hold hundreds of thousands of markers)
+    shown = ", ".join(names[:LOGGED_DROPPED])
+    more = f" and {len(names) - LOGGED_DROPPED} more" if len(names) > LOGGED_DROPPED else ""
+    log.info("more than 4 cache breakpoints: dropped %s%s", shown, more)
 
 
 def _auto_cache(result: Normalised, control: Mapping[str, str]) -> None:
