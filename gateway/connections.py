@@ -78,6 +78,7 @@ class ConnectionLimits:
     max_request_line_bytes: int = 8190
     max_header_bytes: int = 8190
     max_headers: int = 100
+    max_body_bytes: int = 32 * 1024 * 1024  # a larger announced body gets no 100 Continue
     fd_limit: int = 0  # the open-file limit the caps were derived from (0: not derived)
 
     @classmethod
@@ -101,6 +102,7 @@ class ConnectionLimits:
             max_request_line_bytes=settings.listener.max_request_line_bytes,
             max_header_bytes=settings.listener.max_header_bytes,
             max_headers=settings.listener.max_headers,
+            max_body_bytes=settings.listener.max_body_bytes,
             fd_limit=limit,
         )
 

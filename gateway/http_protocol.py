@@ -26,6 +26,7 @@ from gateway.connection_events import ConnectionEvents
 from gateway.connections import ConnectionGuard, peer_key
 from gateway.egress import scrub
 from gateway.errors import GatewayError, error_body, error_type_for_status
+from gateway.expectations import expectation_met, without_expectation
 from gateway.http_errors import ParseFailure, classify
 
 log = logging.getLogger("switchyard.connections")
@@ -166,6 +167,8 @@ class GuardedHandler(RequestHandler):
             self._complete()
             return
         self._responded = False
+        if "expect" in message.headers and not expectation_met(message, self._guard.limits.max_body_bytes):
+            self._messages[-1] = (without_expectation(message), payload)  # no 100 Continue, no 417
         if payload.is_eof():  # no body, or all of it came with the headers
             self._body = None
             self._complete()
