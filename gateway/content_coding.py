@@ -47,10 +47,13 @@ def _unsupported(what: str) -> GatewayError:
 
 
 def too_large(max_bytes: int) -> GatewayError:
+    """The 413 of a body refused before all of it was read: the connection cannot carry another
+    request (the rest of the body is still to come), so the answer says it closes."""
     return GatewayError(
         413,
         f"Request exceeds the maximum allowed number of bytes ({max_bytes}).",
         error_type="request_too_large",
+        headers={"connection": "close"},
     )
 
 
