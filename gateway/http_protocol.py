@@ -44,7 +44,7 @@ class GuardedHandler(RequestHandler):
 
     __slots__ = (
         "_body",
-        "_body_bytes",
+        "_body_start",
         "_failed",
         "_failure",
         "_guard",
@@ -66,7 +66,7 @@ class GuardedHandler(RequestHandler):
         self._since = self._loop.time()
         self._timer: asyncio.TimerHandle | None = None
         self._body: StreamReader | None = None
-        self._body_bytes = 0
+        self._body_start = 0  # body bytes already read when the body's clock (``_since``) started
         self._line_bytes = 0  # bytes of the current request line seen so far
         self._line_done = False
         self._responded = False  # the latest request parsed has been answered
@@ -111,7 +111,6 @@ class GuardedHandler(RequestHandler):
         if self._request_count != count:
             self._parsed()
         elif self._phase == BODY:
-            self._body_bytes += len(data)
             body = self._body
             if body is not None and body.is_eof():
                 self._body_done()
@@ -174,7 +173,7 @@ class GuardedHandler(RequestHandler):
             self._complete()
             return
         self._phase = BODY
-        self._body, self._body_bytes = payload, 0
+        self._body, self._body_start = payload, payload.total_bytes
         self._since = self._loop.time()
         self._due(self._since + self._guard.limits.body_timeout_s)
 
@@ -239,12 +238,13 @@ class GuardedHandler(RequestHandler):
         limits = self._guard.limits
         now = self._loop.time()
         if self._reading_paused or self._buffer_paused:  # the gateway is not reading: not the client's delay
-            self._since, self._body_bytes = now, 0
+            self._since, self._body_start = now, body.total_bytes
             self._due(now + limits.body_timeout_s)
             return
         deadline = self._since + limits.body_timeout_s
         if limits.body_min_rate:
-            deadline += self._body_bytes / limits.body_min_rate
+            # the body's own bytes, as parsed: chunk framing and extensions earn no time
+            deadline += (body.total_bytes - self._body_start) / limits.body_min_rate
         if now < deadline:
             self._due(deadline)
             return
