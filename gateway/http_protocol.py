@@ -26,8 +26,8 @@ from gateway.connection_events import ConnectionEvents
 from gateway.connections import ConnectionGuard, peer_key
 from gateway.egress import scrub
 from gateway.errors import GatewayError, error_body, error_type_for_status
-from gateway.expectations import expectation_met, without_expectation
 from gateway.http_errors import ParseFailure, classify
+from gateway.request_head import amend
 
 log = logging.getLogger("switchyard.connections")
 
@@ -166,8 +166,9 @@ class GuardedHandler(RequestHandler):
             self._complete()
             return
         self._responded = False
-        if "expect" in message.headers and not expectation_met(message, self._guard.limits.max_body_bytes):
-            self._messages[-1] = (without_expectation(message), payload)  # no 100 Continue, no 417
+        amended = amend(message, self._guard.limits.max_body_bytes)  # Expect; TE on HTTP/1.0
+        if amended is not message:
+            self._messages[-1] = (amended, payload)
         if payload.is_eof():  # no body, or all of it came with the headers
             self._body = None
             self._complete()

@@ -1,9 +1,14 @@
-"""``Expect`` on a request: ``100 Continue`` only for a body the gateway will read, never a 417.
+"""What the gateway amends in a request head before routing it (``gateway.request_head``).
 
-Observed before (aiohttp answers ``Expect`` before any route or middleware runs): ``Expect:
-100-continue`` with ``Content-Length: 99999999`` (over ``GATEWAY_MAX_BODY_BYTES``) got ``100
-Continue``, inviting the upload the ``413`` then refused; ``Expect: foo`` got a ``text/plain`` 417
-``Unknown Expect: foo`` (the header quoted, no access line).
+``Expect``: ``100 Continue`` only for a body the gateway will read, never a 417. Observed before
+(aiohttp answers ``Expect`` before any route or middleware runs): ``Expect: 100-continue`` with
+``Content-Length: 99999999`` (over ``GATEWAY_MAX_BODY_BYTES``) got ``100 Continue``, inviting the
+upload the ``413`` then refused; ``Expect: foo`` got a ``text/plain`` 417 ``Unknown Expect: foo``
+(the header quoted, no access line).
+
+``Transfer-Encoding`` on HTTP/1.0: observed before, ``Connection: keep-alive`` kept the connection
+open after the answer, where RFC 9112 (6.1) requires closing it (the framing is faulty: a proxy
+that ignores the field would see the chunked body as the next request).
 """
 
 from __future__ import annotations
@@ -71,3 +76,16 @@ def test_an_unknown_expectation_is_ignored(make_stack: StackFactory, log_lines: 
         assert_error(read_response(client.makefile("rb")), 404, "not_found_error")
     (line,) = wait_until(lambda: log_lines.access())
     assert line["status"] == 200
+
+
+def test_transfer_encoding_on_http_1_0_closes_the_connection(make_stack: StackFactory) -> None:
+    stack = make_stack()
+    head = b"POST /v1/messages HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\nx-api-key: " + CLIENT_KEY.encode()
+    head += b"\r\ncontent-type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=5) as client:
+        client.sendall(head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(HI), HI))
+        stream = client.makefile("rb")
+        answer = read_response(stream)
+        assert answer.status == 200, answer.body[:200]
+        assert answer.header("connection") != "keep-alive"
+        assert stream.read() == b""  # closed by the gateway
