@@ -17,6 +17,9 @@ from gateway.errors import GatewayError
 
 OUTPUT_STEP: Final = 256 * 1024
 RATIO_FLOOR: Final = 64 * 1024
+# gzip members one body may hold (RFC 1952 allows several; clients send one): each costs a new
+# inflater and a copy of the rest of its chunk, so a body of empty 20-byte members cost seconds
+MAX_GZIP_MEMBERS: Final = 64
 _GZIP: Final = "gzip"
 _DEFLATE: Final = "deflate"
 _CODINGS: Final = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": _DEFLATE}
@@ -66,6 +69,7 @@ class BodyDecoder:
         self._max_ratio = max_ratio
         self._inflater: zlib._Decompress | None = None
         self._parts: list[bytes] = []
+        self._members = 0
         self.compressed = 0  # coded bytes received
         self.decoded = 0  # bytes inflated so far
 
@@ -87,6 +91,9 @@ class BodyDecoder:
             if inflater is None or inflater.eof:
                 if inflater is not None and self._coding != _GZIP:  # gzip may hold several members
                     raise _corrupt("data after the end of the compressed stream")
+                self._members += 1
+                if self._members > MAX_GZIP_MEMBERS:
+                    raise _corrupt(f"more than {MAX_GZIP_MEMBERS} gzip members")
                 inflater = self._inflater = self._new_inflater(data)
             out = self._inflate(inflater, data)
             # inflate what the output bound held back (input, or output zlib still holds)
