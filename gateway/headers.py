@@ -8,6 +8,7 @@ hop-by-hop and framing headers (the gateway re-frames the body) and cookies.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -143,8 +144,23 @@ def forwardable_request_headers(inbound: Iterable[tuple[str, str]]) -> ClientHea
     return out
 
 
+# What aiohttp refuses to write in a header (RFC 9110 section 5.5): a relayed one would fail the
+# whole answer (a 500 and a traceback) after the upstream's status was accounted.
+_UNSENDABLE: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def sendable(name: str, value: str) -> bool:
+    """Whether an upstream's header can go on the client's wire (no control character)."""
+    return _UNSENDABLE.search(name) is None and _UNSENDABLE.search(value) is None
+
+
 def relayable_response_headers(upstream: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(name, value) for name, value in upstream if name.lower() not in _DROP_RESPONSE]
+    """The upstream's headers a client may get: not hop-by-hop or framing, not cookies, and none an
+    upstream made unsendable with a control character (dropped, not the answer)."""
+    kept = [(name, value) for name, value in upstream if name.lower() not in _DROP_RESPONSE]
+    if not "".join([name + value for name, value in kept]).isprintable():  # (a tab, non-ASCII...)
+        kept = [(name, value) for name, value in kept if sendable(name, value)]
+    return kept
 
 
 def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:

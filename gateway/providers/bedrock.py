@@ -18,6 +18,7 @@ import orjson
 
 from gateway.config import Settings
 from gateway.errors import ClientInputError, GatewayError, error_body
+from gateway.headers import sendable
 from gateway.provider_names import ProviderName
 from gateway.providers.base import BufferedResponse, Operation, PreparedRequest, Provider, UpstreamResponse
 from gateway.providers.bedrock_auth import BearerAuth, BedrockAuth, SigV4ChainAuth
@@ -57,12 +58,12 @@ def not_supported(message: str) -> BufferedResponse:
 def _relayed_headers(response: aiohttp.ClientResponse, content_type: str) -> list[tuple[str, str]]:
     headers = [("content-type", content_type)]
     request_id = response.headers.get("x-amzn-RequestId")
-    if request_id:
+    if request_id and sendable("request-id", request_id):
         headers.append(("request-id", request_id))
     headers.extend(
         (name, value)
         for name, value in response.headers.items()
-        if name.lower().startswith("x-amzn-bedrock-")
+        if name.lower().startswith("x-amzn-bedrock-") and sendable(name, value)
     )
     return headers
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 import orjson
 
 from gateway.errors import error_body, error_type_for_status
-from gateway.headers import header_value
+from gateway.headers import header_value, sendable
 from gateway.providers.base import BufferedResponse
 from gateway.providers.models import unservable_message
 from gateway.providers.redaction import client_message
@@ -132,11 +132,11 @@ def http_error(
         message = unservable_message(client_model, PROVIDER)
     out = [("content-type", "application/json")]
     upstream_id = header_value(headers, "x-amzn-requestid")
-    if upstream_id:
+    if upstream_id and sendable("request-id", upstream_id):
         out.append(("request-id", upstream_id))
     for name in _RELAYED_HEADERS:
         value = header_value(headers, name)
-        if value:
+        if value and sendable(name, value):
             out.append((name, value))
     if target.should_retry is not None:
         out.append(("x-should-retry", "true" if target.should_retry else "false"))
