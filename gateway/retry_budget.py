@@ -21,6 +21,8 @@ from gateway.retry_memory import Recalled
 from gateway.values import value
 
 MAX_CLIENT_RETRY_COUNT: Final = 1000  # a larger "retry count" is not a real client's
+MAX_HINT_S: Final = 86_400.0  # a wait the client is told, at most (and at most the request deadline)
+_HINTS: Final = ("retry-after-ms", "retry-after")
 
 
 @value
@@ -118,20 +120,24 @@ def final_headers(
 ) -> dict[str, str]:
     """Headers for the client on a final retryable error (empty for other outcomes).
 
-    ``policy`` is the deployment's policy (not the per-request one of ``policy_for``).
+    ``policy`` is the deployment's policy (not the per-request one of ``policy_for``). The wait is
+    the upstream's hint (``retry-after-ms``, else ``retry-after`` in seconds or as an HTTP date),
+    sent in both forms and at most the request deadline (the SDKs sleep up to 49 days on what they
+    are told); a hint no client can use (negative, ``nan``, garbage, a past date) is replaced by
+    the gateway's suggestion. With ``x-should-retry: false`` a wait is sent only to replace the
+    upstream's own.
     """
     if attempt.stop is Stop.DONE:
         return {}
     headers = {"x-should-retry": "true" if client_should_retry(policy, client, attempt) else "false"}
-    if attempt.stop is Stop.REFUSED:
-        return headers  # the upstream's own hints, if any, are relayed as they are
-    millis = header_value(upstream_headers, "retry-after-ms")
-    seconds = header_value(upstream_headers, "retry-after")
-    if millis is None and seconds is None:
+    hinted = any(header_value(upstream_headers, name) is not None for name in _HINTS)
+    if attempt.stop is Stop.REFUSED and not hinted:
+        return headers
+    asked = parse_retry_after(upstream_headers) if hinted else None
+    if asked is None:
         delay = suggested_delay(policy, client, attempt.retries, rng)
-        headers["retry-after-ms"] = str(max(1, round(delay * 1000)))
-        headers["retry-after"] = str(math.ceil(delay))
-    elif seconds is None:
-        asked = parse_retry_after([("retry-after-ms", millis or "")])
-        headers["retry-after"] = str(math.ceil(asked) if asked is not None else 0)
+    else:
+        delay = min(asked, policy.deadline_s, MAX_HINT_S)
+    headers["retry-after-ms"] = str(max(1, round(delay * 1000)))
+    headers["retry-after"] = str(math.ceil(delay))
     return headers

@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
 
 from gateway.app import create_app
 from gateway.config import Settings
@@ -93,7 +94,7 @@ async def scripted_gateway(
 
 async def post(
     server: RunningServer, *, stream: bool = False, headers: Mapping[str, str] | None = None
-) -> tuple[int, dict[str, str], bytes]:
+) -> tuple[int, CIMultiDict[str], bytes]:
     body: dict[str, Any] = {
         "model": "claude-sonnet-4-5",
         "max_tokens": 16,
@@ -108,4 +109,4 @@ async def post(
             headers={"x-api-key": CLIENT_KEY, "content-type": "application/json", **(headers or {})},
         ) as response,
     ):
-        return response.status, dict(response.headers), await response.read()
+        return response.status, CIMultiDict(response.headers), await response.read()

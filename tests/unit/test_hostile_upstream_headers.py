@@ -107,3 +107,19 @@ async def test_bedrock_headers_with_a_control_character_are_dropped(
             assert status == 429 and orjson.loads(body)["error"]["type"] == "rate_limit_error", body
             assert "\x01" not in headers.get("retry-after", "")
     assert unhandled(caplog) == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_an_infinite_retry_hint_is_bounded_not_a_500(stream: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """``retry-after-ms: inf`` made the gateway's own ``retry-after`` (``math.ceil``) raise."""
+    overloaded = b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+    hint = {"content-type": "application/json", "retry-after-ms": "inf"}
+    with caplog.at_level(logging.ERROR):
+        async with scripted_gateway(ScriptedUpstream(lambda seen: http_answer(529, overloaded, hint))) as (
+            server,
+            _,
+        ):
+            status, headers, body = await post(server, stream=stream)
+    assert status == 529 and orjson.loads(body) == orjson.loads(overloaded)
+    assert headers["retry-after-ms"] == "600000" and headers["retry-after"] == "600"  # the request deadline
+    assert unhandled(caplog) == []

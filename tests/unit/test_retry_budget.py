@@ -191,12 +191,17 @@ def test_final_headers_hints() -> None:
     policy = RetryPolicy(max_retries=10)
     first = ClientRetries(0)
     attempt = _attempt(Stop.BUDGET, retries=1)
-    # the upstream's hints win; only the missing whole-second form is added
+    # the upstream's hints win, sent in both forms (the whole seconds rounded up)
     assert final_headers(policy, first, attempt, [("retry-after-ms", "1500")]) == {
         "x-should-retry": "true",
+        "retry-after-ms": "1500",
         "retry-after": "2",
     }
-    assert final_headers(policy, first, attempt, [("retry-after", "7")]) == {"x-should-retry": "true"}
+    assert final_headers(policy, first, attempt, [("retry-after", "7")]) == {
+        "x-should-retry": "true",
+        "retry-after-ms": "7000",
+        "retry-after": "7",
+    }
     # no hint: 0.5 s doubling per upstream attempt of the prompt so far, capped at 8 s, jitter down
     assert final_headers(policy, first, attempt, [], rng=lambda: 0.0) == {
         "x-should-retry": "true",
@@ -217,12 +222,49 @@ def test_final_headers_hints() -> None:
 def test_final_headers_when_not_worth_retrying() -> None:
     policy = RetryPolicy(max_retries=10)
     assert final_headers(policy, ClientRetries(0), _attempt(Stop.DONE, status=400), []) == {}
+    refused = final_headers(policy, ClientRetries(0), _attempt(Stop.REFUSED), [])
+    assert refused == {"x-should-retry": "false"}  # no wait of its own when the upstream gave none
     refused = final_headers(policy, ClientRetries(0), _attempt(Stop.REFUSED), [("retry-after", "3")])
-    assert refused == {"x-should-retry": "false"}
+    assert refused == {"x-should-retry": "false", "retry-after-ms": "3000", "retry-after": "3"}
     deadline = final_headers(policy, ClientRetries(0), _attempt(Stop.DEADLINE), [("retry-after", "900")])
-    assert deadline == {"x-should-retry": "false"}
+    assert deadline == {"x-should-retry": "false", "retry-after-ms": "600000", "retry-after": "600"}
     assert not client_should_retry(policy, ClientRetries(10), _attempt(Stop.BUDGET))
     assert client_should_retry(policy, ClientRetries(9), _attempt(Stop.BUDGET))
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        ("retry-after-ms", "inf"),  # a traceback and a 500 (OverflowError) for this one
+        ("retry-after-ms", "1e308"),  # a 309-digit retry-after
+        ("retry-after", "99999999999999999999999"),
+        ("retry-after", "inf"),
+        ("retry-after", "Wed, 21 Oct 2099 07:28:00 GMT"),
+    ],
+)
+@pytest.mark.parametrize("stop", [Stop.BUDGET, Stop.REFUSED])
+def test_a_hint_no_client_should_sleep_on_is_bounded(hint: tuple[str, str], stop: Stop) -> None:
+    """Relayed as they came, the SDK slept its own cap (4,294,967 s: 49 days) on these."""
+    policy = RetryPolicy(max_retries=10, deadline_s=120.0)
+    advice = final_headers(policy, ClientRetries(0), _attempt(stop), [hint])
+    assert advice["retry-after-ms"] == "120000" and advice["retry-after"] == "120"
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        ("retry-after-ms", "NaN"),
+        ("retry-after-ms", "-1"),
+        ("retry-after", "-5"),
+        ("retry-after", "nan"),
+        ("retry-after", "soon"),
+        ("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
+    ],
+)
+def test_a_hint_no_client_can_use_is_replaced_by_the_gateways(hint: tuple[str, str]) -> None:
+    policy = RetryPolicy(max_retries=10)
+    advice = final_headers(policy, ClientRetries(0), _attempt(Stop.BUDGET, retries=1), [hint], rng=lambda: 0.0)
+    assert advice == {"x-should-retry": "true", "retry-after-ms": "1000", "retry-after": "1"}
 
 
 async def test_stop_reasons() -> None:
