@@ -7,18 +7,23 @@ keeps every beta) or ``GATEWAY_FOLD_SYSTEM_MESSAGES``; with none of them applyin
 copies nothing and the client's bytes are sent. The client's credential is replaced by the
 gateway's (``x-api-key`` for ``ANTHROPIC_API_KEY``, ``Authorization: Bearer`` for
 ``ANTHROPIC_AUTH_TOKEN``); a fresh ``x-client-request-id`` is added (first party only: third-party
-hosts may reject unknown headers). Responses, errors included, are relayed verbatim: clients'
-recovery logic matches the upstream wording. ``GET /v1/models`` is asked upstream.
+hosts may reject unknown headers). Answers are relayed verbatim, errors in Anthropic's envelope
+too (an echoed credential redacted), other error bodies replaced (``first_party_errors``).
 """
 
 from __future__ import annotations
 
 import logging
 
+import aiohttp
+
 from gateway.config import Settings
+from gateway.echoed_secrets import remember
+from gateway.egress import host_port
 from gateway.errors import GatewayError
 from gateway.provider_names import ProviderName
 from gateway.providers.base import PreparedRequest, Provider, UpstreamResponse
+from gateway.providers.first_party_errors import first_party_error
 from gateway.providers.preparation import (
     FIRST_PARTY_PATHS,
     Framed,
@@ -48,6 +53,8 @@ class AnthropicProvider(Provider):
         else:
             self._auth = None
             self._credential_source = "none"
+        if self._auth is not None:
+            remember(self._auth[1].removeprefix("Bearer "))  # redacted wherever an upstream echoes it
 
     async def start(self) -> None:
         self._pool.open(self._settings.anthropic.base_url, self._settings.egress)
@@ -89,13 +96,22 @@ class AnthropicProvider(Provider):
         response = await upstream.request(
             "GET", path, headers=self._with_auth(list(headers)), encoded_path=True
         )
-        return HttpUpstreamResponse(response, upstream.body_limits)
+        return await self._answer(upstream, response, "models")
 
     async def _post(self, request: PreparedRequest) -> UpstreamResponse:
         headers = self._with_auth(list(request.headers))
         upstream = self._connection()
         response = await upstream.request("POST", request.path, headers=headers, body=request.body)
-        return HttpUpstreamResponse(response, upstream.body_limits)
+        return await self._answer(upstream, response, request.request_id)
+
+    async def _answer(
+        self, upstream: Upstream, response: aiohttp.ClientResponse, request_id: str
+    ) -> UpstreamResponse:
+        if response.status < 400:
+            return HttpUpstreamResponse(response, upstream.body_limits)
+        plain_via_proxy = upstream.proxy is not None and not upstream.base_url.startswith("https")
+        via = host_port(upstream.proxy) if plain_via_proxy else None
+        return await first_party_error(response, upstream.body_limits, request_id, via)
 
     def _with_auth(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         if self._auth is None:

@@ -22,6 +22,7 @@ from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import BotoCoreError, ProfileNotFound
 
 from gateway.config import ConfigError, Settings
+from gateway.echoed_secrets import remember
 from gateway.errors import GatewayError
 from gateway.providers.aws_egress import describe_aws_failure, egress_session
 from gateway.providers.credentials_health import CredentialFailure, CredentialHealth
@@ -104,6 +105,7 @@ class BearerAuth(BedrockAuth):
     source = "bearer-token"
 
     def __init__(self, token: str, key_file: KeyFile | None = None) -> None:
+        remember(token)  # redacted wherever an upstream echoes it
         self._authorization = f"Bearer {token}"
         self._key_file = key_file
 
@@ -121,6 +123,7 @@ class BearerAuth(BedrockAuth):
 
     def _reread(self, changed: bool) -> bool:
         if changed and self._key_file is not None:
+            remember(self._key_file.key)
             self._authorization = f"Bearer {self._key_file.key}"
         return changed
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from gateway.config import ConfigError, Settings
+from gateway.echoed_secrets import remember
 from gateway.errors import GatewayError
 from gateway.provider_names import ProviderName
 from gateway.providers.base import PreparedRequest, Provider, UpstreamResponse
@@ -147,6 +148,7 @@ class FoundryProvider(Provider):
 
     @staticmethod
     def _key_headers(key: str) -> list[tuple[str, str]]:
+        remember(key)  # redacted wherever an upstream echoes it
         return [("x-api-key", key), ("api-key", key)]
 
     def frame(self, shaped: Shaped) -> Framed:

@@ -17,6 +17,8 @@ import logging
 import re
 from typing import Final
 
+from gateway.echoed_secrets import redact
+
 log = logging.getLogger("switchyard.upstream_errors")
 
 INPUT_TOO_LONG: Final = "Input is too long."
@@ -45,7 +47,9 @@ def client_message(
     anthropic_envelope: bool,
     request_id: str,
 ) -> str:
-    """The message to send the client for an upstream error (the original is logged here)."""
+    """The message to send the client for an upstream error (the original is logged here; a
+    credential or signed URL the upstream echoed is redacted from both)."""
+    message = redact(message)
     log.warning(
         "upstream error provider=%s status=%s type=%s request_id=%s message=%s",
         provider,

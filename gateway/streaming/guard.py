@@ -19,6 +19,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
 
+from gateway.echoed_secrets import redact
 from gateway.errors import status_for_error_type
 from gateway.providers.base import UpstreamResponse
 from gateway.streaming.watchdog import IdleAction, IdleWatchdog
@@ -114,6 +115,7 @@ def error_before_content(error_type: str, message: str) -> StreamFailure:
     that is on); any other is the plain HTTP error of its type, the upstream's message kept.
     A 200 carrying only an ``error`` event is not retried by the SDKs; a 529 is."""
     transient = error_type in TRANSIENT_STREAM_ERRORS
+    message = redact(message)  # an echoed credential goes neither to the client nor to the log
     reason = f"upstream sent {error_type} before any content: {message}" if transient else message
     return StreamFailure(reason, error_type, status_for_error_type(error_type), fallback=transient)
 

@@ -1,0 +1,84 @@
+"""The first party's error answers (4xx/5xx), as a client may see them.
+
+An error in Anthropic's envelope (``{"type": "error", "error": {"type": ..., "message": ...}}``) is
+relayed as it came (clients' recovery logic matches its wording), except for credentials an
+upstream echoes (:mod:`gateway.echoed_secrets`). Anything else — a CDN's or a proxy's HTML page, an
+empty body, JSON of another shape — is not an API error: the client gets an Anthropic error of
+ours with the same status, typed by it, naming what came back (and, on a plain-http upstream
+reached through the egress proxy, that the proxy may have answered); the original is logged, an
+excerpt, redacted. A body cut off, too long or stalled keeps its status too.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import aiohttp
+import orjson
+
+from gateway.echoed_secrets import redact, redact_bytes
+from gateway.errors import error_body, error_type_for_status
+from gateway.headers import relayable_response_headers
+from gateway.providers.base import BufferedResponse
+from gateway.streaming.guard import UPSTREAM_BROKEN
+from gateway.upstream_body import BodyLimits, read_bounded, unreadable
+
+log = logging.getLogger("switchyard.upstream_errors")
+
+_EXCERPT: Final = 200
+_REPLACED: Final = frozenset({"content-type", "content-length", "content-encoding"})
+
+
+def is_api_error(body: bytes) -> bool:
+    """Whether ``body`` is an error in Anthropic's envelope (an ``error`` object with a ``type``)."""
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    return isinstance(error, dict) and isinstance(error.get("type"), str)
+
+
+def _what(content_type: str, body: bytes) -> str:
+    if not body.strip():
+        return "an empty body"
+    kind = content_type or "untyped"
+    if kind == "text/html":
+        return "an HTML page"
+    return f"a {kind} body that is not an API error"
+
+
+async def first_party_error(
+    response: aiohttp.ClientResponse, limits: BodyLimits, request_id: str, via_proxy: str | None
+) -> BufferedResponse:
+    """The answer for the first party's error ``response`` (status >= 400), read within
+    ``limits.for_errors()``. ``via_proxy``: the egress proxy (``host:port``) that forwarded a
+    plain-http request, whose own refusals would look like the upstream's."""
+    status = response.status
+    headers = relayable_response_headers(response.headers.items())
+    content_type = response.content_type if "content-type" in response.headers else ""
+    try:
+        body = await read_bounded(response, limits.for_errors())
+    except UPSTREAM_BROKEN as exc:  # the status line said what failed; the body is ours
+        message = f"the upstream answered {status}; {unreadable(exc).message}"
+        return _ours(status, message, headers)
+    finally:
+        response.release()
+    if is_api_error(body):
+        return BufferedResponse(status, redact_bytes(body), headers)
+    what = _what(content_type, body)
+    excerpt = " ".join(redact(body[: _EXCERPT * 4].decode("utf-8", "replace")).split())[:_EXCERPT]
+    log.warning(
+        "upstream answered %d with %s (%d bytes, request %s): %s", status, what, len(body), request_id, excerpt
+    )
+    message = f"the upstream answered {status} with {what}"
+    if via_proxy is not None:
+        message += f" (the request went through the egress proxy {via_proxy}, which may have answered)"
+    return _ours(status, message, headers)
+
+
+def _ours(status: int, message: str, headers: list[tuple[str, str]]) -> BufferedResponse:
+    kept = [(name, value) for name, value in headers if name.lower() not in _REPLACED]
+    kept.append(("content-type", "application/json"))
+    return BufferedResponse(status, error_body(error_type_for_status(status), message), kept)

@@ -1,0 +1,141 @@
+"""Error answers a client must not get as the upstream (or a proxy in front of it) sent them.
+
+Before: the first party's 4xx/5xx bodies were relayed byte for byte, so a CDN's or an egress
+proxy's HTML page (on a plain-http upstream through ``HTTP_PROXY`` the proxy's 403 page with its
+user name), an empty body or JSON of another shape reached the SDK as the error, and an upstream
+that echoed the gateway's own credential (or a signed URL) handed it to every client; the cloud
+providers' originals, logged for the operator, kept the echoed credential too.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gateway.streaming.sse import encode_event
+from tests.providers.bedrock_harness import apply_aws_env, isolated_aws_files
+from tests.support.raw_upstream import (
+    UPSTREAM_KEY,
+    ScriptedUpstream,
+    Seen,
+    http_answer,
+    post,
+    scripted_gateway,
+)
+from tests.support.sse_answers import message_start
+
+pytestmark = pytest.mark.timeout(60)
+
+PAGE = b"<html><head><title>502 Bad Gateway</title></head><body>cloudflare edge 7f</body></html>"
+SIGNED = "https://bucket.s3.amazonaws.com/log?X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=deadbeef42"
+
+
+def echo(seen: Seen) -> str:
+    """What the upstream quotes back: the credential it was sent, and a signed URL."""
+    return f"invalid x-api-key {seen.header('x-api-key')}; details at {SIGNED}"
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "what"),
+    [
+        (502, "text/html", PAGE, "an HTML page"),
+        (500, None, b"", "an empty body"),
+        (429, "text/plain", b"slow down", "a text/plain body that is not an API error"),
+        (500, "application/json", b'{"message": "Internal server error"}', "application/json body that is not"),
+    ],
+    ids=["html", "empty", "text", "other-json"],
+)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_an_error_body_that_is_not_an_api_error_is_replaced(
+    status: int, content_type: str | None, body: bytes, what: str, stream: bool
+) -> None:
+    headers = {} if content_type is None else {"content-type": content_type}
+    async with scripted_gateway(ScriptedUpstream(lambda seen: http_answer(status, body, headers))) as (server, _):
+        seen_status, seen_headers, seen_body = await post(server, stream=stream)
+    assert seen_status == status  # the status is the upstream's; the body is ours
+    assert seen_headers["content-type"] == "application/json"
+    error = orjson.loads(seen_body)
+    assert error["type"] == "error" and error["error"]["type"] == ("rate_limit_error" if status == 429 else "api_error")
+    assert f"the upstream answered {status} with" in error["error"]["message"] and what in error["error"]["message"]
+    assert b"cloudflare" not in seen_body and b"slow down" not in seen_body
+
+
+async def test_an_api_error_is_relayed_as_it_came_but_an_echoed_credential_is_not() -> None:
+    plain = b'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 9 > 8"}}'
+
+    def answer(seen: Seen) -> bytes:
+        if len(upstream.requests) == 1:
+            return http_answer(400, plain, {"content-type": "application/json"})
+        error = {"type": "error", "error": {"type": "authentication_error", "message": echo(seen)}}
+        return http_answer(401, orjson.dumps(error), {"content-type": "application/json"})
+
+    upstream = ScriptedUpstream(answer)
+    async with scripted_gateway(upstream) as (server, _):
+        status, _, body = await post(server)
+        assert status == 400 and body == plain  # byte for byte: clients match this wording
+        status, _, body = await post(server)
+    assert status == 401
+    message = orjson.loads(body)["error"]["message"]
+    assert UPSTREAM_KEY not in message and "deadbeef42" not in message
+    assert message.startswith("invalid x-api-key ***; details at https://bucket.s3.amazonaws.com/log?")
+
+
+async def test_a_stream_error_event_before_content_does_not_echo_the_credential(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def answer(seen: Seen) -> bytes:
+        error = {"type": "error", "error": {"type": "invalid_request_error", "message": echo(seen)}}
+        events = message_start("claude-sonnet-4-5") + encode_event("error", error)
+        return http_answer(200, events, {"content-type": "text/event-stream"})
+
+    with caplog.at_level(logging.INFO):
+        async with scripted_gateway(ScriptedUpstream(answer)) as (server, _):
+            status, _, body = await post(server, stream=True)
+    assert status == 400 and b"invalid x-api-key ***" in body
+    assert UPSTREAM_KEY.encode() not in body and b"deadbeef42" not in body
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "invalid x-api-key ***" in logged and UPSTREAM_KEY not in logged  # (the relay's warning)
+
+
+async def test_a_plain_http_proxys_refusal_is_named_as_possibly_the_proxys() -> None:
+    """``HTTP_PROXY`` forwards a plain-http request: its own 403 page looks like the upstream's."""
+    page = b"<html><body><h1>Forbidden</h1>squid ERR_ACCESS_DENIED user=alice</body></html>"
+    proxy = ScriptedUpstream(lambda seen: http_answer(403, page, {"content-type": "text/html"}))
+    env = {"ANTHROPIC_BASE_URL": "http://api.internal.example:8080", "HTTP_PROXY": "{upstream}"}
+    async with scripted_gateway(proxy, env) as (server, _):
+        status, _, body = await post(server)
+    assert proxy.requests[0].head.startswith(b"POST http://api.internal.example:8080/v1/messages ")
+    assert status == 403 and b"alice" not in body
+    message = orjson.loads(body)["error"]["message"]
+    assert message.startswith("the upstream answered 403 with an HTML page")
+    assert f"egress proxy {proxy.url.removeprefix('http://')}" in message
+
+
+async def test_a_cloud_error_that_echoes_the_credential_is_redacted_in_the_log_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = "ABSKQmVkcm9ja0FQSUtleS1leGFtcGxlLXRva2Vu"
+    env = {
+        "GATEWAY_PROVIDER": "bedrock",
+        "AWS_REGION": "us-east-1",
+        "AWS_BEARER_TOKEN_BEDROCK": token,
+        "ANTHROPIC_BEDROCK_BASE_URL": "{upstream}",
+        **isolated_aws_files(tmp_path),
+    }
+    apply_aws_env(monkeypatch, env)
+
+    def answer(seen: Seen) -> bytes:
+        message = f"bad token {seen.header('authorization')} (key {token}) see {SIGNED}"
+        headers = {"content-type": "application/json", "x-amzn-ErrorType": "ValidationException"}
+        return http_answer(400, orjson.dumps({"message": message}), headers)
+
+    with caplog.at_level(logging.INFO):
+        async with scripted_gateway(ScriptedUpstream(answer), env) as (server, _):
+            status, _, body = await post(server)
+    assert status == 400 and token.encode() not in body
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "bad token Bearer ***" in logged  # the original is still logged, for the operator
+    assert token not in logged and "deadbeef42" not in logged
