@@ -16,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable
 
 import aiohttp
-import orjson
 from aiohttp import web
 
 from gateway.drain import DRAIN_KEY, SHUTDOWN_MESSAGE
@@ -38,7 +37,7 @@ from gateway.streaming.guard import (
     recovery,
 )
 from gateway.streaming.guard import StreamSettings as StreamSettings  # re-exported for the server
-from gateway.streaming.replay import message_to_sse
+from gateway.streaming.replay import decoded_message, message_to_sse
 from gateway.streaming.scan import MAX_EVENT_BYTES, events_end
 from gateway.streaming.sse import PING_EVENT, encode_event
 from gateway.streaming.usage import StreamObserver
@@ -377,12 +376,9 @@ class StreamRelay:
                 return response
             await self._error_event(error_type_for_status(answer.status), "non-streaming fallback failed")
             return await self._end()
-        try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return await self._fail_before_content(
-                502, "api_error", "non-streaming fallback returned invalid JSON"
-            )
+        message = decoded_message(body)
+        if message is None:  # not JSON, or JSON of another kind (``[]``, ``null``: a 500 before)
+            return await self._fail_before_content(502, "api_error", "non-streaming fallback gave no Message")
         for frame in message_to_sse(message):
             self._observer.feed(frame)
             await self._write(frame)

@@ -22,6 +22,7 @@ import aiohttp
 from gateway.echoed_secrets import redact
 from gateway.errors import status_for_error_type
 from gateway.providers.base import UpstreamResponse
+from gateway.streaming.failure import StreamFailure as StreamFailure  # (re-exported)
 from gateway.streaming.watchdog import IdleAction, IdleWatchdog
 
 UPSTREAM_BROKEN = (aiohttp.ClientError, OSError, asyncio.IncompleteReadError)
@@ -39,25 +40,6 @@ class StreamSettings:
     ping_every_s: float
     nonstreaming_fallback: bool
     write_stall_s: float | None = None  # a write waiting this long for the client ends it (None: never)
-
-
-class StreamFailure(Exception):
-    """The upstream stream broke, stalled or was not a stream; ``reason`` says which."""
-
-    def __init__(
-        self, reason: str, error_type: str = "api_error", status: int = 502, *, fallback: bool = True
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error_type = error_type
-        self.status = status
-        self.fallback = fallback  # a non-streaming retry may help (not for a request the upstream refused)
-
-    @property
-    def event_error_type(self) -> str:
-        """The type of the SSE ``error`` event that ends a stream cut after content (a timeout
-        there is reported as ``api_error``, which every SDK treats as retryable)."""
-        return self.error_type if self.error_type != "timeout_error" else "api_error"
 
 
 class HandedBack(Exception):

@@ -32,7 +32,8 @@ def _block_events(index: int, block: Mapping[str, Any]) -> Iterator[bytes]:
         yield _event("content_block_start", {"index": index, "content_block": start})
         for piece in _chunks(str(block.get("text", ""))):
             yield _delta(index, {"type": "text_delta", "text": piece})
-        for citation in block.get("citations") or ():
+        citations = block.get("citations")
+        for citation in citations if isinstance(citations, list) else ():
             yield _delta(index, {"type": "citations_delta", "citation": citation})
     elif kind == "thinking":
         yield _event(
@@ -54,15 +55,30 @@ def _block_events(index: int, block: Mapping[str, Any]) -> Iterator[bytes]:
     yield _event("content_block_stop", {"index": index})
 
 
+def decoded_message(body: bytes) -> dict[str, Any] | None:
+    """The JSON object a non-streaming answer holds, or ``None`` (not JSON, or JSON of another
+    kind: a list, a string, ``null``: no Message to play back)."""
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
 def message_to_sse(message: Mapping[str, Any]) -> Iterator[bytes]:
-    """SSE frames equivalent to streaming ``message`` (a complete Messages API response)."""
-    usage = dict(message.get("usage") or {})
-    start_usage = {**usage, "output_tokens": min(int(usage.get("output_tokens", 0) or 0), 1)}
+    """SSE frames equivalent to streaming ``message`` (a complete Messages API response). Fields
+    of the wrong kind (an upstream's ``"usage": "..."``, ``"content": 5``) are left out, never a
+    reason to fail half way."""
+    reported = message.get("usage")
+    usage = dict(reported) if isinstance(reported, dict) else {}
+    output = usage.get("output_tokens")
+    start_usage = {**usage, "output_tokens": min(output, 1) if type(output) is int else 0}
     shell = {k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence")}
     shell.update({"content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage})
     yield _event("message_start", {"message": shell})
     yield PING_EVENT
-    for index, block in enumerate(message.get("content") or ()):
+    content = message.get("content")
+    for index, block in enumerate(content if isinstance(content, list) else ()):
         if isinstance(block, dict):
             yield from _block_events(index, block)
     delta_usage = {k: v for k, v in usage.items() if k != "service_tier"}

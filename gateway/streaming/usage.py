@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from gateway.streaming.failure import malformed_event
 from gateway.streaming.scan import DELTA_DATA, DELTA_HEAD, EventScanner
 
 
@@ -169,8 +170,15 @@ class StreamObserver:
         return scanner.data
 
     def _notable(self, name: bytes, data: bytes) -> None:
+        """Read a decoded event; a ``message_start`` or ``message_delta`` that is not a JSON object
+        (``message`` one) raises ``StreamFailure``: the relay does not pass that chunk on. (An
+        event over ``MAX_EVENT_BYTES`` comes without its data, ``b""``: not read, not judged.)"""
         if name == b"message_delta":
-            decoded = _decode(data)
+            decoded = _object(data)
+            if decoded is None:
+                if data:
+                    raise malformed_event("message_delta")
+                return
             reported = decoded.get("usage")
             if isinstance(reported, dict):
                 self.usage.update(reported)
@@ -180,13 +188,16 @@ class StreamObserver:
                 if isinstance(reason, str):
                     self.stop_reason = reason
         elif name == b"message_start":
+            message = (_object(data) or {}).get("message")
+            if not isinstance(message, dict) and data:
+                raise malformed_event("message_start")
             self.message_started = True
-            message = _decode(data).get("message")
-            if isinstance(message, dict):
-                reported = message.get("usage")
-                if isinstance(reported, dict):  # what ``_decode`` gives is orjson's: dicts
-                    self.usage.update(reported)
-                self.usage.cache_miss_reason = miss_reason(message)
+            if not isinstance(message, dict):
+                return
+            reported = message.get("usage")
+            if isinstance(reported, dict):  # what ``_object`` gives is orjson's: dicts
+                self.usage.update(reported)
+            self.usage.cache_miss_reason = miss_reason(message)
         elif name == b"message_stop":
             self.message_stopped = self.finished = True
         else:  # error
@@ -199,8 +210,12 @@ class StreamObserver:
 
 
 def _decode(data: bytes) -> dict[str, Any]:
+    return _object(data) or {}
+
+
+def _object(data: bytes) -> dict[str, Any] | None:
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+        return None
+    return value if isinstance(value, dict) else None

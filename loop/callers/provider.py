@@ -43,7 +43,7 @@ from gateway.streaming.guard import (
     not_an_event_stream,
     recovery,
 )
-from gateway.streaming.replay import message_to_sse
+from gateway.streaming.replay import decoded_message, message_to_sse
 from gateway.streaming.sse import SSEParser
 from gateway.streaming.watchdog import IdleAction
 from gateway.upstream_body import read_answer
@@ -252,10 +252,9 @@ class ProviderModelCaller:
         if answer.status != 200:
             yield error_event_from_body(answer.status, body)
             return
-        try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            yield error_event("api_error", "non-streaming fallback returned invalid JSON", 502)
+        message = decoded_message(body)
+        if message is None:
+            yield error_event("api_error", "non-streaming fallback gave no Message", 502)
             return
         parser = SSEParser()
         for frame in message_to_sse(message):

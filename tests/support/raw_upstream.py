@@ -1,8 +1,8 @@
 """A scripted raw-TCP upstream and a gateway in front of it, for answers no HTTP library would send.
 
 ``ScriptedUpstream.answer(request)`` returns the bytes to write for one request (status line,
-headers, body), written as they are, then the connection is closed; every request's head and body
-are kept in ``requests``. ``scripted_gateway`` serves a gateway (first party by default) in front
+headers, body), written as they are, then the connection is closed (a list: its pieces written
+50 ms apart); every request's head and body are kept in ``requests``. ``scripted_gateway`` serves a gateway (first party by default) in front
 of it; ``post`` sends one Messages request and returns status, headers and the raw body.
 """
 
@@ -43,7 +43,7 @@ class Seen:
 
 @dataclass
 class ScriptedUpstream:
-    answer: Callable[[Seen], bytes] = lambda seen: b""
+    answer: Callable[[Seen], bytes | list[bytes]] = lambda seen: b""
     requests: list[Seen] = field(default_factory=list)
     url: str = ""
 
@@ -54,8 +54,12 @@ class ScriptedUpstream:
             length = int(seen.header("content-length") or 0)
             seen = Seen(head, await reader.readexactly(length))
             self.requests.append(seen)
-            writer.write(self.answer(seen))
-            await writer.drain()
+            answer = self.answer(seen)
+            for index, piece in enumerate([answer] if isinstance(answer, bytes) else answer):
+                if index:
+                    await asyncio.sleep(0.05)
+                writer.write(piece)
+                await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
