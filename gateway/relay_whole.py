@@ -23,8 +23,8 @@ async def relay_buffered(
     observe_usage: bool,
 ) -> web.Response:
     """``upstream``'s whole answer as one response; ``read_answer``'s 502 when it cannot be read,
-    and a 502 for a 200 Messages answer (``observe_usage``) that is not a JSON object (the error
-    type in ``outcome``, ``extra_headers`` on the error)."""
+    and a 502 for a 200 whose body is not a JSON object (the error type in ``outcome``,
+    ``extra_headers`` on the error). ``observe_usage``: a Messages answer, its usage accounted."""
     try:
         body = await read_answer(upstream)
     except GatewayError as exc:
@@ -32,16 +32,19 @@ async def relay_buffered(
         for name, value in extra_headers.items():
             exc.headers.setdefault(name, value)
         raise
-    if upstream.status == 200 and observe_usage:
-        observed = usage_from_message(body)
-        if observed is None:  # a proxy's login page, an empty body: a 200 the client cannot use
-            refused = GatewayError(
-                502, "upstream answered 200 with a body that is not a Message", should_retry=True
-            )
+    if 200 <= upstream.status < 300:
+        # a proxy's login page, an empty body, a 204: a success the client cannot use (every
+        # answer relayed here, a Message, a token count or a model list, is a JSON object)
+        observed = usage_from_message(body) if observe_usage else None
+        if observed is None and (observe_usage or usage_from_message(body) is None):
+            what = "a Message" if observe_usage else "a JSON object"
+            message = f"upstream answered {upstream.status} with a body that is not {what}"
+            refused = GatewayError(502, message, should_retry=True)
             outcome.error_type = refused.error_type
             refused.headers.update(extra_headers)
             raise refused
-        outcome.usage, outcome.stop_reason = observed
+        if observed is not None:
+            outcome.usage, outcome.stop_reason = observed
     outcome.status = upstream.status
     if upstream.status >= 400:
         outcome.error_type = error_type_of(body, upstream.status)  # the upstream's own word

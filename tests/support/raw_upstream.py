@@ -97,19 +97,24 @@ async def scripted_gateway(
 
 
 async def post(
-    server: RunningServer, *, stream: bool = False, headers: Mapping[str, str] | None = None
+    server: RunningServer,
+    *,
+    stream: bool = False,
+    headers: Mapping[str, str] | None = None,
+    path: str = "/v1/messages",
 ) -> tuple[int, CIMultiDict[str], bytes]:
-    body: dict[str, Any] = {
-        "model": "claude-sonnet-4-5",
-        "max_tokens": 16,
-        "messages": [{"role": "user", "content": "hi"}],
-        "stream": stream,
-    }
+    """One request to the gateway (``path``: ``/v1/messages``, ``/v1/messages/count_tokens``, or
+    ``GET /v1/models``), as the client's key."""
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]}
+    if path == "/v1/messages":
+        body.update(max_tokens=16, stream=stream)
+    method = "GET" if path == "/v1/models" else "POST"
     async with (
         aiohttp.ClientSession() as client,
-        client.post(
-            f"{server.base_url}/v1/messages",
-            data=orjson.dumps(body),
+        client.request(
+            method,
+            f"{server.base_url}{path}",
+            data=None if method == "GET" else orjson.dumps(body),
             headers={"x-api-key": CLIENT_KEY, "content-type": "application/json", **(headers or {})},
         ) as response,
     ):

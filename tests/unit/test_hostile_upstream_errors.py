@@ -139,3 +139,33 @@ async def test_a_cloud_error_that_echoes_the_credential_is_redacted_in_the_log_t
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "bad token Bearer ***" in logged  # the original is still logged, for the operator
     assert token not in logged and "deadbeef42" not in logged
+
+
+@pytest.mark.parametrize("path", ["/v1/messages/count_tokens", "/v1/models", "/v1/messages"])
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [(200, b"<html>sign in to the proxy</html>"), (200, b"[1]"), (204, b""), (201, b"created")],
+    ids=["html", "json-list", "204", "201"],
+)
+async def test_a_success_whose_body_is_not_a_json_object_is_a_502(path: str, status: int, body: bytes) -> None:
+    """Only Messages answers were checked (and only a 200): a token count or a model list of
+    ``<html>...`` reached the SDK, which returned the string or failed on it."""
+    answer = http_answer(status, body, {"content-type": "text/html" if b"<" in body else "application/json"})
+    async with scripted_gateway(ScriptedUpstream(lambda seen: answer)) as (server, _):
+        seen_status, headers, seen_body = await post(server, path=path)
+    assert seen_status == 502, seen_body
+    error = orjson.loads(seen_body)["error"]
+    assert error["type"] == "api_error" and f"upstream answered {status} with a body that is not" in error["message"]
+    assert headers["x-should-retry"] == "true"
+
+
+async def test_a_token_count_and_a_model_list_still_go_through() -> None:
+    answers = {b"count_tokens": b'{"input_tokens": 5}', b"models": b'{"data": [], "has_more": false}'}
+
+    def answer(seen: Seen) -> bytes:
+        key = b"count_tokens" if b"count_tokens" in seen.head else b"models"
+        return http_answer(200, answers[key], {"content-type": "application/json"})
+
+    async with scripted_gateway(ScriptedUpstream(answer)) as (server, _):
+        assert (await post(server, path="/v1/messages/count_tokens"))[2] == answers[b"count_tokens"]
+        assert (await post(server, path="/v1/models"))[2] == answers[b"models"]
