@@ -157,10 +157,14 @@ def unreachable(target: str, detail: str) -> EgressFailure:
 def classify_aiohttp(
     exc: BaseException, *, proxy: str | None, target: str, ca_bundle: Path | None
 ) -> EgressFailure:
-    """The failure behind an aiohttp connection error (``proxy``: the proxy URL used, if any)."""
+    """The failure behind an aiohttp connection error (``proxy``: the proxy URL used, if any).
+    Through a proxy, a connection that drops or an answer that is not HTTP may be the proxy's
+    doing as much as the upstream's: the message names both."""
     where = host_port(target)
     if isinstance(exc, aiohttp.ClientHttpProxyError):
         return proxy_refusal(exc.status, exc.message, host_port(proxy), where)
+    if proxy is not None:
+        where = f"{where} {through(proxy)}"
     if isinstance(exc, aiohttp.ClientResponseError):  # aiohttp's parser refused what came back
         reason = scrub(exc.message).split(":", 1)[0].strip()[:120]  # its name, not the bytes it quotes
         return EgressFailure(EgressKind.INVALID_ANSWER, f"{where} answered with invalid HTTP: {reason}", True)
@@ -176,6 +180,11 @@ def classify_aiohttp(
             return proxy_unreachable(host_port(proxy), detail)
         return unreachable(where, detail)
     return unreachable(where, _short(exc))
+
+
+def through(proxy: str) -> str:
+    """How a message names the egress proxy a request went through (``host:port`` only)."""
+    return f"(through the egress proxy {host_port(proxy)})"
 
 
 def _is_proxy(host: str, port: int | None, proxy: str) -> bool:

@@ -27,7 +27,7 @@ import yarl
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from gateway.egress import EgressError, classify_aiohttp, host_port, proxy_refusal, redirected
+from gateway.egress import EgressError, classify_aiohttp, host_port, proxy_refusal, redirected, through
 from gateway.errors import GatewayError, UpstreamTimeout
 from gateway.headers import relayable_response_headers
 from gateway.providers.base import UpstreamResponse
@@ -81,8 +81,9 @@ class Upstream:
             )
         except asyncio.CancelledError:
             if expiry.fired and expiry.settle():
+                via = "" if self.proxy is None else f" {through(self.proxy)}"
                 raise UpstreamTimeout(
-                    f"upstream did not answer within {self.first_byte_timeout_s:g}s"
+                    f"upstream did not answer within {self.first_byte_timeout_s:g}s{via}"
                 ) from None
             raise
         except (aiohttp.ClientConnectionError, aiohttp.ClientResponseError, OSError) as exc:

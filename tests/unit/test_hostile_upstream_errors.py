@@ -44,7 +44,7 @@ def echo(seen: Seen) -> str:
         (502, "text/html", PAGE, "an HTML page"),
         (500, None, b"", "an empty body"),
         (429, "text/plain", b"slow down", "a text/plain body that is not an API error"),
-        (500, "application/json", b'{"message": "Internal server error"}', "application/json body that is not"),
+        (500, "application/json", b'{"message": "Internal server error"}', "json body that is not"),
     ],
     ids=["html", "empty", "text", "other-json"],
 )
@@ -53,13 +53,16 @@ async def test_an_error_body_that_is_not_an_api_error_is_replaced(
     status: int, content_type: str | None, body: bytes, what: str, stream: bool
 ) -> None:
     headers = {} if content_type is None else {"content-type": content_type}
-    async with scripted_gateway(ScriptedUpstream(lambda seen: http_answer(status, body, headers))) as (server, _):
+    upstream = ScriptedUpstream(lambda seen: http_answer(status, body, headers))
+    async with scripted_gateway(upstream) as (server, _):
         seen_status, seen_headers, seen_body = await post(server, stream=stream)
     assert seen_status == status  # the status is the upstream's; the body is ours
     assert seen_headers["content-type"] == "application/json"
     error = orjson.loads(seen_body)
-    assert error["type"] == "error" and error["error"]["type"] == ("rate_limit_error" if status == 429 else "api_error")
-    assert f"the upstream answered {status} with" in error["error"]["message"] and what in error["error"]["message"]
+    assert error["type"] == "error"
+    assert error["error"]["type"] == ("rate_limit_error" if status == 429 else "api_error")
+    message = error["error"]["message"]
+    assert f"the upstream answered {status} with" in message and what in message
     assert b"cloudflare" not in seen_body and b"slow down" not in seen_body
 
 
@@ -147,7 +150,9 @@ async def test_a_cloud_error_that_echoes_the_credential_is_redacted_in_the_log_t
     [(200, b"<html>sign in to the proxy</html>"), (200, b"[1]"), (204, b""), (201, b"created")],
     ids=["html", "json-list", "204", "201"],
 )
-async def test_a_success_whose_body_is_not_a_json_object_is_a_502(path: str, status: int, body: bytes) -> None:
+async def test_a_success_whose_body_is_not_a_json_object_is_a_502(
+    path: str, status: int, body: bytes
+) -> None:
     """Only Messages answers were checked (and only a 200): a token count or a model list of
     ``<html>...`` reached the SDK, which returned the string or failed on it."""
     answer = http_answer(status, body, {"content-type": "text/html" if b"<" in body else "application/json"})
@@ -155,7 +160,8 @@ async def test_a_success_whose_body_is_not_a_json_object_is_a_502(path: str, sta
         seen_status, headers, seen_body = await post(server, path=path)
     assert seen_status == 502, seen_body
     error = orjson.loads(seen_body)["error"]
-    assert error["type"] == "api_error" and f"upstream answered {status} with a body that is not" in error["message"]
+    assert error["type"] == "api_error"
+    assert f"upstream answered {status} with a body that is not" in error["message"]
     assert headers["x-should-retry"] == "true"
 
 
@@ -169,3 +175,27 @@ async def test_a_token_count_and_a_model_list_still_go_through() -> None:
     async with scripted_gateway(ScriptedUpstream(answer)) as (server, _):
         assert (await post(server, path="/v1/messages/count_tokens"))[2] == answers[b"count_tokens"]
         assert (await post(server, path="/v1/models"))[2] == answers[b"models"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (b"", "upstream unreachable: api.internal.example:8080 (through the egress proxy {proxy}): "),
+        (b"\x16\x03 no http\r\n\r\n", "(through the egress proxy {proxy}) answered with invalid HTTP"),
+        ([b""] * 20, "upstream did not answer within 0.3s (through the egress proxy {proxy})"),
+    ],
+    ids=["closed", "not-http", "silent"],
+)
+async def test_a_failure_through_the_proxy_names_the_proxy(answer: bytes | list[bytes], words: str) -> None:
+    """A proxy that closed the connection, answered garbage or hung was reported as the upstream's
+    doing alone (``upstream unreachable: ...``, which README promises means no proxy involved)."""
+    proxy = ScriptedUpstream(lambda seen: answer)
+    env = {
+        "ANTHROPIC_BASE_URL": "http://api.internal.example:8080",
+        "HTTP_PROXY": "{upstream}",
+        "GATEWAY_FIRST_BYTE_TIMEOUT_S": "0.3",
+    }
+    async with scripted_gateway(proxy, env) as (server, _):
+        status, _, body = await post(server)
+    assert status in (502, 504), body
+    assert words.format(proxy=proxy.url.removeprefix("http://")) in orjson.loads(body)["error"]["message"]
