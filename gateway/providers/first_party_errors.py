@@ -43,10 +43,9 @@ def is_api_error(body: bytes) -> bool:
 def _what(content_type: str, body: bytes) -> str:
     if not body.strip():
         return "an empty body"
-    kind = content_type or "untyped"
-    if kind == "text/html":
+    if content_type == "text/html":
         return "an HTML page"
-    return f"a {kind} body that is not an API error"
+    return f"a body ({content_type or 'untyped'}) that is not an API error"
 
 
 async def first_party_error(

@@ -43,8 +43,8 @@ def echo(seen: Seen) -> str:
     [
         (502, "text/html", PAGE, "an HTML page"),
         (500, None, b"", "an empty body"),
-        (429, "text/plain", b"slow down", "a text/plain body that is not an API error"),
-        (500, "application/json", b'{"message": "Internal server error"}', "json body that is not"),
+        (429, "text/plain", b"slow down", "a body (text/plain) that is not an API error"),
+        (500, "application/json", b'{"message": "Internal server error"}', "(application/json) that"),
     ],
     ids=["html", "empty", "text", "other-json"],
 )
