@@ -9,7 +9,7 @@ and retry policy. ``x-should-retry`` is set explicitly where the client must not
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, TypeGuard
 
 import orjson
 
@@ -78,7 +78,16 @@ def error_type_of(body: bytes, status: int) -> str:
         error_type = parsed["error"]["type"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return error_type_for_status(status)
-    return error_type if isinstance(error_type, str) and error_type else error_type_for_status(status)
+    return error_type if plausible_error_type(error_type) else error_type_for_status(status)
+
+
+MAX_ERROR_TYPE: Final = 64
+"""The longest ``error.type`` taken from an upstream (the API's are at most 25 characters): a longer
+one is no type at all, and would only bloat the access log line that records it."""
+
+
+def plausible_error_type(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ERROR_TYPE
 
 
 def error_body(error_type: str, message: str, request_id: str | None = None) -> bytes:

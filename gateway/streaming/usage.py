@@ -11,10 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 import orjson
 
+from gateway.errors import plausible_error_type
 from gateway.streaming.failure import malformed_event
 from gateway.streaming.scan import DELTA_DATA, DELTA_HEAD, EventScanner
 
@@ -100,6 +101,11 @@ def miss_reason(message: Mapping[str, Any]) -> str | None:
         if isinstance(reason, str) and reason:
             return reason
     return None
+
+
+MAX_ERROR_MESSAGE: Final = 4096
+"""An upstream ``error`` event's message is kept up to this many characters (the client's answer
+and the access line quote it; the API's are a line or two, an upstream's could be a megabyte)."""
 
 
 class StreamObserver:
@@ -204,8 +210,8 @@ class StreamObserver:
             error = _decode(data).get("error")
             kind = error.get("type") if isinstance(error, dict) else None
             message = error.get("message") if isinstance(error, dict) else None
-            self.error_type = kind if isinstance(kind, str) and kind else "api_error"
-            self.error_message = message if isinstance(message, str) else ""
+            self.error_type = kind if plausible_error_type(kind) else "api_error"
+            self.error_message = message[:MAX_ERROR_MESSAGE] if isinstance(message, str) else ""
             self.finished = True
 
 

@@ -124,3 +124,20 @@ def test_the_observer_does_not_judge_an_event_it_did_not_read() -> None:
     assert observer.message_started
     with pytest.raises(StreamFailure, match="message_delta event that is not a JSON object"):
         observer._notable(b"message_delta", b"not json")
+
+
+async def test_an_error_event_of_any_size_is_answered_within_bounds(caplog: pytest.LogCaptureFixture) -> None:
+    """Its type and message were taken whole: a 5,000-character type was the client's ``error.type``
+    and the access line's, a 500 KB message the answer's and the log's (a few such requests filled
+    the 4 MiB log buffer, and other requests' access lines were dropped)."""
+    huge = {"type": "error", "error": {"type": "invalid_request_error", "message": "m" * 500_000}}
+    garbage = {"type": "error", "error": {"type": "x" * 5000, "message": "what"}}
+    with caplog.at_level(logging.INFO):
+        async with scripted_gateway(answers(START + encode_event("error", huge))) as (server, _):
+            status, _, body = await post(server, stream=True)
+        assert status == 400 and len(orjson.loads(body)["error"]["message"]) == 4096
+        async with scripted_gateway(answers(START + encode_event("error", garbage))) as (server, _):
+            status, headers, body = await post(server, stream=True)
+    assert status == 200 and headers["x-gateway-fallback"] == "non_streaming"  # no type: an api_error
+    assert b"x" * 65 not in body
+    assert max(len(record.getMessage()) for record in caplog.records) < 10_000
