@@ -368,8 +368,7 @@ class Gateway:
             started, finished, outcome.upstream_started_at, outcome.upstream_done_at, outcome.relay_busy_s
         )
         cost = None
-        served = outcome.model_fallback or model  # tokens and spend go to the model that answered:
-        answered = answering_model(outcome.upstream_model, served)  # a model map's target if known
+        served = outcome.model_fallback or model  # tokens and spend: the model that answered
         if client.operation is Operation.MESSAGES and scope.client is not None:
             cost = self.prices.cost(provider, served, outcome.usage, outcome.upstream_model)
         if scope.admission is not None and self.policy is not None:  # spend, tokens, stream slot
@@ -383,7 +382,7 @@ class Gateway:
             ttft_s=ttft,
             overhead_s=overhead,
             upstream_error=scope.upstream_error,
-            served_model=answered,
+            served_model=answering_model(outcome.upstream_model, served),  # a model map's target
             team=team if scope.principal is None else scope.principal.label,
             usage=outcome.usage if cost is not None else None,
             cost=cost,

@@ -238,6 +238,7 @@ def test_a_wide_body_just_under_the_limit_costs_what_parsing_it_costs(
 
 _MEASURE = """
 import resource, sys, orjson
+from gateway.inbound import parse_json_object
 body = open(sys.argv[1], "rb").read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 {parse}
