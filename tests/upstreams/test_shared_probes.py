@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anthropic
@@ -21,17 +21,11 @@ from gateway.redis_link import RedisLink
 from gateway.upstreams.breaker import BreakerState
 from gateway.upstreams.breaker_redis import RedisBreakerBoard, probes_key
 from gateway.upstreams.config import BreakerOptions
-from tests.support.redis_server import RedisServer, running_redis
+from tests.support.redis_server import RedisServer
 from tests.upstreams.harness import CLIENT_KEY, MODEL, SYSTEM, four_upstreams
 
 pytestmark = pytest.mark.timeout(60)
 STORM = "fail_first=1000000:529,retry_after_ms=1"
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    with running_redis(tmp_path) as server:
-        yield server
 
 
 class Clock:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,13 @@ import anthropic
 import pytest
 
 from emulators.upstreams import EmulatedUpstream, emulated_upstream
-from tests.support.redis_server import RedisServer, running_redis
+from tests.support.redis_server import RedisServer
 from tests.support.serve_process import GatewayProcess, serve_process
 from tests.support.threaded import LoopThread
 from tests.upstreams.harness import CLIENT_KEY, MODEL, SYSTEM, entry
 
 pytestmark = pytest.mark.timeout(90)
 METRICS_KEY = "sk-metrics-reader"
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    with running_redis(tmp_path) as server:
-        yield server
 
 
 def _metric(gateway: GatewayProcess, name: str, labels: str) -> float | None:

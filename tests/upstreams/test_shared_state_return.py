@@ -14,7 +14,6 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,17 +22,11 @@ from gateway.upstreams.affinity import Placement, RedisPlacementMap
 from gateway.upstreams.breaker import BreakerState
 from gateway.upstreams.breaker_redis import RedisBreakerBoard
 from gateway.upstreams.config import BreakerOptions
-from tests.support.redis_server import RedisServer, running_redis
+from tests.support.redis_server import RedisServer
 from tests.upstreams.test_shared_probes import Clock
 
 pytestmark = pytest.mark.timeout(60)
 OPTIONS = BreakerOptions(failures=1, window_s=60, open_s=120, half_open_probes=1, probe_slot_s=30)
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    with running_redis(tmp_path) as server:
-        yield server
 
 
 @contextlib.contextmanager

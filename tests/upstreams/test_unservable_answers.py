@@ -5,12 +5,14 @@ upstream's breaker, health and failure count are left alone, so the sessions it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
 
-from tests.upstreams.harness import SYSTEM, four_upstreams
+from tests.upstreams.harness import SYSTEM, Fleet, four_upstreams
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -18,17 +20,25 @@ PROFILE = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/
 MODEL = "claude-sonnet-4-5"
 
 
-async def test_count_tokens_not_supported_moves_on_without_tripping_the_breaker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with four_upstreams(
+def _profile_on_bedrock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: dict[str, Any] | None = None
+) -> contextlib.AbstractAsyncContextManager[Fleet]:
+    """Bedrock (``MODEL`` mapped to an inference profile: its CountTokens answers 501), then Vertex."""
+    return four_upstreams(
         tmp_path,
         monkeypatch,
         order=("bedrock", "vertex"),
         providers=("bedrock", "vertex"),
         overrides={"bedrock": {"model_map": {MODEL: PROFILE}}},
-        sections={"breaker": {"failures": 3, "window_s": 60, "open_s": 60}},
-    ) as fleet:
+        sections=sections,
+    )
+
+
+async def test_count_tokens_not_supported_moves_on_without_tripping_the_breaker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    breaker = {"failures": 3, "window_s": 60, "open_s": 60}
+    async with _profile_on_bedrock(tmp_path, monkeypatch, {"breaker": breaker}) as fleet:
         client = fleet.client("profile-session")
         messages: list[anthropic.types.MessageParam] = [{"role": "user", "content": "hello"}]
         await asyncio.wait_for(
@@ -51,13 +61,7 @@ async def test_count_tokens_not_supported_moves_on_without_tripping_the_breaker(
 async def test_no_candidate_able_to_count_answers_not_supported_not_overloaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with four_upstreams(
-        tmp_path,
-        monkeypatch,
-        order=("bedrock", "vertex"),
-        providers=("bedrock", "vertex"),
-        overrides={"bedrock": {"model_map": {MODEL: PROFILE}}},
-    ) as fleet:
+    async with _profile_on_bedrock(tmp_path, monkeypatch) as fleet:
         fleet.emulators["vertex"].set_fault("fail_first=1000000:501")
         with pytest.raises(anthropic.APIStatusError) as raised:
             await fleet.client().messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "hi"}])
