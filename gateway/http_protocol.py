@@ -109,6 +109,7 @@ class GuardedHandler(RequestHandler):
         count = self._request_count
         super().data_received(data)
         if self._request_count != count:
+            self._amend(self._request_count - count)
             self._parsed()
         elif self._phase == BODY:
             body = self._body
@@ -166,9 +167,6 @@ class GuardedHandler(RequestHandler):
             self._complete()
             return
         self._responded = False
-        amended = amend(message, self._guard.limits.max_body_bytes)  # Expect; TE on HTTP/1.0
-        if amended is not message:
-            self._messages[-1] = (amended, payload)
         if payload.is_eof():  # no body, or all of it came with the headers
             self._body = None
             self._complete()
@@ -177,6 +175,17 @@ class GuardedHandler(RequestHandler):
         self._body, self._body_start = payload, payload.total_bytes
         self._since = self._loop.time()
         self._due(self._since + self._guard.limits.body_timeout_s)
+
+    def _amend(self, new: int) -> None:
+        """Amend the ``new`` requests this chunk queued (Expect; TE on HTTP/1.0): pipelined, one
+        chunk can hold several, and each is served as amended, not only the last."""
+        messages, limit = self._messages, self._guard.limits.max_body_bytes
+        for index in range(max(len(messages) - new, 0), len(messages)):
+            message, payload = messages[index]
+            if isinstance(message, RawRequestMessage):
+                amended = amend(message, limit)
+                if amended is not message:
+                    messages[index] = (amended, payload)
 
     def _line_too_long(self) -> bool:
         return self._line_bytes > self.max_line_size

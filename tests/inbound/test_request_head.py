@@ -89,3 +89,28 @@ def test_transfer_encoding_on_http_1_0_closes_the_connection(make_stack: StackFa
         assert answer.status == 200, answer.body[:200]
         assert answer.header("connection") != "keep-alive"
         assert stream.read() == b""  # closed by the gateway
+
+
+def test_every_request_of_a_pipelined_chunk_is_amended(make_stack: StackFactory) -> None:
+    """Two requests in one segment are parsed together: the first is amended too, not only the last
+    (it closes the connection after its answer, the second is never served)."""
+    stack = make_stack()
+    head = b"POST /v1/messages HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\nx-api-key: " + CLIENT_KEY.encode()
+    head += b"\r\ncontent-type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    second = request_bytes("POST", "/v1/messages", HEAD, HI)
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=5) as client:
+        client.sendall(head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(HI), HI) + second)
+        stream = client.makefile("rb")
+        assert read_response(stream).status == 200
+        assert stream.read() == b""  # closed after the first answer: the second was not served
+    assert stack.upstream_count == 1
+
+
+def test_an_unknown_expectation_is_ignored_on_a_pipelined_request(make_stack: StackFactory) -> None:
+    stack = make_stack()
+    first = request_bytes("POST", "/v1/messages", [*HEAD, ("expect", "foo")], HI)
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=5) as client:
+        client.sendall(first + request_bytes("POST", "/v1/messages", HEAD, HI))
+        stream = client.makefile("rb")
+        assert read_response(stream).status == 200
+        assert read_response(stream).status == 200
