@@ -140,6 +140,7 @@ class UpstreamSet:
         context: CacheContext | None = None
         failures: dict[str, str] = dict.fromkeys(plan.skipped, "breaker_open")
         refused: ClientInputError | None = None
+        unservable: tuple[Upstream, RetryResult[PreparedRequest], CacheContext | None] | None = None
         tried = 0
         answer_context = _AnswerContext(plan, placement, slot, origin, origin_slot, history, failures, retrying, retry_key)
         gateway.metrics.inflight_requests.inc()
@@ -199,11 +200,9 @@ class UpstreamSet:
                 if reason == UNSERVABLE:  # it answered (501): no failure of its health, try the next
                     self.breakers.release(name)
                     failures[name] = reason
-                    if last and all(why == UNSERVABLE for why in failures.values()):
-                        served, context = upstream, prepared.cache  # none can serve it: this answer
-                        break
-                    if attempt.response is not None:
-                        attempt.response.close()
+                    if unservable is not None and unservable[1].response is not None:
+                        unservable[1].response.close()
+                    unservable = (upstream, attempt, prepared.cache)  # the answer if none can serve it
                     continue
                 if reason is None and last:
                     await self.breakers.success(name)
@@ -239,6 +238,8 @@ class UpstreamSet:
                     served, context = upstream, prepared.cache
                 elif attempt.response is not None:
                     attempt.response.close()
+            if served is None and unservable is not None and all(why == UNSERVABLE for why in failures.values()):
+                served, attempt, context = unservable  # no candidate can serve it: its 501, not a 529
             if served is None or attempt is None:
                 if refused is not None and tried == 0:
                     refused.headers.setdefault("x-client-request-id", client.request_id)
@@ -251,6 +252,8 @@ class UpstreamSet:
             return await self._answer(request, scope, attempt, served, answer_context)
         finally:
             gateway.metrics.inflight_requests.dec()
+            if unservable is not None and unservable[1] is not attempt and unservable[1].response is not None:
+                unservable[1].response.close()  # a 501 held back, another answer given
             if context is not None and served is not None:
                 moved = plan.home is not None and served.name != plan.home
                 outcome.cache_break_reason = reason_after = served.cache.after(

@@ -88,3 +88,22 @@ async def test_a_probe_model_an_upstream_cannot_serve_does_not_open_its_breaker(
         for name in ("primary", "bedrock", "vertex"):
             assert fleet.metric("gateway_breaker_state", upstream=name) == 0, name
             assert fleet.metric("gateway_upstream_health", upstream=name) == 1, name
+
+
+async def test_a_501_then_a_candidate_refusing_before_sending_answers_not_supported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bedrock answers 501 (an inference profile), the last candidate refuses the model before
+    sending: no candidate can serve it, so the 501 is the answer, not a 529 the client retries."""
+    async with four_upstreams(
+        tmp_path,
+        monkeypatch,
+        order=("bedrock", "vertex"),
+        providers=("bedrock", "vertex"),
+        overrides={"bedrock": {"model_map": {"team-sonnet": PROFILE}}},
+    ) as fleet:
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            await fleet.client().messages.count_tokens(model="team-sonnet", messages=[{"role": "user", "content": "hi"}])
+        assert raised.value.status_code == 501, raised.value.response.text
+        assert raised.value.response.headers["x-should-retry"] == "false"
+        assert fleet.failures("bedrock") == fleet.failures("vertex") == 0
