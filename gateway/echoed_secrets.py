@@ -23,11 +23,12 @@ _PATTERNS: Final = (
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
     (re.compile(r"\b(sk-ant-)[A-Za-z0-9_-]{6,}"), r"\1" + MASK),
     (re.compile(r"\b(ya29\.)[A-Za-z0-9._-]+"), r"\1" + MASK),
-    (
+    (  # also inside JSON text (a first-party error body is redacted as bytes): ``&`` may come
+        # as ``\u0026``, and a value ends at any other backslash (``\"``: the quote stays escaped)
         re.compile(
-            r"(?i)([?&;](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature"
-            r"|x-goog-credential|signature|sig|se|skoid|sktid|token|access_token|key|api-key|api_key"
-            r"|subscription-key|code)=)[^&\s\"'<>]+"
+            r"(?i)((?:[?&;]|\\u0026)(?:x-amz-signature|x-amz-credential|x-amz-security-token"
+            r"|x-goog-signature|x-goog-credential|signature|sig|se|skoid|sktid|token|access_token|key"
+            r"|api-key|api_key|subscription-key|code)=)(?:[^&\s\"'<>\\]|\\/)+"
         ),
         r"\1" + MASK,
     ),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -199,3 +200,24 @@ async def test_a_failure_through_the_proxy_names_the_proxy(answer: bytes | list[
         status, _, body = await post(server)
     assert status in (502, 504), body
     assert words.format(proxy=proxy.url.removeprefix("http://")) in orjson.loads(body)["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "json_escaping",
+    [orjson.dumps, lambda value: orjson.dumps(value).replace(b"&", b"\\u0026")],  # Go's encoder: \u0026
+    ids=["plain", "go-escaped"],
+)
+async def test_a_redacted_api_error_is_still_json(json_escaping: Any) -> None:
+    """The redaction runs over the body's bytes: a signed URL quoted in the message (``\\"https://
+    ...?sig=...\\"``) lost the backslash of its closing quote with the signature, so the client got
+    a body that is not JSON; with ``&`` written ``\\u0026`` the later parameters were not redacted."""
+    message = f'could not fetch "{SIGNED}": 403'
+    error = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    body = json_escaping(error)
+    upstream = ScriptedUpstream(lambda seen: http_answer(400, body, {"content-type": "application/json"}))
+    async with scripted_gateway(upstream) as (server, _):
+        status, _, relayed = await post(server)
+    assert status == 400 and b"deadbeef42" not in relayed and b"AKIAEXAMPLE" not in relayed
+    relayed_message = orjson.loads(relayed)["error"]["message"]  # still JSON
+    assert relayed_message.startswith('could not fetch "https://bucket.s3.amazonaws.com/log?X-Amz-Credential=***')
+    assert relayed_message.endswith('X-Amz-Signature=***": 403')
