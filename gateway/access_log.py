@@ -26,6 +26,7 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 
 LOG_BODY_LIMIT: Final = 64 * 1024
 LOGGED_NAME_LIMIT: Final = 256  # characters of a model name in a line
+LOGGED_FAILURE_LIMIT: Final = 4096  # characters of a failure in a line (its start and its end kept)
 
 
 def log_request(
@@ -60,7 +61,7 @@ def log_request(
         "status": outcome.status,
         "stop_reason": outcome.stop_reason,
         "error_type": outcome.error_type,
-        "failure": outcome.failure,
+        "failure": None if outcome.failure is None else _failure(outcome.failure),
         "client_disconnected": outcome.client_disconnected,
         "duration_ms": _ms(duration_s),
         "ttft_ms": _ms(ttft_s),
@@ -92,6 +93,15 @@ def _name(model: str) -> str:
     if len(model) <= LOGGED_NAME_LIMIT:
         return model
     return f"{model[:LOGGED_NAME_LIMIT]}... ({len(model)} characters)"
+
+
+def _failure(text: str) -> str:
+    """A failure as logged: gateway-made, but it may quote what the client sent (a cloud upstream's
+    'model: <name> is not served...'), so a long one keeps its start and its end."""
+    if len(text) <= LOGGED_FAILURE_LIMIT:
+        return text
+    head, tail = LOGGED_FAILURE_LIMIT * 3 // 4, LOGGED_FAILURE_LIMIT // 4
+    return f"{text[:head]}... ({len(text)} characters) ...{text[-tail:]}"
 
 
 def _add_body(record: dict[str, object], client: ClientRequest) -> None:
