@@ -45,7 +45,7 @@ def remember(secret: str) -> None:
 
 def redact(text: str) -> str:
     """``text`` without any remembered credential, bearer token or signed-URL credential."""
-    for secret in _remembered:
+    for secret in tuple(_remembered):  # (a snapshot: another thread may remember one meanwhile)
         if secret in text:
             text = text.replace(secret, MASK)
     for pattern, replacement in _PATTERNS:

