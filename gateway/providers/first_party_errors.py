@@ -6,7 +6,9 @@ upstream echoes (:mod:`gateway.echoed_secrets`). Anything else — a CDN's or a 
 empty body, JSON of another shape — is not an API error: the client gets an Anthropic error of
 ours with the same status, typed by it, naming what came back (and, on a plain-http upstream
 reached through the egress proxy, that the proxy may have answered); the original is logged, an
-excerpt, redacted. A body cut off, too long or stalled keeps its status too.
+excerpt, redacted. A body cut off, too long or stalled keeps its status too. A 401 refused the
+gateway's own credential (the client's never goes upstream): it says so, with ``x-should-retry:
+false``, so a client neither blames its own key nor retries for minutes.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ async def first_party_error(
     finally:
         response.release()
     if is_api_error(body):
+        if status == 401:
+            return _credential_refused(body, headers, request_id)
         return BufferedResponse(status, redact_bytes(body), headers)
     what = _what(content_type, body)
     excerpt = " ".join(redact(body[: _EXCERPT * 4].decode("utf-8", "replace")).split())[:_EXCERPT]
@@ -75,6 +79,25 @@ async def first_party_error(
     if via_proxy is not None:
         message += f" (the request went through the egress proxy {via_proxy}, which may have answered)"
     return _ours(status, message, headers)
+
+
+def _credential_refused(body: bytes, headers: list[tuple[str, str]], request_id: str) -> BufferedResponse:
+    """The upstream's 401 (an API error) as the client gets it: its type and request id kept, a
+    message naming the gateway's credential (the upstream's, logged, would read as the client's
+    key: Claude Code answers any message naming ``x-api-key`` with "Fix external API key"), and
+    not to be retried (a retry sends the same credential)."""
+    decoded = orjson.loads(body)
+    error = decoded["error"]
+    log.warning(
+        "the upstream refused the gateway's credential (401 %s, request %s): %s",
+        error["type"], request_id, redact(str(error.get("message")))[:_EXCERPT],
+    )  # fmt: skip
+    message = "The gateway's upstream credential was rejected (the client's key was accepted)."
+    upstream_id = decoded.get("request_id")
+    kept = [(n, v) for n, v in headers if n.lower() not in _REPLACED and n.lower() != "x-should-retry"]
+    kept += [("content-type", "application/json"), ("x-should-retry", "false")]
+    answer = error_body(str(error["type"]), message, upstream_id if isinstance(upstream_id, str) else None)
+    return BufferedResponse(401, answer, kept)
 
 
 def _ours(status: int, message: str, headers: list[tuple[str, str]]) -> BufferedResponse:

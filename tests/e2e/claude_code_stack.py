@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,16 +67,22 @@ async def _gateway(env: dict[str, str]) -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def provider_stack(
-    provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    provider: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gateway_env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[ProviderStack]:
+    """``gateway_env``: settings of the gateway's over the provider's (e.g. another credential)."""
     home = tmp_path / "home"
+    extra = dict(gateway_env or {})
     if provider == "anthropic":
         async with run_emulator(EmulatorConfig(api_keys=frozenset({UPSTREAM_KEY})), port=0) as emulator:
-            env = {"ANTHROPIC_API_KEY": UPSTREAM_KEY, "ANTHROPIC_BASE_URL": emulator.base_url}
+            env = {"ANTHROPIC_API_KEY": UPSTREAM_KEY, "ANTHROPIC_BASE_URL": emulator.base_url, **extra}
             async with _gateway(env) as url:
                 yield ProviderStack(provider, url, emulator, home, None)
     elif provider == "bedrock":
         async with bedrock_upstream(tmp_path) as (env, emulator):
+            env.update(extra)
             apply_aws_env(monkeypatch, env)
             own = {
                 "CLAUDE_CODE_USE_BEDROCK": "1",
@@ -91,6 +97,7 @@ async def provider_stack(
         async with vertex_harness.vertex_upstream(
             tmp_path, monkeypatch, vertex_tokens=frozenset({VERTEX_TOKEN})
         ) as (env, emulator):
+            env.update(extra)
             own = {
                 "CLAUDE_CODE_USE_VERTEX": "1",
                 "ANTHROPIC_VERTEX_BASE_URL": env["ANTHROPIC_VERTEX_BASE_URL"],
@@ -104,6 +111,7 @@ async def provider_stack(
                 yield ProviderStack(provider, url, emulator, home, own)
     elif provider == "foundry":
         async with foundry_harness.foundry_upstream(tmp_path) as (env, emulator):
+            env.update(extra)
             own = {
                 "CLAUDE_CODE_USE_FOUNDRY": "1",
                 "ANTHROPIC_FOUNDRY_BASE_URL": env["ANTHROPIC_FOUNDRY_BASE_URL"],

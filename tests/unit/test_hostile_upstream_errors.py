@@ -73,18 +73,45 @@ async def test_an_api_error_is_relayed_as_it_came_but_an_echoed_credential_is_no
     def answer(seen: Seen) -> bytes:
         if len(upstream.requests) == 1:
             return http_answer(400, plain, {"content-type": "application/json"})
-        error = {"type": "error", "error": {"type": "authentication_error", "message": echo(seen)}}
-        return http_answer(401, orjson.dumps(error), {"content-type": "application/json"})
+        error = {"type": "error", "error": {"type": "permission_error", "message": echo(seen)}}
+        return http_answer(403, orjson.dumps(error), {"content-type": "application/json"})
 
     upstream = ScriptedUpstream(answer)
     async with scripted_gateway(upstream) as (server, _):
         status, _, body = await post(server)
         assert status == 400 and body == plain  # byte for byte: clients match this wording
         status, _, body = await post(server)
-    assert status == 401
+    assert status == 403
     message = orjson.loads(body)["error"]["message"]
     assert UPSTREAM_KEY not in message and "deadbeef42" not in message
     assert message.startswith("invalid x-api-key ***; details at https://bucket.s3.amazonaws.com/log?")
+
+
+async def test_an_upstream_401_names_the_gateways_credential_and_is_not_to_be_retried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first party's 401 refused the gateway's own key (a client's never goes upstream).
+    Before, it was relayed as it came (``invalid x-api-key``, no ``x-should-retry``): Claude Code
+    told the developer to fix their own key, after retrying it for about three minutes."""
+
+    def answer(seen: Seen) -> bytes:
+        error = {"type": "error", "error": {"type": "authentication_error", "message": echo(seen)}}
+        error["request_id"] = "req_upstream_1"
+        return http_answer(401, orjson.dumps(error), {"content-type": "application/json"})
+
+    with caplog.at_level(logging.WARNING):
+        async with scripted_gateway(ScriptedUpstream(answer)) as (server, _):
+            status, headers, body = await post(server)
+    assert status == 401 and headers["x-should-retry"] == "false"
+    answer_json = orjson.loads(body)
+    assert answer_json["request_id"] == "req_upstream_1"
+    assert answer_json["error"] == {
+        "type": "authentication_error",
+        "message": "The gateway's upstream credential was rejected (the client's key was accepted).",
+    }
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "invalid x-api-key ***" in logged  # the upstream's wording, for the operator
+    assert UPSTREAM_KEY not in logged and "deadbeef42" not in logged
 
 
 async def test_a_stream_error_event_before_content_does_not_echo_the_credential(
